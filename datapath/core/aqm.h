@@ -1,0 +1,105 @@
+/* aqm.h - the queue-discipline interface shared by ckcd-link, ckcd-replay and
+ * (later) the kernel qdisc sch_ckcd.
+ *
+ * The core is freestanding: no libc, no kernel headers, no floating point
+ * (a kernel qdisc cannot use the FPU). Clock, random numbers and memory come
+ * from the caller through struct aqm_env. Only <stdint.h>/<stddef.h>, which
+ * are compiler-provided, are included.
+ *
+ * A queue is one instance of a discipline ("droptail", "red", "codel",
+ * "choke", "ckcd", "bands"). It is created from a text spec such as
+ *     "ckcd limit=80 delta_ms=100 d_ms=5"
+ * parsed and validated in one place (aqm_params.c) against the discipline's
+ * parameter table; per-packet code never re-validates.
+ */
+#ifndef CKCD_AQM_H
+#define CKCD_AQM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Every drop has a reason and a counter (cf. sch_choke's early/pdrop/matched). */
+enum aqm_drop_reason {
+	AQM_DROP_OVERFLOW = 0, /* buffer full: tail drop */
+	AQM_DROP_EARLY,        /* probabilistic/forced drop on enqueue (RED, CHOKe, CKCD q_avg) */
+	AQM_DROP_CHOKE_MATCH,  /* random comparison matched: both packets (CHOKe, CKCD) */
+	AQM_DROP_DELAY,        /* dequeue drop: sojourn above (per-flow) target (CoDel, CKCD d_th) */
+	AQM_DROP_PENALTY,      /* drop inside a band marked as the penalized band */
+	AQM_DROP_FLUSH,        /* queue destroyed with packets still in it */
+	AQM_DROP_REASONS
+};
+
+const char *aqm_drop_reason_name(enum aqm_drop_reason why);
+
+/* A packet descriptor. The caller owns the frame; the core only links
+ * descriptors and reads the fields below. */
+struct aqm_pkt {
+	struct aqm_pkt *next; /* owned by the core while the packet is queued */
+	uint64_t enqueue_ns;  /* stamped by the core on enqueue */
+	uint32_t flow_hash;   /* caller's flow id (hash of the 5-tuple) */
+	uint32_t len;         /* bytes on the wire */
+	uint8_t dscp;         /* for the bands classifier */
+	uint8_t band;         /* set by "bands" to the band it was queued in */
+	void *frame;          /* caller's data, opaque to the core */
+};
+
+struct aqm_env {
+	void *ctx;
+	uint32_t (*random_u32)(void *ctx);
+	void *(*alloc)(void *ctx, size_t bytes); /* must return zeroed memory */
+	void (*free)(void *ctx, void *p);
+	/* The core hands every dropped packet back here, the arriving one
+	 * included, with its reason. */
+	void (*drop)(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why);
+};
+
+struct aqm_stats {
+	uint64_t enq_pkts, enq_bytes; /* accepted into the queue */
+	uint64_t deq_pkts, deq_bytes; /* handed to the link */
+	uint64_t drops[AQM_DROP_REASONS];
+	uint64_t drop_bytes[AQM_DROP_REASONS];
+};
+
+struct aqm_queue; /* opaque */
+
+enum { AQM_QUEUED = 0, AQM_DROPPED = 1 };
+
+/* Create a queue from a spec. On error returns NULL and writes a message
+ * naming the offending discipline or parameter into err. */
+struct aqm_queue *aqm_create(const char *spec, const struct aqm_env *env,
+			     char *err, size_t errlen);
+
+/* Replace the discipline/parameters of *q at run time. Queued packets are
+ * carried over in order (no AQM decision is made on them). On error *q is
+ * left untouched and err names the parameter. Returns 0 or -1. */
+int aqm_reconfigure(struct aqm_queue **q, const char *spec, char *err, size_t errlen);
+
+/* AQM_QUEUED or AQM_DROPPED (the packet has then been given to env->drop). */
+int aqm_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns);
+
+/* Next packet to send, or NULL. Packets dropped on the way go to env->drop. */
+struct aqm_pkt *aqm_dequeue(struct aqm_queue *q, uint64_t now_ns);
+
+uint32_t aqm_qlen_pkts(const struct aqm_queue *q);
+uint64_t aqm_qlen_bytes(const struct aqm_queue *q);
+const struct aqm_stats *aqm_get_stats(const struct aqm_queue *q);
+
+/* Bands only: number of bands and the per-band stats/qlen (band < n).
+ * For a non-band discipline aqm_nbands() is 1 and band 0 is the queue. */
+unsigned aqm_nbands(const struct aqm_queue *q);
+const struct aqm_stats *aqm_band_stats(const struct aqm_queue *q, unsigned band);
+uint32_t aqm_band_qlen_pkts(const struct aqm_queue *q, unsigned band);
+
+/* Current configuration as a spec string (all parameters, defaults filled
+ * in), and discipline-specific state as "key=value ..." (q_avg, count,
+ * active flows, ...). Return the length written (always NUL-terminated). */
+size_t aqm_describe(const struct aqm_queue *q, char *buf, size_t len);
+size_t aqm_xstats(const struct aqm_queue *q, char *buf, size_t len);
+
+/* Frees the queue; packets still queued go to env->drop with AQM_DROP_FLUSH. */
+void aqm_destroy(struct aqm_queue *q);
+
+/* Names of the registered disciplines, NULL-terminated. */
+const char *const *aqm_discipline_names(void);
+
+#endif
