@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make setup: everything ckcd-coex needs on a fresh Debian 12 machine.
+# Idempotent: each step checks before it acts, and a finished setup prints one line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+STAMP=$VENV/.ckcd-setup-stamp
+APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
+  build-essential python3-venv python3-dev"
+
+die() { echo "setup: $*" >&2; exit 1; }
+say() { echo "setup: $*"; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (Mininet, Open vSwitch and network namespaces need it): sudo make setup"
+command -v apt-get >/dev/null && command -v dpkg-query >/dev/null \
+  || die "needs Debian 12 (apt-get/dpkg-query not found); install the packages in scripts/setup.sh by hand"
+[ -x /usr/bin/python3 ] || die "needs /usr/bin/python3 (Debian's python3): apt-get install python3"
+
+# 1. Debian packages, only the missing ones.
+missing=""
+for p in $APT_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  say "installing Debian packages:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || die "apt-get update failed (no network to Debian's mirrors?)"
+  # shellcheck disable=SC2086
+  apt-get install -y -qq $missing >/tmp/ckcd-coex-apt.log 2>&1 \
+    || die "apt-get install failed; see /tmp/ckcd-coex-apt.log"
+fi
+# Debian's package may have started a system OVS; we never use or stop it (the lab runs its own).
+
+# 2. The venv: Debian's Python with system site packages, because Mininet lives there.
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+"$VENV/bin/python" -c 'import mininet.net' 2>/dev/null \
+  || die "the venv cannot import Mininet; is the Debian package 'mininet' installed?"
+
+# 3. Python packages under exact pins; redone only when the pins or setup.py change.
+if [ ! -f "$STAMP" ] || [ requirements/constraints.txt -nt "$STAMP" ] || [ setup.py -nt "$STAMP" ]; then
+  say "installing Python packages (Ryu 4.34 with pins, this package editable)"
+  export PIP_CONSTRAINT=$ROOT/requirements/constraints.txt PIP_BUILD_CONSTRAINT=$ROOT/requirements/constraints.txt
+  export PIP_DISABLE_PIP_VERSION_CHECK=1
+  "$VENV/bin/pip" install -q -r requirements/dev.txt -e . \
+    || die "pip install failed (see above); the pins are in requirements/constraints.txt"
+  touch "$STAMP"
+fi
+
+# 4. The eventlet shim, armed at interpreter start (see ryu_app/eventlet_shim.py).
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+pth="$site/ckcd_coex_eventlet_shim.pth"
+want="$ROOT
+import ryu_app.eventlet_shim as s; s.install()"
+if [ ! -f "$pth" ] || [ "$(cat "$pth")" != "$want" ]; then
+  printf '%s\n' "$want" > "$pth"
+fi
+"$VENV/bin/python" -c 'import ryu.app.wsgi' 2>/dev/null || die "ryu.app.wsgi does not import even with the shim"
+
+# 5. The native datapath (make itself skips what is up to date).
+make -s -C datapath all >/dev/null || die "building datapath/ failed: run 'make -C datapath' to see why"
+
+say "ready (.venv, Ryu 4.34, datapath built)"
