@@ -1,0 +1,151 @@
+"""The pieces of a lab run, each a context manager that always cleans up.
+
+    with lab_lock(), PrivateOVS() as ovs, Controller() as ctl, mininet_net(Dumbbell(), ctl) as net:
+        net.pingAll()
+
+Used by the tests, `ckcd-coex` and `make demo` alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from functools import partial
+
+from ovs_config.private_ovs import OVSError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _ryu_manager() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
+    found = here if os.path.exists(here) else shutil.which("ryu-manager")
+    if not found:
+        raise RuntimeError("ryu-manager not found: run `make setup` (it installs Ryu into .venv)")
+    return found
+
+
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+class Controller:
+    """The real `ryu-manager ckcd_coex` as a child process."""
+
+    def __init__(self, of_port: int = 6653, log_path: str | None = None, extra_args=()):
+        self.of_port = of_port
+        self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"ckcd-coex-ryu-{of_port}.log")
+        self.extra_args = list(extra_args)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 20.0) -> "Controller":
+        if _port_open(self.of_port):
+            raise RuntimeError(f"something already listens on port {self.of_port}: "
+                               "another controller? stop it or choose another port")
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [_ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), *self.extra_args, "ckcd_coex"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while not _port_open(self.of_port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ryu-manager exited with {self.proc.returncode}; see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ryu-manager did not listen on {self.of_port} in {timeout_s:.0f} s")
+            time.sleep(0.1)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """Die like a crashed controller: SIGKILL, no goodbye to the switches."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def log(self) -> str:
+        with open(self.log_path) as f:
+            return f.read()
+
+    def __enter__(self) -> "Controller":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def wait_switches_connected(names, timeout_s: float = 20.0) -> None:
+    """Until every named bridge reports a connected controller."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(names)
+    while True:
+        pending = [n for n in pending if not _bridge_connected(n)]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise OVSError(f"switches not connected to the controller after {timeout_s:.0f} s: {pending}")
+        time.sleep(0.2)
+
+
+def _bridge_connected(bridge: str) -> bool:
+    out = subprocess.run(["ovs-vsctl", "--timeout=5", "get", "bridge", bridge, "controller"],
+                         capture_output=True, text=True).stdout.strip(" []\n")
+    for uuid in filter(None, (u.strip() for u in out.split(","))):
+        got = subprocess.run(["ovs-vsctl", "--timeout=5", "get", "controller", uuid, "is_connected"],
+                             capture_output=True, text=True).stdout.strip()
+        if got == "true":
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def mininet_net(topo, controller: Controller, discovery_wait_s: float = 2.5):
+    """A started Mininet on the private OVS (userspace datapath), offloads off, torn down always."""
+    from mininet.clean import cleanup
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.node import OVSSwitch, RemoteController
+
+    from topologies import offloads_off
+
+    if "OVS_RUNDIR" not in os.environ:
+        raise OVSError("no private OVS in this process: start ovs_config.private_ovs.PrivateOVS first")
+    setLogLevel(os.environ.get("CKCD_MININET_LOG", "warning"))
+    net = Mininet(topo=topo, switch=partial(OVSSwitch, datapath="user", protocols="OpenFlow13"),
+                  controller=partial(RemoteController, ip="127.0.0.1", port=controller.of_port),
+                  autoSetMacs=True, waitConnected=False, build=True)
+    try:
+        net.start()
+        offloads_off(net)
+        for host in net.hosts:
+            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv4.tcp_no_metrics_save=1")
+        wait_switches_connected([s.name for s in net.switches])
+        time.sleep(discovery_wait_s)  # LLDP runs every second; links expire after 3.5 s
+        yield net
+    finally:
+        try:
+            net.stop()
+        except Exception as err:  # a half-built net still has to go
+            print(f"mininet stop failed ({err}); cleaning up", file=sys.stderr)
+            cleanup()

@@ -1,0 +1,44 @@
+"""Real traffic between Mininet hosts: iperf3 with a chosen congestion control, and ping."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+CONGESTION_CONTROLS = ("bbr", "cubic", "reno")
+
+
+class TrafficError(RuntimeError):
+    pass
+
+
+def iperf3(client, server, cc: str, duration_s: float = 3.0, port: int = 5201,
+           extra: str = "") -> dict:
+    """One TCP flow client -> server with congestion control `cc` (always passed with -C:
+    the kernel's default here is bbr). Returns iperf3's JSON report."""
+    if cc not in CONGESTION_CONTROLS:
+        raise ValueError(f"congestion control {cc!r}: expected one of {', '.join(CONGESTION_CONTROLS)}")
+    server.cmd(f"iperf3 -s -1 -D -p {port} --logfile /dev/null")
+    time.sleep(0.3)
+    out = client.cmd(f"iperf3 -c {server.IP()} -p {port} -t {duration_s:g} -C {cc} -J {extra}")
+    try:
+        report = json.loads(out[out.index("{"):])
+    except ValueError:
+        raise TrafficError(f"iperf3 {client.name}->{server.name} gave no JSON: {out[-300:]!r}") from None
+    if "error" in report:
+        raise TrafficError(f"iperf3 {client.name}->{server.name}: {report['error']}")
+    return report
+
+
+def goodput_bps(report: dict) -> float:
+    return float(report["end"]["sum_received"]["bits_per_second"])
+
+
+def sender_cc(report: dict) -> str | None:
+    return report["end"].get("sender_tcp_congestion")
+
+
+def ping_rtts_ms(client, server, count: int = 10, interval_s: float = 0.2) -> list[float]:
+    out = client.cmd(f"ping -n -c {count} -i {interval_s} -W 2 {server.IP()}")
+    return [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]

@@ -1,0 +1,169 @@
+"""A private Open vSwitch for the lab: its own database, run dir and daemons.
+
+Nothing here touches an OVS the user already runs: ovsdb-server and
+ovs-vswitchd are started with their own files under run_dir, and every OVS
+client we (and Mininet) call finds them through OVS_RUNDIR/OVS_DBDIR/
+OVS_LOGDIR in the environment, which start() sets and stop() restores.
+
+The machine facts this encodes (see docs/architecture.md):
+- no kernel module: bridges use the userspace datapath (datapath_type=netdev);
+- vswitchd sends through one AF_PACKET socket whose buffer is
+  net.core.wmem_default (~70 packets by default): raised before vswitchd starts;
+- userspace TSO stays off (turning it on at run time corrupts traffic), so
+  hosts and switch-side veths run with offloads off (topologies.offloads_off).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+DEFAULT_RUN_DIR = "/run/ckcd-coex/ovs"
+WMEM_DEFAULT = 8388608
+_ENV_KEYS = ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR")
+
+
+class OVSError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str], env: dict | None = None, timeout: float = 20) -> str:
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise OVSError(f"{cmd[0]} not found: run `make setup` (installs openvswitch-switch)") from None
+    if out.returncode != 0:
+        raise OVSError(f"{' '.join(cmd)} failed: {out.stderr.strip() or out.stdout.strip()}")
+    return out.stdout
+
+
+def _pid_alive(pidfile: str) -> int | None:
+    try:
+        pid = int(open(pidfile).read().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+class PrivateOVS:
+    """Start/stop a private OVS. Idempotent; usable as a context manager."""
+
+    def __init__(self, run_dir: str = DEFAULT_RUN_DIR):
+        self.run_dir = run_dir
+        self.db_sock = os.path.join(run_dir, "db.sock")
+        self._saved_env: dict[str, str | None] = {}
+        self._saved_wmem: str | None = None
+
+    # Environment for every OVS client (ovs-vsctl, ovs-ofctl, Mininet's calls).
+    def env(self) -> dict[str, str]:
+        return {k: self.run_dir for k in _ENV_KEYS}
+
+    def _pidfile(self, daemon: str) -> str:
+        return os.path.join(self.run_dir, f"{daemon}.pid")
+
+    def running(self) -> bool:
+        return all(_pid_alive(self._pidfile(d)) for d in ("ovsdb-server", "ovs-vswitchd"))
+
+    def vsctl(self, *args: str, timeout: float = 20) -> str:
+        return _run(["ovs-vsctl", f"--db=unix:{self.db_sock}", "--timeout=10", *args],
+                    timeout=timeout)
+
+    def start(self) -> "PrivateOVS":
+        if not self.running():
+            self._stop_daemons()  # a half-started instance from a crash
+            os.makedirs(self.run_dir, exist_ok=True)
+            self._raise_wmem()
+            db = os.path.join(self.run_dir, "conf.db")
+            if os.path.exists(db):
+                os.unlink(db)
+            _run(["ovsdb-tool", "create", db, OVS_SCHEMA])
+            _run(["ovsdb-server", db, f"--remote=punix:{self.db_sock}",
+                  f"--pidfile={self._pidfile('ovsdb-server')}",
+                  f"--unixctl={os.path.join(self.run_dir, 'ovsdb-server.ctl')}",
+                  f"--log-file={os.path.join(self.run_dir, 'ovsdb-server.log')}", "--detach"])
+            self.vsctl("--no-wait", "init")
+            # Before vswitchd starts: userspace TSO off (the default; on at run time corrupts TCP).
+            self.vsctl("--no-wait", "set", "Open_vSwitch", ".",
+                       "other_config:userspace-tso-enable=false")
+            _run(["ovs-vswitchd", f"unix:{self.db_sock}",
+                  f"--pidfile={self._pidfile('ovs-vswitchd')}",
+                  f"--unixctl={os.path.join(self.run_dir, 'ovs-vswitchd.ctl')}",
+                  f"--log-file={os.path.join(self.run_dir, 'ovs-vswitchd.log')}", "--detach"],
+                 env={**os.environ, **self.env()})
+            self._wait_ready()
+        self._export_env()
+        return self
+
+    def _wait_ready(self, timeout_s: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.vsctl("show", timeout=5)
+                return
+            except OVSError:
+                time.sleep(0.2)
+        raise OVSError(f"private OVS did not answer within {timeout_s:.0f} s; "
+                       f"see {self.run_dir}/ovs-vswitchd.log")
+
+    def _raise_wmem(self) -> None:
+        path = "/proc/sys/net/core/wmem_default"
+        current = open(path).read().strip()
+        if int(current) < WMEM_DEFAULT:
+            self._saved_wmem = current
+            with open(path, "w") as f:
+                f.write(str(WMEM_DEFAULT))
+
+    def _export_env(self) -> None:
+        for key, value in self.env().items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    def _restore_env(self) -> None:
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def _stop_daemons(self) -> None:
+        # vswitchd first: its netdev ports and tap devices go with it.
+        for daemon in ("ovs-vswitchd", "ovsdb-server"):
+            pid = _pid_alive(self._pidfile(daemon))
+            if pid is None:
+                continue
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(50):
+                if _pid_alive(self._pidfile(daemon)) is None:
+                    break
+                time.sleep(0.1)
+            else:
+                os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        if self.running():
+            for br in self.vsctl("list-br").split():
+                self.vsctl("--if-exists", "del-br", br)
+        self._stop_daemons()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self._saved_wmem is not None:
+            with open("/proc/sys/net/core/wmem_default", "w") as f:
+                f.write(self._saved_wmem)
+            self._saved_wmem = None
+        self._restore_env()
+
+    def __enter__(self) -> "PrivateOVS":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def ofctl(*args: str) -> str:
+    """ovs-ofctl speaking OpenFlow 1.3 to a bridge of the current (private) OVS."""
+    return _run(["ovs-ofctl", "-O", "OpenFlow13", *args])
