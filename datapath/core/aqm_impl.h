@@ -1,0 +1,187 @@
+/* aqm_impl.h - what the disciplines share: the queue header, the discipline
+ * operations, the parameter table, FIFO helpers and a tiny formatter.
+ * Internal to datapath/core/; callers use aqm.h only.
+ *
+ * Freestanding like the rest of the core: no libc, no floating point.
+ */
+#ifndef CKCD_AQM_IMPL_H
+#define CKCD_AQM_IMPL_H
+
+#include "aqm.h"
+
+#define AQM_MAX_PARAMS 16
+#define AQM_NSEC_PER_SEC 1000000000ULL
+#define AQM_NSEC_PER_MSEC 1000000ULL
+
+/* ---- parameter tables -------------------------------------------------- */
+
+enum aqm_param_kind {
+	AQM_PARAM_INT = 0, /* decimal number, stored as value * 10^decimals */
+	AQM_PARAM_TEXT,    /* free text checked by the discipline's init (lists, maps) */
+};
+
+struct aqm_param {
+	const char *name;
+	const char *unit; /* shown in messages and docs: "packets", "ms", "bit/s" */
+	int64_t min, max, def; /* in stored units (value * 10^decimals) */
+	uint8_t decimals;      /* digits after the point accepted: "0.002" with 6 -> 2000 */
+	uint8_t kind;
+	const char *def_text; /* AQM_PARAM_TEXT default */
+};
+
+/* Parsed, range-checked arguments handed to a discipline's init. */
+struct aqm_args {
+	int64_t v[AQM_MAX_PARAMS];
+	const char *text[AQM_MAX_PARAMS]; /* TEXT params: points into the spec */
+	size_t textlen[AQM_MAX_PARAMS];
+	uint32_t given; /* bit i: parameter i was in the spec */
+	/* "bands" only: the child specs after '|' (not NUL-terminated) */
+	unsigned nchild;
+	const char *child[8];
+	size_t childlen[8];
+};
+
+/* ---- the discipline operations ----------------------------------------- */
+
+struct aqm_ops {
+	const char *name;
+	const struct aqm_param *params;
+	unsigned nparams;
+	size_t priv_size; /* bytes after struct aqm_queue, zeroed */
+	unsigned takes_children; /* spec may contain '|' child specs */
+	/* Set up priv from validated args; may allocate via q->env. Cross-parameter
+	 * checks go here and must name the parameter in err. */
+	int (*init)(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen);
+	int (*enqueue)(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns);
+	struct aqm_pkt *(*dequeue)(struct aqm_queue *q, uint64_t now_ns);
+	/* Reconfiguration/destroy: take the head packet / append one, with no
+	 * AQM decision and no stats. requeue returns -1 if there is no room. */
+	struct aqm_pkt *(*pop_raw)(struct aqm_queue *q);
+	int (*requeue)(struct aqm_queue *q, struct aqm_pkt *pkt);
+	size_t (*xstats)(const struct aqm_queue *q, char *buf, size_t len, size_t pos);
+	size_t (*describe)(const struct aqm_queue *q, char *buf, size_t len, size_t pos); /* optional */
+	void (*release)(struct aqm_queue *q); /* free what init allocated (queue is empty) */
+	/* bands only (optional) */
+	unsigned (*nbands)(const struct aqm_queue *q);
+	const struct aqm_stats *(*band_stats)(const struct aqm_queue *q, unsigned band);
+	uint32_t (*band_qlen)(const struct aqm_queue *q, unsigned band);
+};
+
+/* The common queue header; the discipline's private state follows it. */
+struct aqm_queue {
+	const struct aqm_ops *ops;
+	struct aqm_env env;
+	struct aqm_stats stats;
+	uint32_t qlen_pkts;
+	uint64_t qlen_bytes;
+	int64_t pv[AQM_MAX_PARAMS]; /* parameter values as validated (stored units) */
+	unsigned long long priv_align[]; /* discipline state */
+};
+
+static inline void *aqm_priv(const struct aqm_queue *q)
+{
+	return (void *)q->priv_align;
+}
+
+/* The registry (aqm.c): one line per discipline. */
+extern const struct aqm_ops aqm_droptail_ops, aqm_red_ops, aqm_codel_ops,
+	aqm_choke_ops, aqm_ckcd_ops, aqm_bands_ops;
+
+/* aqm_params.c */
+const struct aqm_ops *aqm_find_ops(const char *name, size_t len);
+int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **ops,
+		   struct aqm_args *a, char *err, size_t errlen);
+/* Create from a spec of known length (bands creates children this way). */
+/* aqm.c: a queue's describe output appended at pos (bands describes children) */
+size_t aqm_describe_at(const struct aqm_queue *q, char *buf, size_t len, size_t pos);
+struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aqm_env *env,
+			       char *err, size_t errlen);
+
+/* ---- drops and FIFO helpers --------------------------------------------- */
+
+/* Drop a packet that was never queued (the arriving one). */
+static inline void aqm_drop_arriving(struct aqm_queue *q, struct aqm_pkt *pkt,
+				     enum aqm_drop_reason why)
+{
+	q->stats.drops[why]++;
+	q->stats.drop_bytes[why] += pkt->len;
+	q->env.drop(q->env.ctx, pkt, why);
+}
+
+/* Drop a packet the discipline has already unlinked from its queue. */
+static inline void aqm_drop_queued(struct aqm_queue *q, struct aqm_pkt *pkt,
+				   enum aqm_drop_reason why)
+{
+	q->qlen_pkts--;
+	q->qlen_bytes -= pkt->len;
+	aqm_drop_arriving(q, pkt, why);
+}
+
+static inline void aqm_account_add(struct aqm_queue *q, const struct aqm_pkt *pkt)
+{
+	q->qlen_pkts++;
+	q->qlen_bytes += pkt->len;
+}
+
+static inline void aqm_account_remove(struct aqm_queue *q, const struct aqm_pkt *pkt)
+{
+	q->qlen_pkts--;
+	q->qlen_bytes -= pkt->len;
+}
+
+/* Singly linked FIFO through pkt->next. */
+struct aqm_fifo {
+	struct aqm_pkt *head, *tail;
+};
+
+static inline void aqm_fifo_push(struct aqm_fifo *f, struct aqm_pkt *pkt)
+{
+	pkt->next = 0;
+	if (f->tail)
+		f->tail->next = pkt;
+	else
+		f->head = pkt;
+	f->tail = pkt;
+}
+
+static inline struct aqm_pkt *aqm_fifo_pop(struct aqm_fifo *f)
+{
+	struct aqm_pkt *pkt = f->head;
+
+	if (pkt) {
+		f->head = pkt->next;
+		if (!f->head)
+			f->tail = 0;
+		pkt->next = 0;
+	}
+	return pkt;
+}
+
+/* Uniform integer in [0, n) from a 32-bit random number (multiply-shift). */
+static inline uint32_t aqm_random_below(struct aqm_queue *q, uint32_t n)
+{
+	return (uint32_t)(((uint64_t)q->env.random_u32(q->env.ctx) * n) >> 32);
+}
+
+/* ---- a bounded text writer (no libc snprintf) ---------------------------- */
+
+size_t aqm_put_str(char *buf, size_t len, size_t pos, const char *s);
+size_t aqm_put_strn(char *buf, size_t len, size_t pos, const char *s, size_t n);
+size_t aqm_put_u64(char *buf, size_t len, size_t pos, uint64_t v);
+size_t aqm_put_i64(char *buf, size_t len, size_t pos, int64_t v);
+/* v / 10^decimals printed as a decimal ("2000", 6 -> "0.002") */
+size_t aqm_put_fixed(char *buf, size_t len, size_t pos, int64_t v, unsigned decimals);
+/* " key=<u64>" */
+size_t aqm_put_kv(char *buf, size_t len, size_t pos, const char *key, uint64_t v);
+size_t aqm_put_kfixed(char *buf, size_t len, size_t pos, const char *key, int64_t v,
+		      unsigned decimals);
+size_t aqm_put_kvi(char *buf, size_t len, size_t pos, const char *key, int64_t v);
+
+/* Error message: "<a><b><c>" truncated to errlen. */
+void aqm_err(char *err, size_t errlen, const char *a, const char *b, const char *c);
+
+size_t aqm_strlen(const char *s);
+int aqm_streqn(const char *a, size_t alen, const char *b); /* a[0..alen) == b */
+void aqm_zero(void *p, size_t n);
+
+#endif

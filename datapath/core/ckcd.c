@@ -1,0 +1,480 @@
+/* ckcd.c - Choose-Keep and Controlled-Delay (Liu, Yang, Yang, Yu; seed 000,
+ * Algorithm 1, eq. 1-9, Table II). Every interpretation of the paper made
+ * here is written down, with its reason, in docs/ckcd.md.
+ *
+ * Enqueue (Alg. 1 lines 2-12): the RED-style average q_avg (line 3, weight
+ * omega) against q_min/q_max:
+ *   q_avg > q_max           drop (early)
+ *   q_min <= q_avg <= q_max compare with a random queued packet: same flow ->
+ *                           drop both (choke-match); otherwise drop the
+ *                           arrival with p_c = (q_avg - q_min)/(q_max - q_min)
+ *   q_avg < q_min           enqueue with a timestamp
+ *   and the buffer `limit` (overflow).
+ * Dequeue (lines 13-20): per flow i, the delay threshold
+ *   d_th^i = K (mu_i / mu_f)^-2 + Q                      (eq. 9)
+ * with mu_i the flow's admitted rate, mu_f = C / I the fair share, and K, Q
+ * normalised so that d_th = D at mu_i = mu_f:  Q = -1/(k I), K = D - Q.
+ * A flow whose packets' sojourn d_i >= d_th^i for longer than Delta enters the
+ * dropping state: its packets with d_i >= d_th^i are dropped (delay) until
+ * its sojourn has stayed below d_th^i for Delta.
+ *
+ * Per-flow state lives in a fixed-size open-addressed table allocated at
+ * create time (`flows` entries): the per-packet path never allocates.
+ */
+#include "red_avg.h"
+#include "ring.h"
+
+enum {
+	P_LIMIT, P_DELTA, P_D, P_OMEGA, P_RATE, P_RTT, P_AVPKT, P_QMIN, P_QMAX, P_K,
+	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_N
+};
+
+static const struct aqm_param ckcd_params[] = {
+	[P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
+	[P_DELTA] = { "delta_ms", "ms", 1, 100000000, 100000, 3, AQM_PARAM_INT, 0 },
+	[P_D] = { "d_ms", "ms", 1, 10000000, 5000, 3, AQM_PARAM_INT, 0 },
+	[P_OMEGA] = { "omega", "weight", 1, 1000000, 2000, 6, AQM_PARAM_INT, 0 },
+	[P_RATE] = { "rate_bps", "bit/s", 1000, 1000000000000LL, 100000000, 0, AQM_PARAM_INT, 0 },
+	[P_RTT] = { "rtt_ms", "ms", 1, 100000000, 20000, 3, AQM_PARAM_INT, 0 },
+	[P_AVPKT] = { "avpkt", "bytes", 64, 65535, 1500, 0, AQM_PARAM_INT, 0 },
+	[P_QMIN] = { "qmin", "packets (0: BDP)", 0, 1000000, 0, 0, AQM_PARAM_INT, 0 },
+	[P_QMAX] = { "qmax", "packets (0: 3 BDP)", 0, 1000000, 0, 0, AQM_PARAM_INT, 0 },
+	[P_K] = { "k", "1/s", 1000, 1000000000, 100000, 3, AQM_PARAM_INT, 0 },
+	[P_DTH_MIN] = { "dth_min_ms", "ms", 0, 10000000, 500, 3, AQM_PARAM_INT, 0 },
+	[P_DTH_MAX] = { "dth_max_ms", "ms", 1, 100000000, 50000, 3, AQM_PARAM_INT, 0 },
+	[P_WINDOW] = { "window_ms", "ms", 1000, 10000000, 100000, 3, AQM_PARAM_INT, 0 },
+	[P_FLOWS] = { "flows", "entries", 16, 65536, 1024, 0, AQM_PARAM_INT, 0 },
+};
+
+#define CKCD_PROBE 8 /* slots searched from a flow's home slot */
+
+struct ckcd_flow {
+	uint32_t hash;
+	uint8_t used;
+	uint8_t dropping;    /* sojourn >= d_th lasted Delta: dropping its late packets */
+	uint32_t arr_epoch;  /* last window this flow arrived in (counts it in I) */
+	uint32_t bytes_epoch_id;
+	uint64_t bytes_epoch; /* bytes admitted in window bytes_epoch_id */
+	uint64_t mu_bps;      /* mu_i: admitted rate over the last complete window */
+	uint64_t last_seen_ns;
+	uint64_t dth_ns;      /* d_th^i, recomputed once per window */
+	uint32_t dth_epoch;
+	uint64_t above_since_ns, below_since_ns;
+	uint32_t queued;      /* packets of this flow in the queue */
+	uint64_t delay_drops;
+};
+
+struct ckcd {
+	struct aqm_ring ring;
+	struct aqm_red_avg avg;
+	uint32_t limit;
+	uint64_t delta_ns, d_ns, rate_bps, window_ns;
+	uint64_t dth_min_ns, dth_max_ns;
+	uint64_t k_milli;          /* k in 1/s, x1000 */
+	uint64_t bdp_pkts;
+	uint32_t qmin, qmax;       /* effective thresholds, packets */
+	int64_t qmin_q16, qmax_q16;
+	uint64_t pc_scale;         /* p_c (Q32) per unit of (q_avg - q_min) in Q16 */
+	/* windows ("epochs") for mu_i and the active-flow count I */
+	uint64_t epoch_start_ns;
+	uint32_t epoch;
+	uint32_t flows_this_epoch, flows_last_epoch;
+	/* the flow table */
+	struct ckcd_flow *flows;
+	uint32_t nflows, flow_bits;
+	uint32_t flows_used;
+	uint64_t evictions, matched, early_drops, delay_drops;
+};
+
+static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+{
+	struct ckcd *c = aqm_priv(q);
+	uint64_t bdp_bytes, qmin, qmax;
+	uint32_t n = 16, bits = 4;
+	size_t pos;
+
+	c->limit = (uint32_t)a->v[P_LIMIT];
+	c->delta_ns = (uint64_t)a->v[P_DELTA] * 1000;
+	c->d_ns = (uint64_t)a->v[P_D] * 1000;
+	c->rate_bps = (uint64_t)a->v[P_RATE];
+	c->window_ns = (uint64_t)a->v[P_WINDOW] * 1000;
+	c->dth_min_ns = (uint64_t)a->v[P_DTH_MIN] * 1000;
+	c->dth_max_ns = (uint64_t)a->v[P_DTH_MAX] * 1000;
+	c->k_milli = (uint64_t)a->v[P_K];
+	if (c->dth_min_ns > c->dth_max_ns) {
+		aqm_err(err, errlen, "ckcd: parameter 'dth_min_ms' must not exceed 'dth_max_ms'", 0, 0);
+		return -1;
+	}
+	/* BDP in packets of avpkt bytes: rate * rtt / (8 * avpkt) */
+	bdp_bytes = c->rate_bps / 8 * (uint64_t)a->v[P_RTT] / 1000000;
+	c->bdp_pkts = (bdp_bytes + (uint64_t)a->v[P_AVPKT] / 2) / (uint64_t)a->v[P_AVPKT];
+	if (!c->bdp_pkts)
+		c->bdp_pkts = 1;
+	/* q_min = BDP, q_max = 3 BDP (Alg. 1 initialisation); when 3 BDP does not
+	 * fit the buffer both are clamped: q_max <= limit, q_min <= limit / 3. */
+	qmax = a->v[P_QMAX] ? (uint64_t)a->v[P_QMAX] : 3 * c->bdp_pkts;
+	qmin = a->v[P_QMIN] ? (uint64_t)a->v[P_QMIN] : c->bdp_pkts;
+	if (a->v[P_QMAX] && qmax > c->limit) {
+		pos = aqm_put_str(err, errlen, 0, "ckcd: parameter 'qmax' = ");
+		pos = aqm_put_u64(err, errlen, pos, qmax);
+		pos = aqm_put_str(err, errlen, pos, " must not exceed 'limit' = ");
+		aqm_put_u64(err, errlen, pos, c->limit);
+		return -1;
+	}
+	if (qmax > c->limit)
+		qmax = c->limit;
+	if (!a->v[P_QMIN] && qmin > c->limit / 3)
+		qmin = c->limit / 3;
+	if (qmin >= qmax) {
+		pos = aqm_put_str(err, errlen, 0, "ckcd: parameter 'qmin' = ");
+		pos = aqm_put_u64(err, errlen, pos, qmin);
+		pos = aqm_put_str(err, errlen, pos, " must be below q_max = ");
+		aqm_put_u64(err, errlen, pos, qmax);
+		return -1;
+	}
+	c->qmin = (uint32_t)qmin;
+	c->qmax = (uint32_t)qmax;
+	c->qmin_q16 = (int64_t)qmin << 16;
+	c->qmax_q16 = (int64_t)qmax << 16;
+	c->pc_scale = (UINT64_C(1) << 32) / (qmax - qmin);
+	/* omega in Q24 from millionths, at least 1 */
+	{
+		uint64_t w = ((uint64_t)a->v[P_OMEGA] << 24) / 1000000;
+
+		aqm_red_avg_init(&c->avg, w ? (uint32_t)w : 1, c->rate_bps, (uint32_t)a->v[P_AVPKT]);
+	}
+	while (n < (uint32_t)a->v[P_FLOWS]) {
+		n <<= 1;
+		bits++;
+	}
+	c->nflows = n;
+	c->flow_bits = bits;
+	c->flows = q->env.alloc(q->env.ctx, (size_t)n * sizeof(c->flows[0]));
+	if (!c->flows) {
+		aqm_err(err, errlen, "ckcd: out of memory for parameter 'flows'", 0, 0);
+		return -1;
+	}
+	if (aqm_ring_alloc(&c->ring, &q->env, c->limit)) {
+		q->env.free(q->env.ctx, c->flows);
+		aqm_err(err, errlen, "ckcd: out of memory for parameter 'limit'", 0, 0);
+		return -1;
+	}
+	c->epoch = 1; /* 0 marks "never" in the flow entries */
+	return 0;
+}
+
+static void ckcd_release(struct aqm_queue *q)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	aqm_ring_free(&c->ring, &q->env);
+	if (c->flows)
+		q->env.free(q->env.ctx, c->flows);
+}
+
+/* Advance the measurement window; the division runs once per window. */
+static inline void ckcd_tick(struct ckcd *c, uint64_t now_ns)
+{
+	uint64_t n;
+
+	if (!c->epoch_start_ns) {
+		c->epoch_start_ns = now_ns ? now_ns : 1;
+		return;
+	}
+	if (now_ns < c->epoch_start_ns + c->window_ns)
+		return;
+	n = (now_ns - c->epoch_start_ns) / c->window_ns;
+	c->flows_last_epoch = n == 1 ? c->flows_this_epoch : 0;
+	c->flows_this_epoch = 0;
+	c->epoch += (uint32_t)n;
+	c->epoch_start_ns += n * c->window_ns;
+}
+
+/* I: flows that arrived in the last complete window or in this one. */
+static inline uint32_t ckcd_active(const struct ckcd *c)
+{
+	uint32_t i = c->flows_last_epoch > c->flows_this_epoch ? c->flows_last_epoch
+								 : c->flows_this_epoch;
+	return i ? i : 1;
+}
+
+static inline uint32_t flow_slot(const struct ckcd *c, uint32_t hash)
+{
+	return (hash * 0x9e3779b1u) >> (32 - c->flow_bits);
+}
+
+static struct ckcd_flow *flow_find(struct ckcd *c, uint32_t hash)
+{
+	uint32_t s = flow_slot(c, hash), i;
+
+	for (i = 0; i < CKCD_PROBE; i++) {
+		struct ckcd_flow *f = &c->flows[(s + i) & (c->nflows - 1)];
+
+		if (f->used && f->hash == hash)
+			return f;
+	}
+	return 0;
+}
+
+/* Find or claim an entry: a free slot in the probe window, else the entry
+ * with no queued packets seen longest ago, else the one seen longest ago. */
+static struct ckcd_flow *flow_get(struct ckcd *c, uint32_t hash)
+{
+	uint32_t s = flow_slot(c, hash), i;
+	struct ckcd_flow *free_slot = 0, *idle = 0, *oldest = 0, *f;
+
+	for (i = 0; i < CKCD_PROBE; i++) {
+		f = &c->flows[(s + i) & (c->nflows - 1)];
+		if (!f->used) {
+			if (!free_slot)
+				free_slot = f;
+			continue;
+		}
+		if (f->hash == hash)
+			return f;
+		if (!f->queued && (!idle || f->last_seen_ns < idle->last_seen_ns))
+			idle = f;
+		if (!oldest || f->last_seen_ns < oldest->last_seen_ns)
+			oldest = f;
+	}
+	f = free_slot ? free_slot : idle ? idle : oldest;
+	if (free_slot)
+		c->flows_used++;
+	else
+		c->evictions++;
+	aqm_zero(f, sizeof(*f));
+	f->used = 1;
+	f->hash = hash;
+	return f;
+}
+
+/* mu_i = bytes admitted in the last complete window / window length. */
+static inline void flow_roll(struct ckcd *c, struct ckcd_flow *f)
+{
+	if (f->bytes_epoch_id == c->epoch)
+		return;
+	if (f->bytes_epoch_id + 1 == c->epoch)
+		f->mu_bps = f->bytes_epoch * 8 * AQM_NSEC_PER_SEC / c->window_ns;
+	else
+		f->mu_bps = 0;
+	f->bytes_epoch = 0;
+	f->bytes_epoch_id = c->epoch;
+}
+
+/* eq. 9: d_th = K (mu_i/mu_f)^-2 + Q, Q = -1/(k I), K = D - Q, clamped. */
+static uint64_t ckcd_compute_dth(const struct ckcd *c, uint64_t mu_bps)
+{
+	uint32_t active = ckcd_active(c);
+	uint64_t mu_f = c->rate_bps / active; /* mu_f = C / I */
+	uint64_t inv_kI_ns = (AQM_NSEC_PER_SEC * 1000) / (c->k_milli * active); /* 1/(kI) */
+	uint64_t ratio_q16, inv_r2_q16, k_ns = c->d_ns + inv_kI_ns;
+	int64_t dth;
+
+	if (!mu_bps)
+		return c->dth_max_ns;
+	ratio_q16 = (mu_f << 16) / mu_bps; /* (mu_i/mu_f)^-1 */
+	if (ratio_q16 > (UINT64_C(64) << 16))
+		return c->dth_max_ns;
+	inv_r2_q16 = (ratio_q16 * ratio_q16) >> 16;
+	dth = (int64_t)((k_ns * inv_r2_q16) >> 16) - (int64_t)inv_kI_ns;
+	if (dth < (int64_t)c->dth_min_ns)
+		return c->dth_min_ns;
+	if ((uint64_t)dth > c->dth_max_ns)
+		return c->dth_max_ns;
+	return (uint64_t)dth;
+}
+
+static inline uint64_t flow_dth(struct ckcd *c, struct ckcd_flow *f)
+{
+	flow_roll(c, f);
+	if (f->dth_epoch != c->epoch) {
+		f->dth_ns = ckcd_compute_dth(c, f->mu_bps);
+		f->dth_epoch = c->epoch;
+	}
+	return f->dth_ns;
+}
+
+static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+	struct ckcd_flow *f;
+	int64_t avg;
+
+	ckcd_tick(c, now_ns);
+	f = flow_get(c, pkt->flow_hash);
+	flow_roll(c, f);
+	f->last_seen_ns = now_ns;
+	if (f->arr_epoch != c->epoch) {
+		f->arr_epoch = c->epoch;
+		c->flows_this_epoch++;
+	}
+	aqm_red_avg_update(&c->avg, q->qlen_pkts, now_ns); /* Alg. 1 line 3 */
+	avg = c->avg.avg_q16;
+	if (avg > c->qmax_q16) { /* line 4-5 */
+		c->early_drops++;
+		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+		return AQM_DROPPED;
+	}
+	if (avg >= c->qmin_q16) { /* lines 6-8, phase 2 comparison */
+		uint32_t idx;
+		struct aqm_pkt *victim = aqm_ring_random(&c->ring, q, &idx);
+		uint64_t pc_q32;
+
+		if (victim && victim->flow_hash == pkt->flow_hash) {
+			c->matched++;
+			if (f->queued)
+				f->queued--;
+			aqm_ring_remove(&c->ring, idx);
+			aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);
+			aqm_drop_arriving(q, pkt, AQM_DROP_CHOKE_MATCH);
+			if (!q->qlen_pkts)
+				aqm_red_avg_start_idle(&c->avg, now_ns);
+			return AQM_DROPPED;
+		}
+		pc_q32 = ((uint64_t)(avg - c->qmin_q16) * c->pc_scale) >> 16;
+		if (q->env.random_u32(q->env.ctx) < pc_q32) {
+			c->early_drops++;
+			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+			return AQM_DROPPED;
+		}
+	}
+	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt)) {
+		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
+		return AQM_DROPPED;
+	}
+	aqm_account_add(q, pkt);
+	f->queued++;
+	f->bytes_epoch += pkt->len; /* admitted: counts toward mu_i */
+	return AQM_QUEUED;
+}
+
+static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+	struct aqm_pkt *pkt;
+
+	ckcd_tick(c, now_ns);
+	while ((pkt = aqm_ring_pop(&c->ring)) != 0) {
+		struct ckcd_flow *f = flow_find(c, pkt->flow_hash);
+		uint64_t sojourn = now_ns - pkt->enqueue_ns; /* d_i */
+		uint64_t dth;
+
+		aqm_account_remove(q, pkt);
+		if (!f) /* evicted meanwhile: no history, forward */
+			break;
+		if (f->queued)
+			f->queued--;
+		dth = flow_dth(c, f); /* line 14 */
+		if (sojourn >= dth) {
+			f->below_since_ns = 0;
+			if (!f->dropping) {
+				if (!f->above_since_ns) {
+					f->above_since_ns = now_ns;
+					break;
+				}
+				if (now_ns - f->above_since_ns < c->delta_ns)
+					break;
+				f->dropping = 1; /* line 15: above d_th for longer than Delta */
+			}
+			f->delay_drops++;
+			c->delay_drops++;
+			aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
+			continue;
+		}
+		f->above_since_ns = 0;
+		if (f->dropping) {
+			if (!f->below_since_ns)
+				f->below_since_ns = now_ns;
+			else if (now_ns - f->below_since_ns >= c->delta_ns) {
+				f->dropping = 0;
+				f->below_since_ns = 0;
+			}
+		}
+		break;
+	}
+	if (!q->qlen_pkts)
+		aqm_red_avg_start_idle(&c->avg, now_ns);
+	return pkt;
+}
+
+static struct aqm_pkt *ckcd_pop_raw(struct aqm_queue *q)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	return aqm_ring_pop(&c->ring);
+}
+
+static int ckcd_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
+{
+	struct ckcd *c = aqm_priv(q);
+	struct ckcd_flow *f;
+
+	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt))
+		return -1;
+	aqm_account_add(q, pkt);
+	f = flow_get(c, pkt->flow_hash);
+	f->queued++;
+	return 0;
+}
+
+static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t pos)
+{
+	const struct ckcd *c = aqm_priv(q);
+	uint32_t i;
+
+	pos = aqm_put_kfixed(buf, len, pos, "q_avg", (c->avg.avg_q16 * 1000) >> 16, 3);
+	pos = aqm_put_kv(buf, len, pos, "qmin_eff", c->qmin);
+	pos = aqm_put_kv(buf, len, pos, "qmax_eff", c->qmax);
+	pos = aqm_put_kv(buf, len, pos, "bdp_pkts", c->bdp_pkts);
+	pos = aqm_put_kv(buf, len, pos, "active_flows", ckcd_active(c));
+	pos = aqm_put_kv(buf, len, pos, "fair_share_bps", c->rate_bps / ckcd_active(c));
+	pos = aqm_put_kv(buf, len, pos, "flows_used", c->flows_used);
+	pos = aqm_put_kv(buf, len, pos, "evictions", c->evictions);
+	pos = aqm_put_kv(buf, len, pos, "matched", c->matched);
+	pos = aqm_put_kv(buf, len, pos, "early_drops", c->early_drops);
+	pos = aqm_put_kv(buf, len, pos, "delay_drops", c->delay_drops);
+	/* per-flow state of the flows seen in this or the last window:
+	 * flow.<hash>=mu_bps:<n>,dth_us:<n>,dropping:<0|1>,queued:<n>,delay_drops:<n> */
+	for (i = 0; i < c->nflows; i++) {
+		const struct ckcd_flow *f = &c->flows[i];
+
+		uint64_t mu;
+
+		if (!f->used || f->arr_epoch + 1 < c->epoch)
+			continue;
+		/* the value flow_roll() would give now */
+		if (f->bytes_epoch_id == c->epoch)
+			mu = f->mu_bps;
+		else if (f->bytes_epoch_id + 1 == c->epoch)
+			mu = f->bytes_epoch * 8 * AQM_NSEC_PER_SEC / c->window_ns;
+		else
+			mu = 0;
+		pos = aqm_put_str(buf, len, pos, " flow.");
+		pos = aqm_put_u64(buf, len, pos, f->hash);
+		pos = aqm_put_str(buf, len, pos, "=mu_bps:");
+		pos = aqm_put_u64(buf, len, pos, mu);
+		pos = aqm_put_str(buf, len, pos, ",dth_us:");
+		pos = aqm_put_u64(buf, len, pos, ckcd_compute_dth(c, mu) / 1000);
+		pos = aqm_put_str(buf, len, pos, ",dropping:");
+		pos = aqm_put_u64(buf, len, pos, f->dropping);
+		pos = aqm_put_str(buf, len, pos, ",queued:");
+		pos = aqm_put_u64(buf, len, pos, f->queued);
+		pos = aqm_put_str(buf, len, pos, ",delay_drops:");
+		pos = aqm_put_u64(buf, len, pos, f->delay_drops);
+	}
+	return pos;
+}
+
+const struct aqm_ops aqm_ckcd_ops = {
+	.name = "ckcd",
+	.params = ckcd_params,
+	.nparams = P_N,
+	.priv_size = sizeof(struct ckcd),
+	.init = ckcd_init,
+	.enqueue = ckcd_enqueue,
+	.dequeue = ckcd_dequeue,
+	.pop_raw = ckcd_pop_raw,
+	.requeue = ckcd_requeue,
+	.xstats = ckcd_xstats,
+	.release = ckcd_release,
+};

@@ -1,0 +1,78 @@
+/* droptail.c - FIFO with a packet limit: the arriving packet is dropped when
+ * the queue holds `limit` packets (seed 000 Table II: 80 packets). */
+#include "aqm_impl.h"
+
+enum { P_LIMIT };
+
+static const struct aqm_param droptail_params[] = {
+	[P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
+};
+
+struct droptail {
+	struct aqm_fifo fifo;
+	uint32_t limit;
+};
+
+static int droptail_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+{
+	struct droptail *d = aqm_priv(q);
+
+	(void)err;
+	(void)errlen;
+	d->limit = (uint32_t)a->v[P_LIMIT];
+	return 0;
+}
+
+static int droptail_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
+{
+	struct droptail *d = aqm_priv(q);
+
+	(void)now_ns;
+	if (q->qlen_pkts >= d->limit) {
+		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
+		return AQM_DROPPED;
+	}
+	aqm_fifo_push(&d->fifo, pkt);
+	aqm_account_add(q, pkt);
+	return AQM_QUEUED;
+}
+
+static struct aqm_pkt *droptail_pop_raw(struct aqm_queue *q)
+{
+	struct droptail *d = aqm_priv(q);
+
+	return aqm_fifo_pop(&d->fifo);
+}
+
+static struct aqm_pkt *droptail_dequeue(struct aqm_queue *q, uint64_t now_ns)
+{
+	struct aqm_pkt *pkt = droptail_pop_raw(q);
+
+	(void)now_ns;
+	if (pkt)
+		aqm_account_remove(q, pkt);
+	return pkt;
+}
+
+static int droptail_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
+{
+	struct droptail *d = aqm_priv(q);
+
+	if (q->qlen_pkts >= d->limit)
+		return -1;
+	aqm_fifo_push(&d->fifo, pkt);
+	aqm_account_add(q, pkt);
+	return 0;
+}
+
+const struct aqm_ops aqm_droptail_ops = {
+	.name = "droptail",
+	.params = droptail_params,
+	.nparams = sizeof(droptail_params) / sizeof(droptail_params[0]),
+	.priv_size = sizeof(struct droptail),
+	.init = droptail_init,
+	.enqueue = droptail_enqueue,
+	.dequeue = droptail_dequeue,
+	.pop_raw = droptail_pop_raw,
+	.requeue = droptail_requeue,
+};

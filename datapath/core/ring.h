@@ -1,0 +1,109 @@
+/* ring.h - a FIFO of packet pointers with random access, for the disciplines
+ * that compare an arrival with a random queued packet (choke, ckcd).
+ *
+ * Like Linux sch_choke's table: removing a packet from the middle leaves a
+ * hole (NULL) that dequeue skips; holes at either end are trimmed at once.
+ * The array has a power-of-two size of at least twice the packet limit and
+ * is compacted in place (O(n), rare) if holes ever fill it.
+ */
+#ifndef CKCD_RING_H
+#define CKCD_RING_H
+
+#include "aqm_impl.h"
+
+struct aqm_ring {
+	struct aqm_pkt **slot;
+	uint32_t mask;       /* size - 1 */
+	uint32_t head, tail; /* free-running; tail - head slots in use (packets + holes) */
+};
+
+static inline int aqm_ring_alloc(struct aqm_ring *r, const struct aqm_env *env, uint32_t limit)
+{
+	uint32_t size = 4;
+
+	while (size < 2 * limit && size < (1u << 31))
+		size <<= 1;
+	r->slot = env->alloc(env->ctx, (size_t)size * sizeof(r->slot[0]));
+	if (!r->slot)
+		return -1;
+	r->mask = size - 1;
+	r->head = r->tail = 0;
+	return 0;
+}
+
+static inline void aqm_ring_free(struct aqm_ring *r, const struct aqm_env *env)
+{
+	if (r->slot)
+		env->free(env->ctx, r->slot);
+	r->slot = 0;
+}
+
+static inline void aqm_ring_compact(struct aqm_ring *r)
+{
+	uint32_t from, to = r->head;
+
+	for (from = r->head; from != r->tail; from++) {
+		struct aqm_pkt *p = r->slot[from & r->mask];
+
+		if (p)
+			r->slot[to++ & r->mask] = p;
+	}
+	r->tail = to;
+}
+
+static inline int aqm_ring_push(struct aqm_ring *r, struct aqm_pkt *pkt)
+{
+	if (r->tail - r->head > r->mask) {
+		aqm_ring_compact(r);
+		if (r->tail - r->head > r->mask)
+			return -1;
+	}
+	r->slot[r->tail++ & r->mask] = pkt;
+	return 0;
+}
+
+static inline struct aqm_pkt *aqm_ring_pop(struct aqm_ring *r)
+{
+	while (r->head != r->tail) {
+		struct aqm_pkt *p = r->slot[r->head & r->mask];
+
+		r->slot[r->head & r->mask] = 0;
+		r->head++;
+		if (p)
+			return p;
+	}
+	return 0;
+}
+
+static inline void aqm_ring_remove(struct aqm_ring *r, uint32_t idx)
+{
+	r->slot[idx & r->mask] = 0;
+	while (r->head != r->tail && !r->slot[r->head & r->mask])
+		r->head++;
+	while (r->tail != r->head && !r->slot[(r->tail - 1) & r->mask])
+		r->tail--;
+}
+
+/* A random queued packet (3 tries past holes, then the head), or NULL. */
+static inline struct aqm_pkt *aqm_ring_random(struct aqm_ring *r, struct aqm_queue *q,
+					      uint32_t *idx)
+{
+	uint32_t n = r->tail - r->head;
+	int tries;
+
+	if (!n)
+		return 0;
+	for (tries = 0; tries < 3; tries++) {
+		uint32_t i = r->head + aqm_random_below(q, n);
+		struct aqm_pkt *p = r->slot[i & r->mask];
+
+		if (p) {
+			*idx = i;
+			return p;
+		}
+	}
+	*idx = r->head;
+	return r->slot[r->head & r->mask];
+}
+
+#endif
