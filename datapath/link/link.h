@@ -1,0 +1,200 @@
+/* link.h - ckcd-link's state: two interfaces, one emulated direction each
+ * way (queue discipline -> serializer at the link rate -> delay line), a
+ * shared packet pool, the control socket and the time-series log.
+ *
+ * Emulation model (per direction, all times CLOCK_MONOTONIC ns):
+ *   arrival  t_a   = when the frame was read from the receive socket
+ *   enqueue        into the aqm_queue at t_a (the discipline may drop)
+ *   start    t_s   = max(link free time, t_a): the serializer takes the head
+ *                    of the queue (aqm_dequeue at t_s, sojourn = t_s - t_a)
+ *   free     t_f   = t_s + (len + overhead) * 8 / rate
+ *   release  t_r   = t_f + delay: the frame is sent on the other interface
+ * The times are computed from arrivals and the link state, never from when
+ * a timer happened to fire; how late the real send was against t_r is
+ * recorded (struct late_hist) so experiments can tell whether the daemon
+ * kept its schedule. */
+#ifndef CKCD_LINK_LINK_H
+#define CKCD_LINK_LINK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../core/aqm.h"
+#include "frame.h"
+#include "json.h"
+
+#define DIR_AB 0
+#define DIR_BA 1
+
+/* A frame in flight through the daemon. */
+struct pkt {
+	struct aqm_pkt aqm;  /* first: the core hands back struct aqm_pkt * */
+	uint64_t arrival_ns;
+	uint64_t release_ns;
+	uint32_t flow_idx;   /* index into the direction's flow table */
+	uint32_t pad;
+	uint8_t data[];      /* frame bytes (aqm.len of them) */
+};
+
+struct pkt_pool {
+	uint8_t *mem;
+	size_t stride;
+	uint32_t count;
+	uint32_t nfree;
+	struct pkt *free_list; /* linked through aqm.next */
+};
+
+/* Log-linear histogram of nanosecond values: 8 sub-buckets per power of
+ * two, so a percentile read from it is within 1/16 of the true value. */
+#define HIST_BUCKETS 512
+struct ns_hist {
+	uint64_t count, sum, max;
+	uint32_t bucket[HIST_BUCKETS];
+};
+
+void hist_add(struct ns_hist *h, uint64_t v);
+uint64_t hist_percentile(const struct ns_hist *h, double p);
+
+/* How late releases were against their computed time. Fixed edges in us. */
+#define LATE_BUCKETS 11
+extern const uint32_t late_edges_us[LATE_BUCKETS - 1];
+struct late_hist {
+	uint64_t count, sum_ns, max_ns;
+	uint64_t bucket[LATE_BUCKETS];
+};
+
+#define FLOW_TABLE_SIZE 4096 /* power of two; flows beyond it go to the last slot */
+#define FLOW_OTHER (FLOW_TABLE_SIZE)
+
+struct flow_stats {
+	uint32_t hash;
+	uint8_t used;
+	uint8_t dscp;
+	struct flow_key key;
+	uint64_t rx_pkts, rx_bytes; /* arrived at the link */
+	uint64_t tx_pkts, tx_bytes; /* delivered to the far side */
+	uint64_t drops[AQM_DROP_REASONS];
+	uint64_t drop_bytes;
+	/* values at the previous log line, for per-interval deltas */
+	uint64_t log_tx_bytes, log_tx_pkts, log_drops;
+};
+
+/* Recent dequeues, for the "samples" command. */
+#define SAMPLE_RING 1024
+struct deq_sample {
+	uint64_t t_ns;
+	uint64_t sojourn_ns;
+	uint32_t qlen_pkts;
+	uint32_t len;
+};
+
+struct link;
+
+struct link_dir {
+	struct link *link;
+	int index;          /* DIR_AB or DIR_BA */
+	const char *name;   /* "ab" / "ba" */
+	int rx_fd, tx_fd;
+	int tx_ifindex;
+	struct aqm_queue *q;
+	struct aqm_env env;
+
+	uint64_t rate_bps;
+	uint64_t delay_ns;
+	uint64_t free_ns; /* the serializer is busy until then */
+
+	/* delay line: FIFO ring of packets waiting for release_ns */
+	struct pkt **line;
+	uint32_t line_mask, line_head, line_tail;
+
+	/* counters */
+	uint64_t rx_frames, rx_bytes, rx_runt, rx_oversize, rx_no_buffer, rx_outgoing;
+	uint64_t tx_frames, tx_bytes, tx_errors;
+	uint64_t drops[AQM_DROP_REASONS]; /* mirrors the core's, plus FLUSH on reconfigure */
+
+	struct ns_hist sojourn;     /* since start */
+	struct ns_hist sojourn_log; /* since the previous log line */
+	struct late_hist late;
+	uint64_t log_late_max_ns;   /* largest lateness since the previous log line */
+	uint64_t log_late_over_1ms; /* late_over_1ms at the previous log line */
+	uint64_t log_rx_frames, log_tx_frames, log_tx_bytes;
+	uint64_t log_drops[AQM_DROP_REASONS];
+
+	struct flow_stats *flows; /* FLOW_TABLE_SIZE + 1 ("other") */
+	uint32_t nflows;
+
+	struct deq_sample *samples;
+	uint32_t sample_pos;
+	uint64_t sample_count;
+};
+
+struct link_config {
+	const char *if_name[2];
+	uint64_t rate_bps[2];
+	uint64_t delay_ns[2];
+	const char *qdisc[2];
+	uint32_t mtu;
+	uint32_t overhead_bytes;
+	uint32_t pool_pkts;
+	const char *control_path;
+	const char *log_path;
+	uint64_t log_interval_ns;
+	uint64_t seed;
+	int seed_given;
+	int quiet;
+};
+
+struct link {
+	struct link_config cfg;
+	struct link_dir dir[2];
+	struct pkt_pool pool;
+	uint64_t rng[2];      /* PRNG state for the core */
+	uint64_t start_ns;
+	uint64_t hash_seed;
+	uint64_t wakeups, timer_wakeups;
+	FILE *log;
+	uint64_t next_log_ns;
+	uint64_t log_prev_ns;
+};
+
+uint64_t now_ns(void);
+
+/* pipe.c: one direction of the emulated link */
+int dir_init(struct link *l, int index, char *err, size_t errlen);
+void dir_destroy(struct link_dir *d);
+/* A frame of len bytes read at t into p (already validated); the caller
+ * has served the queue up to t. */
+void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t);
+/* Serializer catch-up: start every transmission due by t. */
+void dir_serve(struct link_dir *d, uint64_t t);
+/* Send every frame whose release time has passed. */
+void dir_release(struct link_dir *d);
+/* Earliest time something is due in this direction, or UINT64_MAX. */
+uint64_t dir_next_event(const struct link_dir *d);
+uint32_t dir_line_len(const struct link_dir *d);
+int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen);
+
+struct pkt *pool_get(struct pkt_pool *pool);
+void pool_put(struct pkt_pool *pool, struct pkt *p);
+
+/* port.c: AF_PACKET sockets */
+int port_open(const char *ifname, int *ifindex, char *err, size_t errlen);
+/* Reads up to budget frames from d->rx_fd into the direction; returns the
+ * number of frames read (0 when the socket is drained). */
+int port_receive(struct link_dir *d, int budget);
+/* Warn when an offload that would hand us super-frames is on. */
+void port_check_offloads(const char *ifname);
+
+/* report.c: JSON views */
+void report_show(struct link *l, struct jbuf *b);
+void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask);
+void report_samples(struct link_dir *d, struct jbuf *b, unsigned n);
+void report_log_tick(struct link *l, uint64_t t);
+const char *drop_reason_key(int why);
+
+/* control.c: UNIX-socket line protocol */
+int control_open(struct link *l, int epfd, char *err, size_t errlen);
+void control_event(struct link *l, int epfd, void *tag, uint32_t events);
+void control_close(struct link *l);
+
+#endif

@@ -1,0 +1,403 @@
+/* main.c - ckcd-link: a userspace bottleneck link between two interfaces.
+ *
+ * Usage and the control protocol: docs/ckcd-link.md, or ckcd-link --help.
+ * Exit status: 0 after SIGTERM/SIGINT, 2 for a bad parameter (the message
+ * names it), 1 for any other failure to start. */
+#define _GNU_SOURCE
+#include "link.h"
+#include "control.h"
+#include "units.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#define DEFAULT_QDISC_BA "droptail limit=10000"
+#define DEFAULT_POOL_PKTS 65536u
+#define RX_BUDGET 256 /* frames per socket per loop turn, so both directions progress */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ckcd-link --if-a IF --if-b IF --rate RATE [options]\n"
+		"Emulates a link between IF A and IF B: rate, one-way delay and a queue\n"
+		"discipline in each direction (ab: A->B, ba: B->A).\n"
+		"\n"
+		"  --if-a IF, --if-b IF   the two interfaces (veth ends), opened with AF_PACKET\n"
+		"  --rate RATE            link rate both ways: 50mbit, 1gbit, 100000 (bit/s)\n"
+		"  --delay DELAY          one-way propagation delay both ways: 10ms, 250us (default 0)\n"
+		"  --rate-ba, --delay-ba  override rate/delay of the B->A direction\n"
+		"  --qdisc SPEC           discipline A->B, e.g. \"ckcd limit=80\" (default droptail limit=1000)\n"
+		"  --qdisc-ba SPEC        discipline B->A (default \"" DEFAULT_QDISC_BA "\")\n"
+		"  --mtu N                largest L3 size accepted; longer frames are dropped (default 1500)\n"
+		"  --overhead BYTES       extra bytes per frame for serialization, e.g. 24 (default 0)\n"
+		"  --pool N               frames the daemon can hold in total (default %u)\n"
+		"  --control PATH         control socket (default /tmp/ckcd-link-<if-a>-<if-b>.sock)\n"
+		"  --log FILE             time-series log, one JSON line per direction per interval\n"
+		"  --log-interval MS      log interval in ms (default 100)\n"
+		"  --seed N               seed of the core's random numbers (default: getrandom)\n"
+		"  --quiet                no start-up line, no final stats on stdout\n",
+		DEFAULT_POOL_PKTS);
+}
+
+static void die_param(const char *param, const char *msg)
+{
+	fprintf(stderr, "ckcd-link: --%s: %s\n", param, msg);
+	exit(2);
+}
+
+static void die(const char *msg)
+{
+	fprintf(stderr, "ckcd-link: %s\n", msg);
+	exit(1);
+}
+
+static void parse_args(int argc, char **argv, struct link_config *cfg)
+{
+	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
+	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET };
+	static const struct option opts[] = {
+		{"if-a", required_argument, 0, O_IF_A},
+		{"if-b", required_argument, 0, O_IF_B},
+		{"rate", required_argument, 0, O_RATE},
+		{"delay", required_argument, 0, O_DELAY},
+		{"rate-ba", required_argument, 0, O_RATE_BA},
+		{"delay-ba", required_argument, 0, O_DELAY_BA},
+		{"qdisc", required_argument, 0, O_QDISC},
+		{"qdisc-ba", required_argument, 0, O_QDISC_BA},
+		{"mtu", required_argument, 0, O_MTU},
+		{"overhead", required_argument, 0, O_OVERHEAD},
+		{"pool", required_argument, 0, O_POOL},
+		{"control", required_argument, 0, O_CONTROL},
+		{"log", required_argument, 0, O_LOG},
+		{"log-interval", required_argument, 0, O_LOG_INTERVAL},
+		{"seed", required_argument, 0, O_SEED},
+		{"quiet", no_argument, 0, O_QUIET},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	int rate_given = 0, rate_ba_given = 0, delay_ba_given = 0;
+	uint64_t rate = 0, delay = 0, rate_ba = 0, delay_ba = 0, v;
+	char err[256];
+	int c;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->qdisc[0] = "droptail limit=1000";
+	cfg->qdisc[1] = DEFAULT_QDISC_BA;
+	cfg->mtu = 1500;
+	cfg->pool_pkts = DEFAULT_POOL_PKTS;
+	cfg->log_interval_ns = 100000000ull;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_IF_A: cfg->if_name[0] = optarg; break;
+		case O_IF_B: cfg->if_name[1] = optarg; break;
+		case O_RATE:
+			if (parse_rate(optarg, &rate, err, sizeof(err)) < 0)
+				die_param("rate", err);
+			rate_given = 1;
+			break;
+		case O_DELAY:
+			if (parse_delay(optarg, &delay, err, sizeof(err)) < 0)
+				die_param("delay", err);
+			break;
+		case O_RATE_BA:
+			if (parse_rate(optarg, &rate_ba, err, sizeof(err)) < 0)
+				die_param("rate-ba", err);
+			rate_ba_given = 1;
+			break;
+		case O_DELAY_BA:
+			if (parse_delay(optarg, &delay_ba, err, sizeof(err)) < 0)
+				die_param("delay-ba", err);
+			delay_ba_given = 1;
+			break;
+		case O_QDISC: cfg->qdisc[0] = optarg; break;
+		case O_QDISC_BA: cfg->qdisc[1] = optarg; break;
+		case O_MTU:
+			if (parse_uint(optarg, LINK_MTU_MIN, LINK_MTU_MAX, &v, err, sizeof(err)) < 0)
+				die_param("mtu", err);
+			cfg->mtu = (uint32_t)v;
+			break;
+		case O_OVERHEAD:
+			if (parse_uint(optarg, 0, LINK_OVERHEAD_MAX, &v, err, sizeof(err)) < 0)
+				die_param("overhead", err);
+			cfg->overhead_bytes = (uint32_t)v;
+			break;
+		case O_POOL:
+			if (parse_uint(optarg, 64, 1u << 22, &v, err, sizeof(err)) < 0)
+				die_param("pool", err);
+			cfg->pool_pkts = (uint32_t)v;
+			break;
+		case O_CONTROL: cfg->control_path = optarg; break;
+		case O_LOG: cfg->log_path = optarg; break;
+		case O_LOG_INTERVAL:
+			if (parse_uint(optarg, 1, 60000, &v, err, sizeof(err)) < 0)
+				die_param("log-interval", err);
+			cfg->log_interval_ns = v * 1000000ull;
+			break;
+		case O_SEED:
+			if (parse_uint(optarg, 0, UINT64_MAX, &v, err, sizeof(err)) < 0)
+				die_param("seed", err);
+			cfg->seed = v;
+			cfg->seed_given = 1;
+			break;
+		case O_QUIET: cfg->quiet = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc)
+		die_param("help", "unexpected argument; see --help");
+	if (!cfg->if_name[0])
+		die_param("if-a", "missing");
+	if (!cfg->if_name[1])
+		die_param("if-b", "missing");
+	if (strcmp(cfg->if_name[0], cfg->if_name[1]) == 0)
+		die_param("if-b", "must differ from --if-a");
+	if (!rate_given)
+		die_param("rate", "missing (e.g. --rate 50mbit)");
+	cfg->rate_bps[0] = rate;
+	cfg->rate_bps[1] = rate_ba_given ? rate_ba : rate;
+	cfg->delay_ns[0] = delay;
+	cfg->delay_ns[1] = delay_ba_given ? delay_ba : delay;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void pool_init(struct link *l)
+{
+	struct pkt_pool *pool = &l->pool;
+	size_t data = l->cfg.mtu + ETH_HDR_LEN + VLAN_TAG_LEN + 1;
+	size_t stride = (sizeof(struct pkt) + data + 63) & ~(size_t)63;
+
+	/* Anonymous memory: pages are touched only when frames use them,
+	 * and the LIFO free list keeps reusing the same few. */
+	pool->mem = mmap(NULL, stride * l->cfg.pool_pkts, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pool->mem == MAP_FAILED)
+		die("cannot allocate the frame pool (--pool)");
+	pool->stride = stride;
+	pool->count = l->cfg.pool_pkts;
+	for (uint32_t i = pool->count; i-- > 0;)
+		pool_put(pool, (struct pkt *)(pool->mem + (size_t)i * stride));
+}
+
+static void arm_timer(int tfd, uint64_t at, uint64_t *armed)
+{
+	struct itimerspec its;
+
+	if (at == *armed)
+		return;
+	memset(&its, 0, sizeof(its));
+	if (at != UINT64_MAX) {
+		if (at == 0)
+			at = 1; /* 0 would disarm */
+		its.it_value.tv_sec = (time_t)(at / 1000000000ull);
+		its.it_value.tv_nsec = (long)(at % 1000000000ull);
+	}
+	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+	*armed = at;
+}
+
+static void print_final_stats(struct link *l)
+{
+	struct jbuf b;
+
+	if (l->cfg.quiet)
+		return;
+	jb_init(&b);
+	jb_obj_open(&b);
+	jb_kstr(&b, "final", "stats");
+	report_stats(l, &b, 64, 3);
+	jb_obj_close(&b);
+	printf("%s\n", b.p ? b.p : "{}");
+	fflush(stdout);
+	jb_free(&b);
+}
+
+int main(int argc, char **argv)
+{
+	static struct link l; /* large: keep it off the stack */
+	static struct ep_tag tag_port[2] = {{EP_PORT_A}, {EP_PORT_B}};
+	static struct ep_tag tag_timer = {EP_TIMER}, tag_signal = {EP_SIGNAL};
+	char err[512], default_control[256];
+	struct epoll_event ev, events[32];
+	uint64_t armed = UINT64_MAX, seed;
+	int ifindex[2], fd[2], epfd, tfd, sfd;
+	sigset_t sigs;
+	int running = 1;
+
+	parse_args(argc, argv, &l.cfg);
+	if (!l.cfg.control_path) {
+		snprintf(default_control, sizeof(default_control), "/tmp/ckcd-link-%s-%s.sock",
+			 l.cfg.if_name[0], l.cfg.if_name[1]);
+		l.cfg.control_path = default_control;
+	}
+	if (!l.cfg.seed_given) {
+		if (getrandom(&l.cfg.seed, sizeof(l.cfg.seed), 0) != sizeof(l.cfg.seed))
+			l.cfg.seed = now_ns() ^ (uint64_t)getpid() << 32;
+	}
+	seed = l.cfg.seed;
+	l.rng[0] = splitmix64(&seed);
+	l.rng[1] = splitmix64(&seed);
+	l.hash_seed = splitmix64(&seed);
+
+	/* Queue specs are parameters too: refuse them before touching the
+	 * interfaces. */
+	for (int i = 0; i < 2; i++) {
+		err[0] = '\0';
+		if (dir_init(&l, i, err, sizeof(err)) < 0)
+			die_param(i == 0 ? "qdisc" : "qdisc-ba", err[0] ? err : "refused");
+	}
+	for (int i = 0; i < 2; i++) {
+		fd[i] = port_open(l.cfg.if_name[i], &ifindex[i], err, sizeof(err));
+		if (fd[i] < 0) {
+			if (ifindex[i] == 0)
+				die_param(i == 0 ? "if-a" : "if-b", err);
+			die(err);
+		}
+		port_check_offloads(l.cfg.if_name[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		l.dir[i].rx_fd = fd[i];
+		l.dir[i].tx_fd = fd[1 - i];
+		l.dir[i].tx_ifindex = ifindex[1 - i];
+	}
+	pool_init(&l);
+
+	/* Release times are only as good as the wake-ups: no timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (epfd < 0 || tfd < 0 || sfd < 0)
+		die("cannot create epoll/timerfd/signalfd");
+	for (int i = 0; i < 2; i++) {
+		ev.events = EPOLLIN;
+		ev.data.ptr = &tag_port[i];
+		epoll_ctl(epfd, EPOLL_CTL_ADD, fd[i], &ev);
+	}
+	ev.events = EPOLLIN;
+	ev.data.ptr = &tag_timer;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
+	ev.data.ptr = &tag_signal;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+
+	if (l.cfg.log_path) {
+		l.log = fopen(l.cfg.log_path, "w");
+		if (!l.log) {
+			snprintf(err, sizeof(err), "cannot open '%s': %s", l.cfg.log_path, strerror(errno));
+			die_param("log", err);
+		}
+	}
+	l.start_ns = now_ns();
+	l.log_prev_ns = l.start_ns;
+	l.next_log_ns = l.log ? l.start_ns + l.cfg.log_interval_ns : UINT64_MAX;
+	for (int i = 0; i < 2; i++)
+		l.dir[i].free_ns = l.start_ns;
+
+	/* The control socket answers only once everything else is ready:
+	 * clients take "it answers" to mean "it forwards". */
+	if (control_open(&l, epfd, err, sizeof(err)) < 0)
+		die(err);
+	if (!l.cfg.quiet) {
+		char q0[256], q1[256];
+		aqm_describe(l.dir[0].q, q0, sizeof(q0));
+		aqm_describe(l.dir[1].q, q1, sizeof(q1));
+		fprintf(stderr,
+			"ckcd-link: %s <-> %s, ab %llu bit/s %.3f ms [%s], ba %llu bit/s %.3f ms [%s], "
+			"control %s, seed %llu\n",
+			l.cfg.if_name[0], l.cfg.if_name[1], (unsigned long long)l.dir[0].rate_bps,
+			l.dir[0].delay_ns / 1e6, q0, (unsigned long long)l.dir[1].rate_bps,
+			l.dir[1].delay_ns / 1e6, q1, l.cfg.control_path, (unsigned long long)l.cfg.seed);
+	}
+
+	while (running) {
+		int n = epoll_wait(epfd, events, 32, -1);
+		int readable[2] = {0, 0};
+		uint64_t t, next;
+
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait failed");
+		l.wakeups++;
+		for (int i = 0; i < n; i++) {
+			struct ep_tag *tag = events[i].data.ptr;
+			switch (tag->kind) {
+			case EP_PORT_A: readable[0] = 1; break;
+			case EP_PORT_B: readable[1] = 1; break;
+			case EP_TIMER: {
+				uint64_t expirations;
+				if (read(tfd, &expirations, sizeof(expirations)) < 0) {
+					/* spurious: nothing to clear */
+				}
+				armed = UINT64_MAX;
+				l.timer_wakeups++;
+				break;
+			}
+			case EP_SIGNAL: running = 0; break;
+			default: control_event(&l, epfd, tag, events[i].events); break;
+			}
+		}
+		/* Serve up to now first, so arrivals see the queue the link
+		 * would have left them. */
+		t = now_ns();
+		for (int i = 0; i < 2; i++)
+			dir_serve(&l.dir[i], t);
+		for (int i = 0; i < 2; i++) {
+			if (readable[i]) {
+				port_receive(&l.dir[i], RX_BUDGET);
+				dir_serve(&l.dir[i], now_ns());
+			}
+		}
+		for (int i = 0; i < 2; i++)
+			dir_release(&l.dir[i]);
+
+		t = now_ns();
+		if (t >= l.next_log_ns) {
+			report_log_tick(&l, t);
+			while (l.next_log_ns <= t)
+				l.next_log_ns += l.cfg.log_interval_ns;
+		}
+		next = l.next_log_ns;
+		for (int i = 0; i < 2; i++) {
+			uint64_t e = dir_next_event(&l.dir[i]);
+			if (e < next)
+				next = e;
+		}
+		arm_timer(tfd, next, &armed);
+	}
+
+	if (l.log) {
+		report_log_tick(&l, now_ns());
+		fclose(l.log);
+	}
+	print_final_stats(&l);
+	control_close(&l);
+	for (int i = 0; i < 2; i++)
+		dir_destroy(&l.dir[i]);
+	close(fd[0]);
+	close(fd[1]);
+	return 0;
+}

@@ -1,0 +1,372 @@
+/* pipe.c - one direction of the emulated link: queue discipline, serializer
+ * and delay line (the model is described in link.h). */
+#define _GNU_SOURCE
+#include "link.h"
+
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- histograms ------------------------------------------------------ */
+
+static unsigned hist_index(uint64_t v)
+{
+	unsigned e;
+
+	if (v < 16)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
+	return 16u + (e - 4u) * 8u + (unsigned)((v >> (e - 3u)) & 7u);
+}
+
+static void hist_bounds(unsigned idx, uint64_t *lo, uint64_t *width)
+{
+	unsigned e, m;
+
+	if (idx < 16) {
+		*lo = idx;
+		*width = 1;
+		return;
+	}
+	e = (idx - 16u) / 8u + 4u;
+	m = (idx - 16u) % 8u;
+	*lo = (uint64_t)(8u + m) << (e - 3u);
+	*width = 1ull << (e - 3u);
+}
+
+void hist_add(struct ns_hist *h, uint64_t v)
+{
+	h->count++;
+	h->sum += v;
+	if (v > h->max)
+		h->max = v;
+	h->bucket[hist_index(v)]++;
+}
+
+uint64_t hist_percentile(const struct ns_hist *h, double p)
+{
+	uint64_t rank, seen = 0, lo, width, mid;
+
+	if (h->count == 0)
+		return 0;
+	rank = (uint64_t)(p * (double)h->count);
+	if (rank >= h->count)
+		rank = h->count - 1;
+	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+		seen += h->bucket[i];
+		if (seen > rank) {
+			hist_bounds(i, &lo, &width);
+			mid = lo + width / 2;
+			return mid > h->max ? h->max : mid;
+		}
+	}
+	return h->max;
+}
+
+const uint32_t late_edges_us[LATE_BUCKETS - 1] = {10, 50, 100, 250, 500, 1000, 2000, 5000, 10000, 50000};
+
+static void late_add(struct late_hist *h, uint64_t late_ns)
+{
+	unsigned i = 0;
+
+	h->count++;
+	h->sum_ns += late_ns;
+	if (late_ns > h->max_ns)
+		h->max_ns = late_ns;
+	while (i < LATE_BUCKETS - 1 && late_ns >= late_edges_us[i] * 1000ull)
+		i++;
+	h->bucket[i]++;
+}
+
+/* ---- packet pool ----------------------------------------------------- */
+
+struct pkt *pool_get(struct pkt_pool *pool)
+{
+	struct pkt *p = pool->free_list;
+
+	if (p) {
+		pool->free_list = (struct pkt *)p->aqm.next;
+		pool->nfree--;
+		p->aqm.next = NULL;
+	}
+	return p;
+}
+
+void pool_put(struct pkt_pool *pool, struct pkt *p)
+{
+	p->aqm.next = (struct aqm_pkt *)pool->free_list;
+	pool->free_list = p;
+	pool->nfree++;
+}
+
+/* ---- the core's environment ------------------------------------------ */
+
+/* xorshift128+ (Vigna's shift triple 23/17/26), state seeded by splitmix64. */
+static uint32_t env_random(void *ctx)
+{
+	struct link_dir *d = ctx;
+	uint64_t *s = d->link->rng;
+	uint64_t x = s[0], y = s[1];
+
+	s[0] = y;
+	x ^= x << 23;
+	s[1] = x ^ y ^ (x >> 17) ^ (y >> 26);
+	return (uint32_t)((s[1] + y) >> 32);
+}
+
+static void *env_alloc(void *ctx, size_t bytes)
+{
+	(void)ctx;
+	return calloc(1, bytes);
+}
+
+static void env_free(void *ctx, void *p)
+{
+	(void)ctx;
+	free(p);
+}
+
+static void env_drop(void *ctx, struct aqm_pkt *ap, enum aqm_drop_reason why)
+{
+	struct link_dir *d = ctx;
+	struct pkt *p = (struct pkt *)ap;
+	struct flow_stats *f = &d->flows[p->flow_idx];
+
+	if ((unsigned)why < AQM_DROP_REASONS) {
+		d->drops[why]++;
+		f->drops[why]++;
+	}
+	f->drop_bytes += ap->len;
+	pool_put(&d->link->pool, p);
+}
+
+/* ---- flows ----------------------------------------------------------- */
+
+static uint32_t flow_lookup(struct link_dir *d, const struct frame_info *fi)
+{
+	uint32_t mask = FLOW_TABLE_SIZE - 1;
+	uint32_t i = fi->flow_hash & mask;
+
+	for (unsigned probe = 0; probe < 32; probe++, i = (i + 1) & mask) {
+		struct flow_stats *f = &d->flows[i];
+		if (f->used && f->hash == fi->flow_hash)
+			return i;
+		if (!f->used) {
+			f->used = 1;
+			f->hash = fi->flow_hash;
+			f->key = fi->key;
+			f->dscp = fi->dscp;
+			d->nflows++;
+			return i;
+		}
+	}
+	return FLOW_OTHER;
+}
+
+/* ---- direction ------------------------------------------------------- */
+
+int dir_init(struct link *l, int index, char *err, size_t errlen)
+{
+	struct link_dir *d = &l->dir[index];
+	uint32_t cap = 1;
+
+	memset(d, 0, sizeof(*d));
+	d->link = l;
+	d->index = index;
+	d->name = index == DIR_AB ? "ab" : "ba";
+	d->rx_fd = d->tx_fd = -1;
+	d->rate_bps = l->cfg.rate_bps[index];
+	d->delay_ns = l->cfg.delay_ns[index];
+	d->env.ctx = d;
+	d->env.random_u32 = env_random;
+	d->env.alloc = env_alloc;
+	d->env.free = env_free;
+	d->env.drop = env_drop;
+	while (cap < l->cfg.pool_pkts)
+		cap <<= 1;
+	d->line = calloc(cap, sizeof(*d->line));
+	d->flows = calloc(FLOW_TABLE_SIZE + 1, sizeof(*d->flows));
+	d->samples = calloc(SAMPLE_RING, sizeof(*d->samples));
+	if (!d->line || !d->flows || !d->samples) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	d->line_mask = cap - 1;
+	d->flows[FLOW_OTHER].used = 1;
+	d->q = aqm_create(l->cfg.qdisc[index], &d->env, err, errlen);
+	return d->q ? 0 : -1;
+}
+
+void dir_destroy(struct link_dir *d)
+{
+	if (d->q)
+		aqm_destroy(d->q);
+	d->q = NULL;
+	free(d->line);
+	free(d->flows);
+	free(d->samples);
+	d->line = NULL;
+	d->flows = NULL;
+	d->samples = NULL;
+}
+
+int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen)
+{
+	return aqm_reconfigure(&d->q, spec, err, errlen);
+}
+
+uint32_t dir_line_len(const struct link_dir *d)
+{
+	return d->line_tail - d->line_head;
+}
+
+void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
+{
+	struct frame_info fi;
+	struct flow_stats *f;
+
+	frame_classify(p->data, len, d->link->hash_seed, &fi);
+	p->flow_idx = flow_lookup(d, &fi);
+	f = &d->flows[p->flow_idx];
+	f->rx_pkts++;
+	f->rx_bytes += len;
+	d->rx_frames++;
+	d->rx_bytes += len;
+
+	p->arrival_ns = t;
+	p->aqm.next = NULL;
+	p->aqm.flow_hash = fi.flow_hash;
+	p->aqm.len = len;
+	p->aqm.dscp = fi.dscp;
+	p->aqm.band = 0;
+	p->aqm.frame = p->data;
+	/* An idle serializer cannot start in the past. The caller served the
+	 * queue up to t, so an empty queue means the link has been idle. */
+	if (d->free_ns < t && aqm_qlen_pkts(d->q) == 0)
+		d->free_ns = t;
+	aqm_enqueue(d->q, &p->aqm, t);
+	dir_serve(d, t);
+}
+
+static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
+{
+	uint64_t bits = (uint64_t)(len + d->link->cfg.overhead_bytes) * 8u;
+	return (bits * 1000000000ull + d->rate_bps - 1) / d->rate_bps;
+}
+
+void dir_serve(struct link_dir *d, uint64_t t)
+{
+	while (d->free_ns <= t) {
+		uint64_t start = d->free_ns;
+		struct aqm_pkt *ap = aqm_dequeue(d->q, start);
+		struct pkt *p;
+		uint64_t sojourn;
+		struct deq_sample *s;
+
+		if (!ap)
+			break;
+		p = (struct pkt *)ap;
+		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
+		d->free_ns = start + tx_time_ns(d, ap->len);
+		p->release_ns = d->free_ns + d->delay_ns;
+		d->line[d->line_tail++ & d->line_mask] = p;
+		hist_add(&d->sojourn, sojourn);
+		hist_add(&d->sojourn_log, sojourn);
+		s = &d->samples[d->sample_pos++ % SAMPLE_RING];
+		s->t_ns = start - d->link->start_ns;
+		s->sojourn_ns = sojourn;
+		s->qlen_pkts = aqm_qlen_pkts(d->q);
+		s->len = ap->len;
+		d->sample_count++;
+	}
+}
+
+#define TX_BATCH 64
+
+void dir_release(struct link_dir *d)
+{
+	struct mmsghdr msgs[TX_BATCH];
+	struct iovec iov[TX_BATCH];
+	struct sockaddr_ll to[TX_BATCH];
+	struct pkt *batch[TX_BATCH];
+
+	for (;;) {
+		uint64_t t = now_ns();
+		int n = 0, sent = 0;
+
+		while (n < TX_BATCH && d->line_head != d->line_tail) {
+			struct pkt *p = d->line[d->line_head & d->line_mask];
+			if (p->release_ns > t)
+				break;
+			d->line_head++;
+			batch[n] = p;
+			iov[n].iov_base = p->data;
+			iov[n].iov_len = p->aqm.len;
+			memset(&to[n], 0, sizeof(to[n]));
+			to[n].sll_family = AF_PACKET;
+			to[n].sll_ifindex = d->tx_ifindex;
+			memcpy(&to[n].sll_protocol, p->data + 12, 2); /* ethertype, network order */
+			memset(&msgs[n], 0, sizeof(msgs[n]));
+			msgs[n].msg_hdr.msg_name = &to[n];
+			msgs[n].msg_hdr.msg_namelen = sizeof(to[n]);
+			msgs[n].msg_hdr.msg_iov = &iov[n];
+			msgs[n].msg_hdr.msg_iovlen = 1;
+			late_add(&d->late, t - p->release_ns);
+			if (t - p->release_ns > d->log_late_max_ns)
+				d->log_late_max_ns = t - p->release_ns;
+			n++;
+		}
+		if (n == 0)
+			return;
+		while (sent < n) {
+			int r = sendmmsg(d->tx_fd, msgs + sent, (unsigned)(n - sent), MSG_DONTWAIT);
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				d->tx_errors++; /* this frame is lost; go on with the rest */
+				pool_put(&d->link->pool, batch[sent]);
+				batch[sent] = NULL;
+				sent++;
+				continue;
+			}
+			sent += r;
+		}
+		for (int i = 0; i < n; i++) {
+			struct pkt *p = batch[i];
+			struct flow_stats *f;
+			if (!p)
+				continue;
+			f = &d->flows[p->flow_idx];
+			f->tx_pkts++;
+			f->tx_bytes += p->aqm.len;
+			d->tx_frames++;
+			d->tx_bytes += p->aqm.len;
+			pool_put(&d->link->pool, p);
+		}
+		if (n < TX_BATCH)
+			return;
+	}
+}
+
+uint64_t dir_next_event(const struct link_dir *d)
+{
+	uint64_t next = UINT64_MAX;
+
+	if (d->line_head != d->line_tail)
+		next = d->line[d->line_head & d->line_mask]->release_ns;
+	/* The head of the queue starts at free_ns and cannot be released
+	 * before free_ns + delay: waking then is early enough. */
+	if (aqm_qlen_pkts(d->q) > 0 && d->free_ns + d->delay_ns < next)
+		next = d->free_ns + d->delay_ns;
+	return next;
+}

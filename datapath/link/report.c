@@ -1,0 +1,342 @@
+/* report.c - ckcd-link's JSON views: show, stats, samples and the
+ * time-series log. Field meanings are documented in docs/ckcd-link.md. */
+#include "link.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const drop_keys[AQM_DROP_REASONS] = {
+	[AQM_DROP_OVERFLOW] = "overflow",
+	[AQM_DROP_EARLY] = "early",
+	[AQM_DROP_CHOKE_MATCH] = "choke_match",
+	[AQM_DROP_DELAY] = "delay",
+	[AQM_DROP_PENALTY] = "penalty",
+	[AQM_DROP_FLUSH] = "flush",
+};
+
+const char *drop_reason_key(int why)
+{
+	return why >= 0 && why < AQM_DROP_REASONS ? drop_keys[why] : "unknown";
+}
+
+static void put_drops(struct jbuf *b, const char *key, const uint64_t *drops)
+{
+	jb_key(b, key);
+	jb_obj_open(b);
+	for (int i = 0; i < AQM_DROP_REASONS; i++)
+		jb_ku64(b, drop_keys[i], drops[i]);
+	jb_obj_close(b);
+}
+
+static void put_aqm_stats(struct jbuf *b, const struct aqm_stats *s)
+{
+	jb_ku64(b, "enq_pkts", s->enq_pkts);
+	jb_ku64(b, "enq_bytes", s->enq_bytes);
+	jb_ku64(b, "deq_pkts", s->deq_pkts);
+	jb_ku64(b, "deq_bytes", s->deq_bytes);
+	put_drops(b, "drops", s->drops);
+	put_drops(b, "drop_bytes", s->drop_bytes);
+}
+
+static void put_hist_us(struct jbuf *b, const char *key, const struct ns_hist *h)
+{
+	jb_key(b, key);
+	jb_obj_open(b);
+	jb_ku64(b, "count", h->count);
+	jb_kdbl(b, "mean", h->count ? (double)h->sum / (double)h->count / 1e3 : 0.0);
+	jb_kdbl(b, "p50", (double)hist_percentile(h, 0.50) / 1e3);
+	jb_kdbl(b, "p99", (double)hist_percentile(h, 0.99) / 1e3);
+	jb_kdbl(b, "max", (double)h->max / 1e3);
+	jb_obj_close(b);
+}
+
+static void put_late(struct jbuf *b, const struct late_hist *h)
+{
+	char label[32];
+
+	jb_key(b, "schedule");
+	jb_obj_open(b);
+	jb_ku64(b, "releases", h->count);
+	jb_kdbl(b, "late_mean_us", h->count ? (double)h->sum_ns / (double)h->count / 1e3 : 0.0);
+	jb_kdbl(b, "late_max_us", (double)h->max_ns / 1e3);
+	{
+		uint64_t over = 0;
+		for (unsigned i = 0; i < LATE_BUCKETS; i++)
+			if (i > 0 && late_edges_us[i - 1] >= 1000)
+				over += h->bucket[i];
+		jb_ku64(b, "late_over_1ms", over);
+	}
+	jb_key(b, "late_hist_us");
+	jb_obj_open(b);
+	for (unsigned i = 0; i < LATE_BUCKETS; i++) {
+		if (i == 0)
+			snprintf(label, sizeof(label), "<%u", late_edges_us[0]);
+		else if (i == LATE_BUCKETS - 1)
+			snprintf(label, sizeof(label), ">=%u", late_edges_us[i - 1]);
+		else
+			snprintf(label, sizeof(label), "%u-%u", late_edges_us[i - 1], late_edges_us[i]);
+		jb_ku64(b, label, h->bucket[i]);
+	}
+	jb_obj_close(b);
+	jb_obj_close(b);
+}
+
+static void put_qdisc(struct jbuf *b, const struct aqm_queue *q)
+{
+	char buf[1024];
+
+	aqm_describe(q, buf, sizeof(buf));
+	jb_kstr(b, "qdisc", buf);
+	aqm_xstats(q, buf, sizeof(buf));
+	jb_kstr(b, "xstats", buf);
+}
+
+void report_show(struct link *l, struct jbuf *b)
+{
+	jb_kstr(b, "if_a", l->cfg.if_name[0]);
+	jb_kstr(b, "if_b", l->cfg.if_name[1]);
+	jb_ku64(b, "mtu", l->cfg.mtu);
+	jb_ku64(b, "overhead_bytes", l->cfg.overhead_bytes);
+	jb_ku64(b, "pool_pkts", l->pool.count);
+	jb_ku64(b, "seed", l->cfg.seed);
+	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
+	jb_kstr(b, "log", l->cfg.log_path ? l->cfg.log_path : "");
+	jb_key(b, "disciplines");
+	jb_arr_open(b);
+	for (const char *const *n = aqm_discipline_names(); *n; n++)
+		jb_str(b, *n);
+	jb_arr_close(b);
+	jb_key(b, "dirs");
+	jb_obj_open(b);
+	for (int i = 0; i < 2; i++) {
+		struct link_dir *d = &l->dir[i];
+		jb_key(b, d->name);
+		jb_obj_open(b);
+		jb_kstr(b, "from", l->cfg.if_name[i]);
+		jb_kstr(b, "to", l->cfg.if_name[1 - i]);
+		jb_ku64(b, "rate_bps", d->rate_bps);
+		jb_kdbl(b, "delay_ms", (double)d->delay_ns / 1e6);
+		put_qdisc(b, d->q);
+		jb_obj_close(b);
+	}
+	jb_obj_close(b);
+}
+
+static int cmp_flow_bytes(const void *a, const void *b)
+{
+	const struct flow_stats *x = *(const struct flow_stats *const *)a;
+	const struct flow_stats *y = *(const struct flow_stats *const *)b;
+	uint64_t bx = x->rx_bytes, by = y->rx_bytes;
+	return bx < by ? 1 : bx > by ? -1 : 0;
+}
+
+static void put_flow(struct jbuf *b, const struct flow_stats *f, int other)
+{
+	char key[160];
+	uint64_t total = 0;
+
+	for (int i = 0; i < AQM_DROP_REASONS; i++)
+		total += f->drops[i];
+	jb_obj_open(b);
+	if (other) {
+		jb_kstr(b, "flow", "other");
+		jb_kstr(b, "key", "flows beyond the table");
+	} else {
+		snprintf(key, sizeof(key), "0x%08x", f->hash);
+		jb_kstr(b, "flow", key);
+		flow_key_format(&f->key, key, sizeof(key));
+		jb_kstr(b, "key", key);
+		jb_ku64(b, "dscp", f->dscp);
+	}
+	jb_ku64(b, "rx_pkts", f->rx_pkts);
+	jb_ku64(b, "rx_bytes", f->rx_bytes);
+	jb_ku64(b, "tx_pkts", f->tx_pkts);
+	jb_ku64(b, "tx_bytes", f->tx_bytes);
+	jb_ku64(b, "drop_pkts", total);
+	jb_ku64(b, "drop_bytes", f->drop_bytes);
+	put_drops(b, "drops", f->drops);
+	jb_obj_close(b);
+}
+
+static void put_flows(struct jbuf *b, struct link_dir *d, int max_flows)
+{
+	struct flow_stats **v = malloc(sizeof(*v) * (FLOW_TABLE_SIZE + 1));
+	int n = 0;
+
+	jb_ku64(b, "nflows", d->nflows);
+	jb_key(b, "flows");
+	jb_arr_open(b);
+	if (v) {
+		for (int i = 0; i < FLOW_TABLE_SIZE; i++)
+			if (d->flows[i].used)
+				v[n++] = &d->flows[i];
+		qsort(v, (size_t)n, sizeof(*v), cmp_flow_bytes);
+		for (int i = 0; i < n && i < max_flows; i++)
+			put_flow(b, v[i], 0);
+		if (d->flows[FLOW_OTHER].rx_pkts)
+			put_flow(b, &d->flows[FLOW_OTHER], 1);
+		free(v);
+	}
+	jb_arr_close(b);
+}
+
+void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
+{
+	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
+	jb_ku64(b, "pool_free", l->pool.nfree);
+	jb_ku64(b, "wakeups", l->wakeups);
+	jb_key(b, "dirs");
+	jb_obj_open(b);
+	for (int i = 0; i < 2; i++) {
+		struct link_dir *d = &l->dir[i];
+		unsigned nb;
+
+		if (!(dir_mask & (1 << i)))
+			continue;
+		jb_key(b, d->name);
+		jb_obj_open(b);
+		jb_ku64(b, "rate_bps", d->rate_bps);
+		jb_kdbl(b, "delay_ms", (double)d->delay_ns / 1e6);
+		jb_ku64(b, "rx_frames", d->rx_frames);
+		jb_ku64(b, "rx_bytes", d->rx_bytes);
+		jb_ku64(b, "rx_runt", d->rx_runt);
+		jb_ku64(b, "rx_oversize", d->rx_oversize);
+		jb_ku64(b, "rx_no_buffer", d->rx_no_buffer);
+		jb_ku64(b, "tx_frames", d->tx_frames);
+		jb_ku64(b, "tx_bytes", d->tx_bytes);
+		jb_ku64(b, "tx_errors", d->tx_errors);
+		jb_ku64(b, "qlen_pkts", aqm_qlen_pkts(d->q));
+		jb_ku64(b, "qlen_bytes", aqm_qlen_bytes(d->q));
+		jb_ku64(b, "delay_line_pkts", dir_line_len(d));
+		put_drops(b, "drops", d->drops);
+		put_qdisc(b, d->q);
+		jb_key(b, "queue");
+		jb_obj_open(b);
+		put_aqm_stats(b, aqm_get_stats(d->q));
+		jb_obj_close(b);
+		nb = aqm_nbands(d->q);
+		if (nb > 1) {
+			jb_key(b, "bands");
+			jb_arr_open(b);
+			for (unsigned k = 0; k < nb; k++) {
+				jb_obj_open(b);
+				jb_ku64(b, "band", k);
+				jb_ku64(b, "qlen_pkts", aqm_band_qlen_pkts(d->q, k));
+				put_aqm_stats(b, aqm_band_stats(d->q, k));
+				jb_obj_close(b);
+			}
+			jb_arr_close(b);
+		}
+		put_hist_us(b, "sojourn_us", &d->sojourn);
+		put_late(b, &d->late);
+		if (max_flows > 0)
+			put_flows(b, d, max_flows);
+		jb_obj_close(b);
+	}
+	jb_obj_close(b);
+}
+
+void report_samples(struct link_dir *d, struct jbuf *b, unsigned n)
+{
+	uint64_t have = d->sample_count < SAMPLE_RING ? d->sample_count : SAMPLE_RING;
+
+	if (n > have)
+		n = (unsigned)have;
+	jb_kstr(b, "dir", d->name);
+	jb_kstr(b, "fields", "t_s sojourn_us qlen_pkts len");
+	jb_key(b, "samples");
+	jb_arr_open(b);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t pos = (uint32_t)((d->sample_pos - n + i) % SAMPLE_RING);
+		const struct deq_sample *s = &d->samples[pos];
+		jb_arr_open(b);
+		jb_dbl(b, (double)s->t_ns / 1e9);
+		jb_dbl(b, (double)s->sojourn_ns / 1e3);
+		jb_u64(b, s->qlen_pkts);
+		jb_u64(b, s->len);
+		jb_arr_close(b);
+	}
+	jb_arr_close(b);
+}
+
+/* One JSON line per direction per interval; counters are deltas since the
+ * previous line. */
+void report_log_tick(struct link *l, uint64_t t)
+{
+	struct jbuf b;
+
+	if (!l->log)
+		return;
+	jb_init(&b);
+	for (int i = 0; i < 2; i++) {
+		struct link_dir *d = &l->dir[i];
+		uint64_t drops_delta[AQM_DROP_REASONS];
+		uint64_t late_over = 0;
+
+		for (unsigned k = 0; k < LATE_BUCKETS; k++)
+			if (k > 0 && late_edges_us[k - 1] >= 1000)
+				late_over += d->late.bucket[k];
+		for (int k = 0; k < AQM_DROP_REASONS; k++) {
+			drops_delta[k] = d->drops[k] - d->log_drops[k];
+			d->log_drops[k] = d->drops[k];
+		}
+		jb_obj_open(&b);
+		jb_kdbl(&b, "t", (double)(t - l->start_ns) / 1e9);
+		jb_kstr(&b, "dir", d->name);
+		jb_kdbl(&b, "interval_s", (double)(t - l->log_prev_ns) / 1e9);
+		jb_ku64(&b, "qlen_pkts", aqm_qlen_pkts(d->q));
+		jb_ku64(&b, "qlen_bytes", aqm_qlen_bytes(d->q));
+		jb_ku64(&b, "rx_frames", d->rx_frames - d->log_rx_frames);
+		jb_ku64(&b, "tx_frames", d->tx_frames - d->log_tx_frames);
+		jb_ku64(&b, "tx_bytes", d->tx_bytes - d->log_tx_bytes);
+		put_drops(&b, "drops", drops_delta);
+		put_hist_us(&b, "sojourn_us", &d->sojourn_log);
+		jb_kdbl(&b, "late_max_us", (double)d->log_late_max_ns / 1e3);
+		jb_ku64(&b, "late_over_1ms", late_over - d->log_late_over_1ms);
+		jb_key(&b, "flows");
+		jb_arr_open(&b);
+		for (int k = 0; k <= FLOW_TABLE_SIZE; k++) {
+			struct flow_stats *f = &d->flows[k];
+			uint64_t drops = 0;
+			char key[160];
+
+			if (!f->used)
+				continue;
+			for (int r = 0; r < AQM_DROP_REASONS; r++)
+				drops += f->drops[r];
+			if (f->tx_bytes == f->log_tx_bytes && drops == f->log_drops)
+				continue;
+			jb_obj_open(&b);
+			if (k == FLOW_OTHER) {
+				jb_kstr(&b, "flow", "other");
+			} else {
+				snprintf(key, sizeof(key), "0x%08x", f->hash);
+				jb_kstr(&b, "flow", key);
+				flow_key_format(&f->key, key, sizeof(key));
+				jb_kstr(&b, "key", key);
+			}
+			jb_ku64(&b, "tx_bytes", f->tx_bytes - f->log_tx_bytes);
+			jb_ku64(&b, "tx_pkts", f->tx_pkts - f->log_tx_pkts);
+			jb_ku64(&b, "drops", drops - f->log_drops);
+			jb_obj_close(&b);
+			f->log_tx_bytes = f->tx_bytes;
+			f->log_tx_pkts = f->tx_pkts;
+			f->log_drops = drops;
+		}
+		jb_arr_close(&b);
+		jb_obj_close(&b);
+		jb_raw(&b, "\n", 1);
+
+		d->log_rx_frames = d->rx_frames;
+		d->log_tx_frames = d->tx_frames;
+		d->log_tx_bytes = d->tx_bytes;
+		d->log_late_max_ns = 0;
+		d->log_late_over_1ms = late_over;
+		memset(&d->sojourn_log, 0, sizeof(d->sojourn_log));
+	}
+	if (b.len)
+		fwrite(b.p, 1, b.len, l->log);
+	fflush(l->log);
+	jb_free(&b);
+	l->log_prev_ns = t;
+}

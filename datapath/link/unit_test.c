@@ -1,0 +1,245 @@
+/* unit_test.c - unit tests of ckcd-link's pure parts: frame validation and
+ * classification, the flat JSON request parser, rate/delay parsing.
+ * Prints one line per failed check; exit status 0 when all pass. Run by
+ * tests/link/test_link_units.py. */
+#include "frame.h"
+#include "json.h"
+#include "units.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int failures, checks;
+
+#define CHECK(cond)                                                                      \
+	do {                                                                             \
+		checks++;                                                                \
+		if (!(cond)) {                                                           \
+			failures++;                                                      \
+			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
+		}                                                                        \
+	} while (0)
+
+static size_t eth(uint8_t *f, uint16_t ethertype)
+{
+	memset(f, 0, 14);
+	memcpy(f, "\x02\x00\x00\x00\x00\x02", 6);
+	memcpy(f + 6, "\x02\x00\x00\x00\x00\x01", 6);
+	f[12] = (uint8_t)(ethertype >> 8);
+	f[13] = (uint8_t)ethertype;
+	return 14;
+}
+
+static size_t ipv4_tcp(uint8_t *f, uint8_t tos, uint16_t sport, uint16_t dport, uint16_t frag)
+{
+	size_t o = eth(f, 0x0800);
+	uint8_t *ip = f + o;
+
+	memset(ip, 0, 40);
+	ip[0] = 0x45;
+	ip[1] = tos;
+	ip[6] = (uint8_t)(frag >> 8);
+	ip[7] = (uint8_t)frag;
+	ip[9] = 6;
+	memcpy(ip + 12, "\x0a\x00\x00\x01", 4);
+	memcpy(ip + 16, "\x0a\x00\x00\x02", 4);
+	ip[20] = (uint8_t)(sport >> 8);
+	ip[21] = (uint8_t)sport;
+	ip[22] = (uint8_t)(dport >> 8);
+	ip[23] = (uint8_t)dport;
+	return o + 40;
+}
+
+static void test_frame_check(void)
+{
+	uint8_t f[9100];
+
+	memset(f, 0, sizeof(f));
+	eth(f, 0x0800);
+	CHECK(frame_check(f, 0, 1500) == FRAME_RUNT);
+	CHECK(frame_check(f, 13, 1500) == FRAME_RUNT);
+	CHECK(frame_check(f, 14, 1500) == FRAME_OK);
+	CHECK(frame_check(f, 1514, 1500) == FRAME_OK);
+	CHECK(frame_check(f, 1515, 1500) == FRAME_OVERSIZE);
+	CHECK(frame_check(f, 1518, 1500) == FRAME_OVERSIZE); /* untagged: no VLAN allowance */
+	CHECK(frame_check(f, 65535, 1500) == FRAME_OVERSIZE);
+	eth(f, 0x8100);
+	CHECK(frame_check(f, 1518, 1500) == FRAME_OK);
+	CHECK(frame_check(f, 1519, 1500) == FRAME_OVERSIZE);
+	CHECK(frame_check(f, 9014, 9000) == FRAME_OK);
+}
+
+static void test_classify(void)
+{
+	uint8_t f[256], g[256];
+	struct frame_info a, b;
+	char s[160];
+	size_t n;
+
+	n = ipv4_tcp(f, 0xb8 /* EF = 46 */, 40000, 5201, 0);
+	frame_classify(f, (uint32_t)n, 7, &a);
+	CHECK(a.key.family == 4);
+	CHECK(a.key.l4_proto == 6);
+	CHECK(a.key.sport == 40000 && a.key.dport == 5201);
+	CHECK(a.dscp == 46);
+	flow_key_format(&a.key, s, sizeof(s));
+	CHECK(strcmp(s, "tcp 10.0.0.1:40000>10.0.0.2:5201") == 0);
+
+	/* Same 5-tuple, different TOS: same flow. Different port: different flow. */
+	ipv4_tcp(g, 0, 40000, 5201, 0);
+	frame_classify(g, (uint32_t)n, 7, &b);
+	CHECK(a.flow_hash == b.flow_hash);
+	ipv4_tcp(g, 0, 40001, 5201, 0);
+	frame_classify(g, (uint32_t)n, 7, &b);
+	CHECK(a.flow_hash != b.flow_hash);
+	/* The seed keys the hash. */
+	frame_classify(f, (uint32_t)n, 8, &b);
+	CHECK(a.flow_hash != b.flow_hash);
+
+	/* A later fragment has no ports. */
+	ipv4_tcp(g, 0, 40000, 5201, 0x0010);
+	frame_classify(g, (uint32_t)n, 7, &b);
+	CHECK(b.key.sport == 0 && b.key.dport == 0 && b.key.l4_proto == 6);
+
+	/* Truncated IPv4 header: hashed as non-IP. */
+	frame_classify(f, 20, 7, &b);
+	CHECK(b.key.family == 0 && b.dscp == 0);
+
+	/* VLAN-tagged IPv4. */
+	memset(g, 0, sizeof(g));
+	eth(g, 0x8100);
+	g[14] = 0x00;
+	g[15] = 0x05;
+	g[16] = 0x08;
+	g[17] = 0x00;
+	memcpy(g + 18, f + 14, 40);
+	frame_classify(g, 58, 7, &b);
+	CHECK(b.key.family == 4 && b.key.sport == 40000 && b.dscp == 46);
+
+	/* IPv6 UDP behind a hop-by-hop header, traffic class 0x28 (DSCP 10). */
+	memset(g, 0, sizeof(g));
+	n = eth(g, 0x86dd);
+	g[n + 0] = 0x60 | (0x28 >> 4);
+	g[n + 1] = (0x28 & 0x0f) << 4;
+	g[n + 6] = 0;   /* hop-by-hop */
+	g[n + 8 + 15] = 1;
+	g[n + 24 + 15] = 2;
+	g[n + 40] = 17; /* next: udp */
+	g[n + 41] = 0;  /* 8 bytes */
+	g[n + 48] = 0x13;
+	g[n + 49] = 0x88; /* 5000 */
+	g[n + 50] = 0x00;
+	g[n + 51] = 0x35; /* 53 */
+	frame_classify(g, (uint32_t)(n + 56), 7, &b);
+	CHECK(b.key.family == 6 && b.key.l4_proto == 17);
+	CHECK(b.key.sport == 5000 && b.key.dport == 53);
+	CHECK(b.dscp == 10);
+	flow_key_format(&b.key, s, sizeof(s));
+	CHECK(strcmp(s, "udp [::1]:5000>[::2]:53") == 0);
+
+	/* Non-IP: MACs and ethertype. */
+	memset(g, 0, sizeof(g));
+	eth(g, 0x88cc);
+	frame_classify(g, 60, 7, &b);
+	CHECK(b.key.family == 0 && b.key.ethertype == 0x88cc);
+	flow_key_format(&b.key, s, sizeof(s));
+	CHECK(strcmp(s, "eth 0x88cc 02:00:00:00:00:01>02:00:00:00:00:02") == 0);
+}
+
+static void test_json(void)
+{
+	struct jfield f[JSON_MAX_FIELDS];
+	char err[256], line[512];
+	const struct jfield *x;
+	int n;
+
+	strcpy(line, " {\"cmd\": \"set_qdisc\", \"dir\":\"ab\", \"spec\":\"ckcd limit=80\\t\\u0041\", "
+		     "\"n\": 12.5e1, \"b\": true, \"z\": null} ");
+	n = json_parse_flat(line, f, JSON_MAX_FIELDS, err, sizeof(err));
+	CHECK(n == 6);
+	x = json_get(f, n, "spec");
+	CHECK(x && x->type == J_STR && strcmp(x->str, "ckcd limit=80\tA") == 0);
+	x = json_get(f, n, "n");
+	CHECK(x && x->type == J_NUM && x->num == 125.0);
+	x = json_get(f, n, "b");
+	CHECK(x && x->type == J_BOOL && x->boolean == 1);
+	x = json_get(f, n, "z");
+	CHECK(x && x->type == J_NULL);
+	CHECK(json_get(f, n, "missing") == NULL);
+
+	strcpy(line, "{}");
+	CHECK(json_parse_flat(line, f, JSON_MAX_FIELDS, err, sizeof(err)) == 0);
+
+	static const char *const bad[] = {
+		"", "garbage", "{", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1} x",
+		"{\"a\":{\"b\":1}}", "{\"a\":[1]}", "{\"a\":0x10}", "{\"a\":inf}", "{\"a\":\"x}",
+		"{\"a\":1,\"a\":2}", "{\"a\":\"\\q\"}", "{\"a\":\"\\u00e9\"}", "{a:1}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		strcpy(line, bad[i]);
+		n = json_parse_flat(line, f, JSON_MAX_FIELDS, err, sizeof(err));
+		if (n >= 0)
+			printf("FAIL json accepted: %s\n", bad[i]);
+		checks++;
+		failures += n >= 0;
+	}
+
+	struct jbuf b;
+	jb_init(&b);
+	jb_obj_open(&b);
+	jb_kstr(&b, "s", "a\"b\\c\n");
+	jb_ku64(&b, "n", 5);
+	jb_key(&b, "arr");
+	jb_arr_open(&b);
+	jb_u64(&b, 1);
+	jb_u64(&b, 2);
+	jb_obj_open(&b);
+	jb_obj_close(&b);
+	jb_arr_close(&b);
+	jb_obj_close(&b);
+	CHECK(strcmp(b.p, "{\"s\":\"a\\\"b\\\\c\\u000a\",\"n\":5,\"arr\":[1,2,{}]}") == 0);
+	jb_free(&b);
+}
+
+static void test_units(void)
+{
+	char err[256];
+	uint64_t v;
+
+	CHECK(parse_rate("50mbit", &v, err, sizeof(err)) == 0 && v == 50000000ull);
+	CHECK(parse_rate("1.5gbit", &v, err, sizeof(err)) == 0 && v == 1500000000ull);
+	CHECK(parse_rate("100000", &v, err, sizeof(err)) == 0 && v == 100000ull);
+	CHECK(parse_rate("100G", &v, err, sizeof(err)) == 0 && v == 100000000000ull);
+	CHECK(parse_rate("0", &v, err, sizeof(err)) < 0);
+	CHECK(parse_rate("999", &v, err, sizeof(err)) < 0);
+	CHECK(parse_rate("101gbit", &v, err, sizeof(err)) < 0);
+	CHECK(parse_rate("50mbyte", &v, err, sizeof(err)) < 0);
+	CHECK(parse_rate("-5mbit", &v, err, sizeof(err)) < 0);
+	CHECK(parse_rate("fast", &v, err, sizeof(err)) < 0);
+	CHECK(parse_rate("", &v, err, sizeof(err)) < 0);
+
+	CHECK(parse_delay("10ms", &v, err, sizeof(err)) == 0 && v == 10000000ull);
+	CHECK(parse_delay("10", &v, err, sizeof(err)) == 0 && v == 10000000ull);
+	CHECK(parse_delay("250us", &v, err, sizeof(err)) == 0 && v == 250000ull);
+	CHECK(parse_delay("0", &v, err, sizeof(err)) == 0 && v == 0);
+	CHECK(parse_delay("10s", &v, err, sizeof(err)) == 0 && v == 10000000000ull);
+	CHECK(parse_delay("10.001s", &v, err, sizeof(err)) < 0);
+	CHECK(parse_delay("11s", &v, err, sizeof(err)) < 0);
+	CHECK(parse_delay("5min", &v, err, sizeof(err)) < 0);
+	CHECK(parse_delay("-1ms", &v, err, sizeof(err)) < 0);
+	CHECK(parse_delay("nan", &v, err, sizeof(err)) < 0);
+
+	CHECK(parse_uint("1500", 68, 9216, &v, err, sizeof(err)) == 0 && v == 1500);
+	CHECK(parse_uint("67", 68, 9216, &v, err, sizeof(err)) < 0);
+	CHECK(parse_uint("15x", 68, 9216, &v, err, sizeof(err)) < 0);
+}
+
+int main(void)
+{
+	test_frame_check();
+	test_classify();
+	test_json();
+	test_units();
+	printf("%d checks, %d failures\n", checks, failures);
+	return failures ? 1 : 0;
+}

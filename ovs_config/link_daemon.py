@@ -1,0 +1,263 @@
+"""Start, drive and stop the userspace bottleneck link daemon ``ckcd-link``.
+
+The daemon (datapath/link/, documented in docs/ckcd-link.md) owns two
+interfaces and emulates a link between them: rate, one-way delay and a queue
+discipline per direction ("ab": A->B, "ba": B->A). It is controlled over a
+UNIX socket with one JSON request per line and one JSON reply per line; this
+module is the Python side of that protocol. Stdlib only.
+
+    with LinkDaemon("la", "lb", rate_bps=50_000_000, delay_ms=10,
+                    qdisc="ckcd limit=80", netns="lab") as link:
+        link.set_qdisc("ab", "droptail limit=20")
+        print(link.stats()["dirs"]["ab"]["drops"])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_BINARY = REPO_ROOT / "datapath" / "build" / "ckcd-link"
+
+# Exit status of the daemon when a start parameter is refused.
+EXIT_BAD_PARAMETER = 2
+
+
+class LinkDaemonError(RuntimeError):
+    """The daemon refused a parameter or a command, or could not start.
+
+    ``param`` names the refused parameter when the daemon said which one;
+    ``exit_code`` is set when the daemon exited.
+    """
+
+    def __init__(self, message: str, param: Optional[str] = None,
+                 exit_code: Optional[int] = None):
+        super().__init__(message)
+        self.param = param
+        self.exit_code = exit_code
+
+
+def _rate_arg(rate_bps: int) -> str:
+    return str(int(rate_bps))
+
+
+def _delay_arg(delay_ms: float) -> str:
+    return f"{float(delay_ms) * 1000.0:.3f}us"
+
+
+class LinkDaemon:
+    """One ckcd-link process serving the interfaces if_a and if_b.
+
+    rate_bps/delay_ms apply to both directions unless rate_ba_bps/delay_ba_ms
+    are given; qdisc is the A->B discipline spec, qdisc_ba the B->A one (the
+    daemon defaults to a large droptail). netns runs the daemon through
+    ``ip netns exec``. The constructor only prepares; start() (or ``with``)
+    runs the daemon and returns once its control socket answers.
+    """
+
+    def __init__(self, if_a: str, if_b: str, *, rate_bps: int, delay_ms: float = 0.0,
+                 qdisc: Optional[str] = None, qdisc_ba: Optional[str] = None,
+                 rate_ba_bps: Optional[int] = None, delay_ba_ms: Optional[float] = None,
+                 netns: Optional[str] = None, mtu: Optional[int] = None,
+                 log_path: Optional[str] = None, log_interval_ms: Optional[int] = None,
+                 seed: Optional[int] = None, control_path: Optional[str] = None,
+                 binary: Optional[str] = None, extra_args: Optional[list[str]] = None):
+        self.if_a, self.if_b = if_a, if_b
+        self.netns = netns
+        self.binary = str(binary or os.environ.get("CKCD_LINK_BIN", DEFAULT_BINARY))
+        self._workdir = tempfile.mkdtemp(prefix="ckcd-link-")
+        self.control_path = control_path or os.path.join(self._workdir, "control.sock")
+        self.stdout_path = os.path.join(self._workdir, "stdout")
+        self.stderr_path = os.path.join(self._workdir, "stderr")
+        args = [self.binary, "--if-a", if_a, "--if-b", if_b,
+                "--rate", _rate_arg(rate_bps), "--delay", _delay_arg(delay_ms),
+                "--control", self.control_path]
+        if rate_ba_bps is not None:
+            args += ["--rate-ba", _rate_arg(rate_ba_bps)]
+        if delay_ba_ms is not None:
+            args += ["--delay-ba", _delay_arg(delay_ba_ms)]
+        if qdisc is not None:
+            args += ["--qdisc", qdisc]
+        if qdisc_ba is not None:
+            args += ["--qdisc-ba", qdisc_ba]
+        if mtu is not None:
+            args += ["--mtu", str(int(mtu))]
+        if log_path is not None:
+            args += ["--log", str(log_path)]
+        if log_interval_ms is not None:
+            args += ["--log-interval", str(int(log_interval_ms))]
+        if seed is not None:
+            args += ["--seed", str(int(seed))]
+        args += list(extra_args or [])
+        if netns:
+            args = ["ip", "netns", "exec", netns] + args
+        self.argv = args
+        self.proc: Optional[subprocess.Popen] = None
+        self.final_stats: Optional[dict] = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc else None
+
+    def start(self, timeout_s: float = 5.0) -> "LinkDaemon":
+        """Run the daemon; return when its control socket answers a ping.
+
+        Raises LinkDaemonError with the daemon's own message if it exits
+        (exit_code 2: a refused parameter, named in the message and in
+        ``param``).
+        """
+        if self.proc is not None:
+            raise RuntimeError("already started")
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            # `ip netns exec` execs the daemon: self.proc.pid is the daemon.
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL, close_fds=True)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                self.proc = None
+                raise self._exit_error(code)
+            try:
+                self.request({"cmd": "ping"}, timeout_s=1.0)
+                return self
+            except (OSError, LinkDaemonError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise LinkDaemonError(f"ckcd-link did not answer on {self.control_path} "
+                                      f"within {timeout_s:.1f} s: {self.stderr()}")
+            time.sleep(0.02)
+
+    def _exit_error(self, code: int) -> LinkDaemonError:
+        msg = self.stderr().strip() or f"ckcd-link exited with status {code}"
+        param = None
+        # "ckcd-link: --rate: ..." names the parameter.
+        for line in msg.splitlines():
+            if line.startswith("ckcd-link: --"):
+                param = line[len("ckcd-link: --"):].split(":", 1)[0]
+                break
+        return LinkDaemonError(msg, param=param, exit_code=code)
+
+    def stderr(self) -> str:
+        try:
+            return Path(self.stderr_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 5.0) -> Optional[dict]:
+        """SIGTERM the daemon, wait for it, return its final stats."""
+        if self.proc is None:
+            return self.final_stats
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        try:
+            for line in Path(self.stdout_path).read_text().splitlines():
+                if line.startswith("{"):
+                    self.final_stats = json.loads(line)
+        except (OSError, ValueError):
+            pass
+        return self.final_stats
+
+    def kill(self) -> None:
+        """SIGKILL without waiting for final stats (cleanup after failures)."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> "LinkDaemon":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- control protocol --------------------------------------------------
+
+    def request(self, req: dict, timeout_s: float = 5.0) -> dict:
+        """Send one request, return the reply; raise LinkDaemonError on
+        {"ok": false}."""
+        return self._check(self.request_raw(json.dumps(req), timeout_s))
+
+    def request_raw(self, line: str, timeout_s: float = 5.0) -> dict:
+        """Send one raw line (no validation), return the parsed reply."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(self.control_path)
+            s.sendall(line.encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        if not buf:
+            raise LinkDaemonError("ckcd-link closed the control connection without a reply")
+        return json.loads(buf)
+
+    @staticmethod
+    def _check(reply: dict) -> dict:
+        if not reply.get("ok"):
+            raise LinkDaemonError(reply.get("error", "request refused"), param=reply.get("param"))
+        return reply
+
+    def ping(self) -> dict:
+        return self.request({"cmd": "ping"})
+
+    def show(self) -> dict:
+        """Configuration: interfaces, rate, delay and discipline per direction."""
+        return self.request({"cmd": "show"})
+
+    def set_qdisc(self, direction: str, spec: str) -> dict:
+        """Change the discipline of "ab" or "ba" at run time; queued packets
+        are kept."""
+        return self.request({"cmd": "set_qdisc", "dir": direction, "spec": spec})
+
+    def set_link(self, rate_bps: Optional[int] = None, delay_ms: Optional[float] = None,
+                 direction: str = "both") -> dict:
+        req: dict[str, Any] = {"cmd": "set_link", "dir": direction}
+        if rate_bps is not None:
+            req["rate_bps"] = int(rate_bps)
+        if delay_ms is not None:
+            req["delay_ms"] = float(delay_ms)
+        return self.request(req)
+
+    def stats(self, direction: str = "both", max_flows: int = 64) -> dict:
+        """Counters per direction, the discipline's stats, per-flow stats,
+        sojourn percentiles and how well the daemon kept its schedule."""
+        return self.request({"cmd": "stats", "dir": direction, "max_flows": int(max_flows)})
+
+    def samples(self, direction: str = "ab", n: int = 100) -> list:
+        """The last n dequeues: [t_s, sojourn_us, qlen_pkts, len] each."""
+        return self.request({"cmd": "samples", "dir": direction, "n": int(n)})["samples"]
+
+
+def schedule_kept(stats: dict, max_late_fraction: float = 0.001) -> bool:
+    """True when at most max_late_fraction of releases (both directions)
+    were more than 1 ms late: the rule experiment runs use to mark a run
+    untrusted when the daemon fell behind."""
+    releases = late = 0
+    for d in stats.get("dirs", {}).values():
+        releases += d["schedule"]["releases"]
+        late += d["schedule"]["late_over_1ms"]
+    return releases == 0 or late <= max_late_fraction * releases
