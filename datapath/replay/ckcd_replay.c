@@ -1,0 +1,452 @@
+/* ckcd-replay - feed a packet trace through an AQM in front of a simulated
+ * link and report every packet's fate. Deterministic for a given --seed.
+ *
+ *   ckcd-replay --qdisc "ckcd limit=80" --rate-bps 100000000 --seed 1 trace.txt
+ *   ckcd-replay --describe --qdisc "red min=20 max=60"
+ *
+ * Trace: one arrival per line, "time_ns flow_id length [dscp]", '#' starts a
+ * comment, times non-decreasing. The link serializes one packet at a time at
+ * --rate-bps (length * 8 / rate); the queue is asked for the next packet
+ * whenever the link is free. Output: JSON lines, see docs/datapath-core.md.
+ * Exit 0 on success, 2 on a bad spec, option or trace line (message on stderr).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/aqm.h"
+
+struct rec {
+	struct aqm_pkt pkt;
+	uint64_t seq, arr_ns;
+	uint32_t flow;
+};
+
+struct flowstat {
+	uint32_t flow;
+	int used;
+	uint64_t arr_pkts, arr_bytes, sent_pkts, sent_bytes;
+	uint64_t drops[AQM_DROP_REASONS];
+	uint64_t first_arr_ns, last_arr_ns, last_dep_ns;
+	uint64_t sojourn_sum_ns;
+};
+
+struct reconf {
+	uint64_t t_ns;
+	const char *spec;
+};
+
+static struct {
+	uint64_t rng;
+	uint64_t now_ns;
+	int print_packets;
+	struct flowstat *flows;
+	size_t nflows_cap;
+} g;
+
+static uint32_t rng_u32(void *ctx)
+{
+	(void)ctx;
+	/* xorshift64* */
+	g.rng ^= g.rng >> 12;
+	g.rng ^= g.rng << 25;
+	g.rng ^= g.rng >> 27;
+	return (uint32_t)((g.rng * UINT64_C(2685821657736338717)) >> 32);
+}
+
+static void *mem_alloc(void *ctx, size_t n)
+{
+	(void)ctx;
+	return calloc(1, n);
+}
+
+static void mem_free(void *ctx, void *p)
+{
+	(void)ctx;
+	free(p);
+}
+
+static struct flowstat *flow_stat(uint32_t flow)
+{
+	size_t i = (flow * 2654435761u) & (g.nflows_cap - 1);
+
+	for (;;) {
+		struct flowstat *f = &g.flows[i];
+
+		if (!f->used) {
+			f->used = 1;
+			f->flow = flow;
+			return f;
+		}
+		if (f->flow == flow)
+			return f;
+		i = (i + 1) & (g.nflows_cap - 1);
+	}
+}
+
+static void on_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	struct rec *r = (struct rec *)pkt;
+	struct flowstat *f = flow_stat(r->flow);
+
+	(void)ctx;
+	f->drops[why]++;
+	if (g.print_packets)
+		printf("{\"type\":\"pkt\",\"seq\":%" PRIu64 ",\"t_arr_ns\":%" PRIu64 ",\"flow\":%" PRIu32
+		       ",\"len\":%" PRIu32 ",\"dscp\":%u,\"band\":%u,\"verdict\":\"dropped\",\"reason\":\"%s\""
+		       ",\"t_ns\":%" PRIu64 ",\"sojourn_ns\":%" PRIu64 "}\n",
+		       r->seq, r->arr_ns, r->flow, pkt->len, pkt->dscp, pkt->band,
+		       aqm_drop_reason_name(why), g.now_ns, g.now_ns - r->arr_ns);
+}
+
+static void on_sent(struct rec *r, uint64_t deq_ns, uint64_t dep_ns)
+{
+	struct flowstat *f = flow_stat(r->flow);
+
+	f->sent_pkts++;
+	f->sent_bytes += r->pkt.len;
+	f->last_dep_ns = dep_ns;
+	f->sojourn_sum_ns += deq_ns - r->arr_ns;
+	if (g.print_packets)
+		printf("{\"type\":\"pkt\",\"seq\":%" PRIu64 ",\"t_arr_ns\":%" PRIu64 ",\"flow\":%" PRIu32
+		       ",\"len\":%" PRIu32 ",\"dscp\":%u,\"band\":%u,\"verdict\":\"sent\",\"reason\":null"
+		       ",\"t_ns\":%" PRIu64 ",\"t_dep_ns\":%" PRIu64 ",\"sojourn_ns\":%" PRIu64 "}\n",
+		       r->seq, r->arr_ns, r->flow, r->pkt.len, r->pkt.dscp, r->pkt.band, deq_ns, dep_ns,
+		       deq_ns - r->arr_ns);
+}
+
+static void print_json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void print_reasons(const uint64_t *v)
+{
+	int i;
+
+	putchar('{');
+	for (i = 0; i < AQM_DROP_REASONS; i++)
+		printf("%s\"%s\":%" PRIu64, i ? "," : "", aqm_drop_reason_name(i), v[i]);
+	putchar('}');
+}
+
+static void print_stats_obj(const struct aqm_stats *s)
+{
+	printf("{\"enq_pkts\":%" PRIu64 ",\"enq_bytes\":%" PRIu64 ",\"deq_pkts\":%" PRIu64
+	       ",\"deq_bytes\":%" PRIu64 ",\"drops\":",
+	       s->enq_pkts, s->enq_bytes, s->deq_pkts, s->deq_bytes);
+	print_reasons(s->drops);
+	printf(",\"drop_bytes\":");
+	print_reasons(s->drop_bytes);
+	putchar('}');
+}
+
+static char textbuf[1 << 20];
+
+static void print_xstats(const struct aqm_queue *q, uint64_t t_ns)
+{
+	aqm_xstats(q, textbuf, sizeof(textbuf));
+	printf("{\"type\":\"xstats\",\"t_ns\":%" PRIu64 ",\"xstats\":", t_ns);
+	print_json_string(textbuf);
+	printf("}\n");
+}
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"usage: ckcd-replay --qdisc SPEC [--rate-bps N] [--seed N] [--trace FILE]\n"
+		"                   [--reconfigure T_NS:SPEC]... [--xstats-every-ms N]\n"
+		"                   [--no-packets] [FILE]\n"
+		"       ckcd-replay --describe --qdisc SPEC\n"
+		"       ckcd-replay --list\n"
+		"Trace lines: time_ns flow_id length [dscp]   ('#' comments; stdin if no FILE)\n");
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	if (!*s || *s == '-')
+		return -1;
+	*v = strtoull(s, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+/* Reads the whole trace; exits 2 on a malformed line. */
+static struct rec *read_trace(FILE *in, const char *name, size_t *n)
+{
+	size_t cap = 1 << 16, cnt = 0, lineno = 0;
+	struct rec *v = malloc(cap * sizeof(*v));
+	char line[512];
+	uint64_t last_t = 0;
+
+	while (fgets(line, sizeof(line), in)) {
+		char *p = line, *hash = strchr(line, '#');
+		unsigned long long t, flow, len, dscp = 0;
+		int got;
+
+		lineno++;
+		if (hash)
+			*hash = 0;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '\n' || *p == '\r')
+			continue;
+		got = sscanf(p, "%llu %llu %llu %llu", &t, &flow, &len, &dscp);
+		if (got < 3 || strchr(p, '-') || len < 1 || len > 65535 || dscp > 63 ||
+		    flow > UINT32_MAX) {
+			fprintf(stderr,
+				"ckcd-replay: %s:%zu: expected 'time_ns flow_id length [dscp]' "
+				"(length 1..65535, dscp 0..63)\n",
+				name, lineno);
+			exit(2);
+		}
+		if (t < last_t) {
+			fprintf(stderr, "ckcd-replay: %s:%zu: time %llu goes backwards\n", name, lineno, t);
+			exit(2);
+		}
+		last_t = t;
+		if (cnt == cap) {
+			cap *= 2;
+			v = realloc(v, cap * sizeof(*v));
+		}
+		memset(&v[cnt], 0, sizeof(v[cnt]));
+		v[cnt].seq = cnt;
+		v[cnt].arr_ns = t;
+		v[cnt].flow = (uint32_t)flow;
+		v[cnt].pkt.flow_hash = (uint32_t)flow;
+		v[cnt].pkt.len = (uint32_t)len;
+		v[cnt].pkt.dscp = (uint8_t)dscp;
+		v[cnt].pkt.frame = &v[cnt];
+		cnt++;
+	}
+	*n = cnt;
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	const char *spec = 0, *trace = 0;
+	uint64_t rate_bps = 100000000, seed = 1, xstats_every_ns = 0;
+	int describe = 0, i;
+	struct reconf *rc = calloc((size_t)argc, sizeof(*rc));
+	size_t nrc = 0, irc = 0;
+	char err[512];
+	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop };
+	struct aqm_queue *q;
+	struct rec *recs;
+	size_t n, next = 0;
+	uint64_t t_free = 0, clock = 0, next_xstats;
+	FILE *in = stdin;
+
+	g.print_packets = 1;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : 0;
+
+		if (!strcmp(a, "--qdisc") && v) {
+			spec = v;
+			i++;
+		} else if (!strcmp(a, "--rate-bps") && v) {
+			if (parse_u64(v, &rate_bps) || rate_bps < 1000) {
+				fprintf(stderr, "ckcd-replay: --rate-bps '%s': expected an integer >= 1000\n", v);
+				return 2;
+			}
+			i++;
+		} else if (!strcmp(a, "--seed") && v) {
+			if (parse_u64(v, &seed)) {
+				fprintf(stderr, "ckcd-replay: --seed '%s': expected a non-negative integer\n", v);
+				return 2;
+			}
+			i++;
+		} else if (!strcmp(a, "--trace") && v) {
+			trace = v;
+			i++;
+		} else if (!strcmp(a, "--xstats-every-ms") && v) {
+			uint64_t ms;
+
+			if (parse_u64(v, &ms) || !ms) {
+				fprintf(stderr, "ckcd-replay: --xstats-every-ms '%s': expected an integer >= 1\n", v);
+				return 2;
+			}
+			xstats_every_ns = ms * 1000000;
+			i++;
+		} else if (!strcmp(a, "--reconfigure") && v) {
+			char *colon = strchr(v, ':');
+
+			if (!colon) {
+				fprintf(stderr, "ckcd-replay: --reconfigure '%s': expected T_NS:SPEC\n", v);
+				return 2;
+			}
+			*colon = 0;
+			if (parse_u64(v, &rc[nrc].t_ns) || (nrc && rc[nrc].t_ns < rc[nrc - 1].t_ns)) {
+				fprintf(stderr, "ckcd-replay: --reconfigure: bad or decreasing time '%s'\n", v);
+				return 2;
+			}
+			rc[nrc++].spec = colon + 1;
+			i++;
+		} else if (!strcmp(a, "--describe")) {
+			describe = 1;
+		} else if (!strcmp(a, "--no-packets")) {
+			g.print_packets = 0;
+		} else if (!strcmp(a, "--list")) {
+			const char *const *nm = aqm_discipline_names();
+
+			for (; *nm; nm++)
+				puts(*nm);
+			return 0;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (a[0] != '-' && !trace) {
+			trace = a;
+		} else {
+			fprintf(stderr, "ckcd-replay: unknown or incomplete option '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!spec) {
+		fprintf(stderr, "ckcd-replay: --qdisc SPEC is required\n");
+		usage(stderr);
+		return 2;
+	}
+	g.rng = seed * UINT64_C(0x9E3779B97F4A7C15) + UINT64_C(0x2545F4914F6CDD1D);
+	if (!g.rng)
+		g.rng = 1;
+	q = aqm_create(spec, &env, err, sizeof(err));
+	if (!q) {
+		fprintf(stderr, "ckcd-replay: %s\n", err);
+		return 2;
+	}
+	aqm_describe(q, textbuf, sizeof(textbuf));
+	if (describe) {
+		printf("%s\n", textbuf);
+		aqm_destroy(q);
+		return 0;
+	}
+	setvbuf(stdout, 0, _IOFBF, 1 << 20);
+	printf("{\"type\":\"config\",\"rate_bps\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"describe\":",
+	       rate_bps, seed);
+	print_json_string(textbuf);
+	printf("}\n");
+	if (trace && strcmp(trace, "-")) {
+		in = fopen(trace, "r");
+		if (!in) {
+			fprintf(stderr, "ckcd-replay: %s: %s\n", trace, strerror(errno));
+			return 2;
+		}
+	}
+	recs = read_trace(in, trace ? trace : "-", &n);
+	g.nflows_cap = 1;
+	while (g.nflows_cap < 4 * n + 16 && g.nflows_cap < (1u << 20))
+		g.nflows_cap <<= 1;
+	g.flows = calloc(g.nflows_cap, sizeof(*g.flows));
+	next_xstats = xstats_every_ns ? xstats_every_ns : UINT64_MAX;
+
+	for (;;) {
+		uint64_t t_arr = next < n ? recs[next].arr_ns : UINT64_MAX;
+		uint64_t t_rc = irc < nrc ? rc[irc].t_ns : UINT64_MAX;
+		uint64_t t_ev = t_arr;
+		int kind = 0; /* 0 arrival, 1 reconfigure, 2 xstats */
+
+		if (t_rc <= t_ev) {
+			t_ev = t_rc;
+			kind = 1;
+		}
+		if (next_xstats < t_ev) {
+			t_ev = next_xstats;
+			kind = 2;
+		}
+		/* serve the link up to the event */
+		while (aqm_qlen_pkts(q)) {
+			uint64_t now = t_free > clock ? t_free : clock;
+			struct aqm_pkt *pkt;
+
+			if (now > t_ev)
+				break;
+			g.now_ns = clock = now;
+			pkt = aqm_dequeue(q, now);
+			if (!pkt)
+				break;
+			t_free = now + ((uint64_t)pkt->len * 8 * 1000000000ull + rate_bps - 1) / rate_bps;
+			on_sent((struct rec *)pkt, now, t_free);
+		}
+		if (t_ev == UINT64_MAX)
+			break;
+		g.now_ns = clock = t_ev;
+		if (kind == 1) {
+			if (aqm_reconfigure(&q, rc[irc].spec, err, sizeof(err))) {
+				fprintf(stderr, "ckcd-replay: --reconfigure at %" PRIu64 ": %s\n", t_ev, err);
+				return 2;
+			}
+			aqm_describe(q, textbuf, sizeof(textbuf));
+			printf("{\"type\":\"reconfigure\",\"t_ns\":%" PRIu64 ",\"qlen_pkts\":%" PRIu32
+			       ",\"describe\":",
+			       t_ev, aqm_qlen_pkts(q));
+			print_json_string(textbuf);
+			printf("}\n");
+			irc++;
+		} else if (kind == 2) {
+			print_xstats(q, t_ev);
+			next_xstats += xstats_every_ns;
+		} else {
+			struct rec *r = &recs[next++];
+			struct flowstat *f = flow_stat(r->flow);
+
+			if (!f->arr_pkts)
+				f->first_arr_ns = r->arr_ns;
+			f->arr_pkts++;
+			f->arr_bytes += r->pkt.len;
+			f->last_arr_ns = r->arr_ns;
+			aqm_enqueue(q, &r->pkt, t_ev);
+		}
+		if (next >= n && irc >= nrc)
+			next_xstats = UINT64_MAX;
+	}
+
+	print_xstats(q, clock);
+	for (size_t k = 0; k < g.nflows_cap; k++) {
+		struct flowstat *f = &g.flows[k];
+
+		if (!f->used)
+			continue;
+		printf("{\"type\":\"flow\",\"flow\":%" PRIu32 ",\"arr_pkts\":%" PRIu64
+		       ",\"arr_bytes\":%" PRIu64 ",\"sent_pkts\":%" PRIu64 ",\"sent_bytes\":%" PRIu64
+		       ",\"first_arr_ns\":%" PRIu64 ",\"last_arr_ns\":%" PRIu64 ",\"last_dep_ns\":%" PRIu64
+		       ",\"mean_sojourn_ns\":%" PRIu64 ",\"drops\":",
+		       f->flow, f->arr_pkts, f->arr_bytes, f->sent_pkts, f->sent_bytes, f->first_arr_ns,
+		       f->last_arr_ns, f->last_dep_ns, f->sent_pkts ? f->sojourn_sum_ns / f->sent_pkts : 0);
+		print_reasons(f->drops);
+		printf("}\n");
+	}
+	printf("{\"type\":\"stats\",\"qlen_pkts\":%" PRIu32 ",\"total\":", aqm_qlen_pkts(q));
+	print_stats_obj(aqm_get_stats(q));
+	printf(",\"bands\":[");
+	for (unsigned b = 0; b < aqm_nbands(q); b++) {
+		if (b)
+			putchar(',');
+		print_stats_obj(aqm_band_stats(q, b));
+	}
+	printf("],\"describe\":");
+	aqm_describe(q, textbuf, sizeof(textbuf));
+	print_json_string(textbuf);
+	printf(",\"end_ns\":%" PRIu64 "}\n", clock);
+	aqm_destroy(q);
+	free(recs);
+	free(g.flows);
+	free(rc);
+	return 0;
+}
