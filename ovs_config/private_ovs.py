@@ -57,7 +57,9 @@ class PrivateOVS:
         self.run_dir = run_dir
         self.db_sock = os.path.join(run_dir, "db.sock")
         self._saved_env: dict[str, str | None] = {}
-        self._saved_wmem: str | None = None
+        # The host's wmem_default before we raised it, kept on disk so that a
+        # later `ckcd-coex clean` (another process) can still restore it.
+        self._wmem_saved_path = os.path.join(run_dir, "wmem_default.saved")
 
     # Environment for every OVS client (ovs-vsctl, ovs-ofctl, Mininet's calls).
     def env(self) -> dict[str, str]:
@@ -114,7 +116,8 @@ class PrivateOVS:
         path = "/proc/sys/net/core/wmem_default"
         current = open(path).read().strip()
         if int(current) < WMEM_DEFAULT:
-            self._saved_wmem = current
+            with open(self._wmem_saved_path, "w") as f:
+                f.write(current)
             with open(path, "w") as f:
                 f.write(str(WMEM_DEFAULT))
 
@@ -150,11 +153,10 @@ class PrivateOVS:
             for br in self.vsctl("list-br").split():
                 self.vsctl("--if-exists", "del-br", br)
         self._stop_daemons()
+        if os.path.exists(self._wmem_saved_path):
+            with open(self._wmem_saved_path) as saved, open("/proc/sys/net/core/wmem_default", "w") as f:
+                f.write(saved.read().strip())
         shutil.rmtree(self.run_dir, ignore_errors=True)
-        if self._saved_wmem is not None:
-            with open("/proc/sys/net/core/wmem_default", "w") as f:
-                f.write(self._saved_wmem)
-            self._saved_wmem = None
         self._restore_env()
 
     def __enter__(self) -> "PrivateOVS":

@@ -1,0 +1,22 @@
+# ckcd-coex: the two commands a newcomer needs are `make demo` and `make test`.
+PY := .venv/bin/python
+
+.PHONY: setup test demo bench clean-lab datapath
+
+setup:            ## install Debian packages, the venv with pinned Ryu, build the datapath
+	@bash scripts/setup.sh
+
+test: setup       ## unit, algorithm and integration tests (real OVS, ryu-manager, Mininet, iperf3)
+	$(PY) -m pytest
+
+demo: setup       ## short lab run: dumbbell, controller, BBR vs CUBIC, printed table and report
+	.venv/bin/ckcd-coex demo
+
+bench: setup      ## benchmarks: JSON into bench/results/, compared with bench/baseline/
+	@set -e; for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b; done
+
+datapath:
+	$(MAKE) -C datapath
+
+clean-lab:        ## remove what a crashed lab run left behind
+	.venv/bin/ckcd-coex clean
