@@ -43,6 +43,13 @@ class NetLab:
         self.if_hb, self.if_lb = f"{short}hb", f"{short}lb"
         self._procs: list[subprocess.Popen] = []
         self.bridged = False
+        self._port = 5200
+
+    def next_port(self) -> int:
+        """A fresh iperf3 port: a one-off server from the previous run may
+        still hold the old one for a moment."""
+        self._port += 1
+        return self._port
 
     # -- build / tear down ------------------------------------------------------
 
