@@ -78,7 +78,14 @@ struct aqm_pkt *aqm_dequeue(struct aqm_queue *q, uint64_t now_ns)
 
 	if (!q->qlen_pkts)
 		return 0;
-	pkt = q->ops->dequeue(q, now_ns);
+	if (q->carried_pkts) {
+		q->carried_pkts--;
+		pkt = q->ops->pop_raw(q);
+		if (pkt)
+			aqm_account_remove(q, pkt);
+	} else {
+		pkt = q->ops->dequeue(q, now_ns);
+	}
 	if (pkt) {
 		q->stats.deq_pkts++;
 		q->stats.deq_bytes += pkt->len;
@@ -109,8 +116,11 @@ int aqm_reconfigure(struct aqm_queue **qp, const char *spec, char *err, size_t e
 	 * Only what exceeds the new discipline's hard capacity is tail-dropped. */
 	while ((pkt = old->ops->pop_raw(old)) != 0) {
 		aqm_account_remove(old, pkt);
-		if (nq->ops->requeue(nq, pkt) == 0)
+		if (nq->ops->requeue(nq, pkt) == 0) {
+			if (!nq->ops->takes_children) /* bands counts in each band */
+				nq->carried_pkts++;
 			continue;
+		}
 		aqm_drop_arriving(nq, pkt, AQM_DROP_OVERFLOW);
 	}
 	/* Totals continue across a reconfiguration; discipline state starts afresh. */

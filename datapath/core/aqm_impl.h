@@ -74,6 +74,10 @@ struct aqm_queue {
 	struct aqm_stats stats;
 	uint32_t qlen_pkts;
 	uint64_t qlen_bytes;
+	/* Packets carried over by aqm_reconfigure, still at the head of the
+	 * queue: aqm_dequeue hands them out with no AQM decision, and choke/ckcd
+	 * never pick them as a comparison victim. */
+	uint32_t carried_pkts;
 	int64_t pv[AQM_MAX_PARAMS]; /* parameter values as validated (stored units) */
 	unsigned long long priv_align[]; /* discipline state */
 };

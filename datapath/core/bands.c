@@ -303,6 +303,8 @@ static struct aqm_pkt *bands_pop_raw(struct aqm_queue *q)
 		if (pkt) {
 			c->qlen_pkts--;
 			c->qlen_bytes -= pkt->len;
+			if (c->carried_pkts)
+				c->carried_pkts--;
 			return pkt; /* the caller unaccounts it from q */
 		}
 	}
@@ -322,6 +324,8 @@ static int bands_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 	p0 = c->qlen_pkts;
 	b0 = c->qlen_bytes;
 	r = c->ops->requeue(c, pkt);
+	if (!r)
+		c->carried_pkts++;
 	sync_qlen(q, c, p0, b0);
 	return r;
 }

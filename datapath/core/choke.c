@@ -77,7 +77,8 @@ static int choke_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 		uint32_t idx;
 		struct aqm_pkt *victim = aqm_ring_random(&c->ring, q, &idx);
 
-		if (victim && victim->flow_hash == pkt->flow_hash) {
+		if (victim && victim->flow_hash == pkt->flow_hash &&
+		    idx - c->ring.head >= q->carried_pkts) { /* carried packets are exempt */
 			c->matched++;
 			aqm_ring_remove(&c->ring, idx);
 			aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);

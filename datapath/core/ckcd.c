@@ -320,7 +320,8 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 		struct aqm_pkt *victim = aqm_ring_random(&c->ring, q, &idx);
 		uint64_t pc_q32;
 
-		if (victim && victim->flow_hash == pkt->flow_hash) {
+		if (victim && victim->flow_hash == pkt->flow_hash &&
+		    idx - c->ring.head >= q->carried_pkts) { /* carried packets are exempt */
 			c->matched++;
 			if (f->queued)
 				f->queued--;
@@ -400,8 +401,12 @@ static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 static struct aqm_pkt *ckcd_pop_raw(struct aqm_queue *q)
 {
 	struct ckcd *c = aqm_priv(q);
+	struct aqm_pkt *pkt = aqm_ring_pop(&c->ring);
+	struct ckcd_flow *f = pkt ? flow_find(c, pkt->flow_hash) : 0;
 
-	return aqm_ring_pop(&c->ring);
+	if (f && f->queued)
+		f->queued--;
+	return pkt;
 }
 
 static int ckcd_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)

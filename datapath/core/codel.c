@@ -5,8 +5,8 @@
  * the control law  drop_next = t + interval / sqrt(count)  (RFC 8289 5.5).
  * 1/sqrt(count) is kept in Q32 fixed point and updated by one Newton step
  * per count increment, y <- y (3 - count y^2) / 2 (as Linux codel.h does);
- * when count is reset to a larger value it is seeded exactly from an
- * integer square root. Seed 000 Table II: limit 80, target (D) 5 ms,
+ * for counts below 16, and when count is reset, it is set exactly from an
+ * integer square root (drop path only, never per packet). Seed 000 Table II: limit 80, target (D) 5 ms,
  * interval (Delta) 100 ms.
  */
 #include "aqm_impl.h"
@@ -60,6 +60,9 @@ static uint32_t invsqrt_exact(uint32_t count)
 	return y > 0xffffffffu ? 0xffffffffu : (uint32_t)y;
 }
 
+/* Called after count++. One Newton step from 1/sqrt(count - 1) is accurate
+ * to ~0.4 (1/count)^2 relative; below 16 (where that is poor: from count 1 it
+ * gives 0.5 for 1/sqrt(2)) the exact value is used instead. */
 static void newton_step(struct codel *c)
 {
 	uint64_t y = c->invsqrt_q32;
@@ -67,7 +70,7 @@ static void newton_step(struct codel *c)
 	uint64_t cy2 = (uint64_t)c->count * y2;
 	uint64_t t;
 
-	if (cy2 >= (UINT64_C(3) << 32)) { /* out of Newton's basin: reseed */
+	if (c->count < 16 || cy2 >= (UINT64_C(3) << 32)) { /* small, or out of Newton's basin */
 		c->invsqrt_q32 = invsqrt_exact(c->count);
 		return;
 	}

@@ -1,0 +1,143 @@
+"""ckcd-replay's command line: bad input names the parameter and exits 2;
+--describe prints the full configuration; output is deterministic per seed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replaylib import SEC, merge, poisson, run_raw
+
+
+@pytest.mark.parametrize("spec,names", [
+    ("nosuchqdisc", ["unknown discipline", "nosuchqdisc"]),
+    ("droptail limt=80", ["unknown parameter", "limt"]),
+    ("droptail limit=0", ["limit", "out of range"]),
+    ("droptail limit=-5", ["limit", "out of range"]),
+    ("droptail limit=99999999999", ["limit", "out of range"]),
+    ("droptail limit=", ["limit", "empty"]),
+    ("droptail limit=eighty", ["limit", "not a number"]),
+    ("droptail limit", ["expected key=value"]),
+    ("droptail limit=80 limit=90", ["limit", "twice"]),
+    ("red min=60 max=20", ["'max'", "'min'"]),
+    ("red max=100 limit=80", ["'max'", "'limit'"]),
+    ("red max_p=1.5", ["max_p", "out of range"]),
+    ("red wlog=40", ["wlog"]),
+    ("codel target_ms=0", ["target_ms"]),
+    ("codel interval_ms=0.0001", ["interval_ms", "decimal"]),
+    ("choke min=80 max=80", ["'max'"]),
+    ("ckcd omega=0", ["omega"]),
+    ("ckcd omega=2", ["omega"]),
+    ("ckcd delta_ms=0", ["delta_ms"]),
+    ("ckcd flows=1", ["flows"]),
+    ("ckcd k=0", ["'k'"]),
+    ("ckcd qmax=200", ["qmax", "limit"]),
+    ("ckcd qmin=70 qmax=60", ["qmin"]),
+    ("ckcd dth_min_ms=10 dth_max_ms=5", ["dth_min_ms"]),
+    ("ckcd rate_bps=0", ["rate_bps"]),
+    ("bands weights=1,0 | droptail | droptail", ["weights"]),
+    ("bands weights=1,1,1 | droptail | droptail", ["weights"]),
+    ("bands map=64:1 | droptail | droptail", ["map"]),
+    ("bands map=46:2 | droptail | droptail", ["map", "band"]),
+    ("bands default=3 | droptail | droptail", ["default"]),
+    ("bands penalized=2 | droptail | droptail", ["penalized"]),
+    ("bands | droptail limit=0 | droptail", ["band 0", "limit"]),
+    ("bands", ["child"]),
+    ("bands | bands | droptail", ["bands"]),
+    ("droptail | droptail", ["bands"]),
+    ("", ["empty"]),
+])
+def test_bad_spec_exits_2_naming_the_parameter(spec, names):
+    for mode in (["--describe"], []):
+        cp = run_raw([*mode, "--qdisc", spec], "0 1 1500\n")
+        assert cp.returncode == 2, (spec, cp.stdout)
+        for n in names:
+            assert n in cp.stderr, (spec, cp.stderr)
+        assert cp.stdout == ""
+
+
+@pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd",
+                                  "bands weights=1,3 map=46:1,10:1 default=0 penalized=1 | ckcd limit=80 | droptail limit=20"])
+def test_describe_lists_every_parameter_and_round_trips(spec):
+    cp = run_raw(["--describe", "--qdisc", spec])
+    assert cp.returncode == 0, cp.stderr
+    desc = cp.stdout.strip()
+    assert desc.split()[0] == spec.split()[0]
+    again = run_raw(["--describe", "--qdisc", desc])
+    assert again.returncode == 0 and again.stdout.strip() == desc
+
+
+def test_describe_fills_in_table_ii_defaults():
+    d = run_raw(["--describe", "--qdisc", "ckcd"]).stdout.split()
+    assert {"limit=80", "delta_ms=100", "d_ms=5", "omega=0.002"} <= set(d)
+    assert "limit=80" in run_raw(["--describe", "--qdisc", "codel"]).stdout.split()
+    assert {"target_ms=5", "interval_ms=100"} <= set(run_raw(["--describe", "--qdisc", "codel"]).stdout.split())
+
+
+@pytest.mark.parametrize("trace,what", [
+    ("0 1\n", "expected"),
+    ("0 1 0\n", "expected"),
+    ("0 1 1500 64\n", "dscp"),
+    ("100 1 1500\n50 1 1500\n", "backwards"),
+    ("-5 1 1500\n", "expected"),
+    ("x y z\n", "expected"),
+])
+def test_bad_trace_exits_2(trace, what):
+    cp = run_raw(["--qdisc", "droptail"], trace)
+    assert cp.returncode == 2 and what in cp.stderr
+
+
+@pytest.mark.parametrize("opt", [["--rate-bps", "0"], ["--rate-bps", "-1"], ["--seed", "x"], ["--bogus"],
+                                 ["--xstats-every-ms", "0"], ["--reconfigure", "nocolon"]])
+def test_bad_options_exit_2(opt):
+    cp = run_raw(["--qdisc", "droptail", *opt], "0 1 1500\n")
+    assert cp.returncode == 2
+
+
+def trace_text():
+    tr = merge(poisson(1, 120e6, 0, SEC // 4, seed=1), poisson(2, 60e6, 0, SEC // 4, seed=1))
+    return "".join(f"{t} {f} {ln}\n" for t, f, ln, _ in tr)
+
+
+def test_deterministic_for_a_seed_and_seed_matters():
+    text = trace_text()
+    a = run_raw(["--qdisc", "choke", "--seed", "7"], text)
+    b = run_raw(["--qdisc", "choke", "--seed", "7"], text)
+    c = run_raw(["--qdisc", "choke", "--seed", "8"], text)
+    assert a.returncode == 0 and a.stdout == b.stdout
+    assert a.stdout != c.stdout
+
+
+def test_output_is_json_lines_with_one_line_per_packet():
+    text = trace_text()
+    n = len(text.splitlines())
+    cp = run_raw(["--qdisc", "ckcd", "--rate-bps", "100000000"], "# comment\n\n" + text)
+    objs = [json.loads(line) for line in cp.stdout.splitlines()]
+    types = [o["type"] for o in objs]
+    assert types[0] == "config" and types[-1] == "stats"
+    pkts = [o for o in objs if o["type"] == "pkt"]
+    assert sorted(p["seq"] for p in pkts) == list(range(n))
+    for p in pkts:
+        if p["verdict"] == "sent":
+            assert p["reason"] is None and p["t_dep_ns"] > p["t_ns"] >= p["t_arr_ns"]
+            assert p["sojourn_ns"] == p["t_ns"] - p["t_arr_ns"]
+        else:
+            assert p["reason"] in ("overflow", "early", "choke-match", "delay")
+    flows = {o["flow"]: o for o in objs if o["type"] == "flow"}
+    for f, o in flows.items():
+        mine = [p for p in pkts if p["flow"] == f]
+        assert o["sent_pkts"] == sum(p["verdict"] == "sent" for p in mine)
+        assert sum(o["drops"].values()) == sum(p["verdict"] == "dropped" for p in mine)
+    stats = objs[-1]["total"]
+    assert stats["deq_pkts"] == sum(o["sent_pkts"] for o in flows.values())
+    assert stats["enq_pkts"] - stats["deq_pkts"] == sum(
+        v for k, v in stats["drops"].items() if k not in ("overflow", "early")) - sum(
+        1 for p in pkts if p["reason"] == "choke-match" and p["sojourn_ns"] == 0)
+
+
+def test_serialization_by_frame_length():
+    # two packets arriving together on an idle 10 Mbit/s link: 1000 B takes 800 us
+    cp = run_raw(["--qdisc", "droptail", "--rate-bps", "10000000"], "0 1 1000\n0 2 500\n")
+    pk = [json.loads(x) for x in cp.stdout.splitlines() if '"pkt"' in x]
+    assert [(p["t_ns"], p["t_dep_ns"]) for p in pk] == [(0, 800_000), (800_000, 1_200_000)]
