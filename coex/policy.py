@@ -1,0 +1,421 @@
+"""The CoEx policy: aggregates, the rules that classify flows into them, the approaches
+that keep them apart, and the bottleneck ports.
+
+One document, validated in one place (`Policy.from_dict`), used by the REST API, the
+SQLite store and the controller alike. Invalid input raises PolicyError naming the
+field (e.g. "rules[2].match.tp_dst"), and nothing is half-applied: callers build a new
+Policy and swap it in only when it validated.
+
+Aggregates follow Hock et al. (seed 001): low-delay flows, queue-filling flows, plus a
+penalized aggregate for heavy hitters and the default for everything else.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import ipaddress
+import re
+from typing import Any
+
+BUILTIN_AGGREGATES = ("low_delay", "queue_filling", "penalized", "default")
+AQM_DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+MATCH_FIELDS = ("ipv4_src", "ipv4_dst", "ip_proto", "tp_src", "tp_dst", "dscp", "eth_src")
+MAX_RULES = 1000
+MAX_CAPACITY_BPS = 400_000_000_000
+
+
+class PolicyError(ValueError):
+    """A policy document or change that cannot be accepted; `field` names where."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 422):
+        super().__init__(message)
+        self.message, self.field, self.status = message, field, status
+
+
+# --- field checks ------------------------------------------------------------------
+
+def _obj(value, field: str, allowed: tuple[str, ...]) -> dict:
+    if not isinstance(value, dict):
+        raise PolicyError(f"{field or 'body'} must be a JSON object", field)
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        where = f"{field}.{unknown[0]}" if field else unknown[0]
+        raise PolicyError(f"unknown field {unknown[0]!r}; expected one of {', '.join(allowed)}", where)
+    return value
+
+
+def _int(value, field: str, lo: int, hi: int, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyError(f"{field} must be an integer", field)
+    if not lo <= value <= hi:
+        raise PolicyError(f"{field} must be between {lo} and {hi}, got {value}", field)
+    return value
+
+
+def _num(value, field: str, lo: float, hi: float, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise PolicyError(f"{field} must be a number", field)
+    if not lo <= value <= hi:
+        raise PolicyError(f"{field} must be between {lo:g} and {hi:g}, got {value:g}", field)
+    return float(value)
+
+
+def _bool(value, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise PolicyError(f"{field} must be true or false", field)
+    return value
+
+
+def _name(value, field: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise PolicyError(f"{field} must be a name of 1-32 lower-case letters, digits, '_' or '-', "
+                          "starting with a letter", field)
+    return value
+
+
+def _prefix(value, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PolicyError(f"{field} must be an IPv4 address or prefix such as 10.0.0.0/24", field)
+    try:
+        return str(ipaddress.IPv4Network(value, strict=False))
+    except ValueError:
+        raise PolicyError(f"{field} must be an IPv4 address or prefix such as 10.0.0.0/24", field) from None
+
+
+def _mac(value, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.match(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$", value):
+        raise PolicyError(f"{field} must be a MAC address like 00:00:00:00:00:01", field)
+    return value.lower()
+
+
+# --- the parts ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """Which packets a rule takes. Unset fields match anything."""
+    ipv4_src: str | None = None
+    ipv4_dst: str | None = None
+    ip_proto: int | None = None
+    tp_src: int | None = None
+    tp_dst: int | None = None
+    dscp: int | None = None
+    eth_src: str | None = None  # the ingress host
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "Match":
+        d = _obj(d, field, MATCH_FIELDS)
+        m = cls(ipv4_src=_prefix(d.get("ipv4_src"), f"{field}.ipv4_src"),
+                ipv4_dst=_prefix(d.get("ipv4_dst"), f"{field}.ipv4_dst"),
+                ip_proto=_int(d.get("ip_proto"), f"{field}.ip_proto", 0, 255, optional=True),
+                tp_src=_int(d.get("tp_src"), f"{field}.tp_src", 0, 65535, optional=True),
+                tp_dst=_int(d.get("tp_dst"), f"{field}.tp_dst", 0, 65535, optional=True),
+                dscp=_int(d.get("dscp"), f"{field}.dscp", 0, 63, optional=True),
+                eth_src=_mac(d.get("eth_src"), f"{field}.eth_src"))
+        if (m.tp_src is not None or m.tp_dst is not None) and m.ip_proto not in (6, 17):
+            raise PolicyError("tp_src/tp_dst need ip_proto 6 (TCP) or 17 (UDP)", f"{field}.ip_proto")
+        return m
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def matches(self, pkt: dict) -> bool:
+        """pkt: fields of one IPv4 packet (ipv4_src, ipv4_dst, ip_proto, tp_src, tp_dst, dscp, eth_src)."""
+        for key in MATCH_FIELDS:
+            want = getattr(self, key)
+            if want is None:
+                continue
+            got = pkt.get(key)
+            if got is None:
+                return False
+            if key in ("ipv4_src", "ipv4_dst"):
+                if ipaddress.IPv4Address(got) not in ipaddress.IPv4Network(want):
+                    return False
+            elif got != want:
+                return False
+        return True
+
+    def overlaps(self, other: "Match") -> bool:
+        """Could one packet match both?"""
+        for key in MATCH_FIELDS:
+            a, b = getattr(self, key), getattr(other, key)
+            if a is None or b is None:
+                continue
+            if key in ("ipv4_src", "ipv4_dst"):
+                if not ipaddress.IPv4Network(a).overlaps(ipaddress.IPv4Network(b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    name: str
+    aggregate: str
+    match: Match
+    priority: int = 0  # among rules; higher wins
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "Rule":
+        d = _obj(d, field, ("name", "aggregate", "match", "priority"))
+        for required in ("name", "aggregate", "match"):
+            if required not in d:
+                raise PolicyError(f"{field}.{required} is required", f"{field}.{required}")
+        return cls(name=_name(d["name"], f"{field}.name"),
+                   aggregate=_name(d["aggregate"], f"{field}.aggregate"),
+                   match=Match.from_dict(d["match"], f"{field}.match"),
+                   priority=_int(d.get("priority", 0), f"{field}.priority", 0, 1000))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "aggregate": self.aggregate, "priority": self.priority,
+                "match": self.match.to_dict()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregate:
+    name: str
+    dscp: int            # marked by the switch; selects the band/class of Separate Queues
+    queue_weight: int    # share of the bottleneck under Separate Queues
+    own_path: bool       # routed over its own (disjoint) path under Separate Paths
+
+    @classmethod
+    def from_dict(cls, name: str, d, field: str) -> "Aggregate":
+        d = _obj(d, field, ("dscp", "queue_weight", "own_path"))
+        base = DEFAULT_AGGREGATES.get(name, {"dscp": 0, "queue_weight": 1, "own_path": False})
+        return cls(name=name,
+                   dscp=_int(d.get("dscp", base["dscp"]), f"{field}.dscp", 0, 63),
+                   queue_weight=_int(d.get("queue_weight", base["queue_weight"]),
+                                     f"{field}.queue_weight", 1, 1000),
+                   own_path=_bool(d.get("own_path", base["own_path"]), f"{field}.own_path"))
+
+    def to_dict(self) -> dict:
+        return {"dscp": self.dscp, "queue_weight": self.queue_weight, "own_path": self.own_path}
+
+
+# DSCPs: EF for low delay, AF11 for bulk, CS1 (lower effort) for the penalized.
+DEFAULT_AGGREGATES = {
+    "low_delay": {"dscp": 46, "queue_weight": 1, "own_path": True},
+    "queue_filling": {"dscp": 10, "queue_weight": 1, "own_path": True},
+    "penalized": {"dscp": 8, "queue_weight": 1, "own_path": False},
+    "default": {"dscp": 0, "queue_weight": 1, "own_path": False},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitedQueue:
+    """Seed 001's Limited Queue: a meter on one aggregate at a fraction of the port."""
+    enabled: bool = False
+    aggregate: str = "queue_filling"
+    fraction: float = 0.5           # of the bottleneck port's capacity (paper: 50 %)
+    rate_bps: int | None = None     # explicit rate instead of the fraction
+    burst_ms: float | None = None   # burst as time at the meter rate; None: planner default
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "LimitedQueue":
+        d = _obj(d, field, ("enabled", "aggregate", "fraction", "rate_bps", "burst_ms"))
+        return cls(enabled=_bool(d.get("enabled", False), f"{field}.enabled"),
+                   aggregate=_name(d.get("aggregate", "queue_filling"), f"{field}.aggregate"),
+                   fraction=_num(d.get("fraction", 0.5), f"{field}.fraction", 0.01, 1.0),
+                   rate_bps=_int(d.get("rate_bps"), f"{field}.rate_bps", 8000, MAX_CAPACITY_BPS,
+                                 optional=True),
+                   burst_ms=_num(d.get("burst_ms"), f"{field}.burst_ms", 1.0, 10_000.0, optional=True))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Approaches:
+    separate_paths: bool = False
+    separate_queues: bool = False
+    limited_queue: LimitedQueue = LimitedQueue()
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "Approaches":
+        d = _obj(d, field, ("separate_paths", "separate_queues", "limited_queue"))
+        return cls(separate_paths=_bool(d.get("separate_paths", False), f"{field}.separate_paths"),
+                   separate_queues=_bool(d.get("separate_queues", False), f"{field}.separate_queues"),
+                   limited_queue=LimitedQueue.from_dict(d.get("limited_queue", {}), f"{field}.limited_queue"))
+
+    def to_dict(self) -> dict:
+        return {"separate_paths": self.separate_paths, "separate_queues": self.separate_queues,
+                "limited_queue": self.limited_queue.to_dict()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Aqm:
+    discipline: str
+    params: tuple[tuple[str, int | float], ...] = ()
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "Aqm":
+        d = _obj(d, field, ("discipline", "params"))
+        disc = d.get("discipline")
+        if disc not in AQM_DISCIPLINES:
+            raise PolicyError(f"{field}.discipline must be one of {', '.join(AQM_DISCIPLINES)}",
+                              f"{field}.discipline")
+        params = _obj(d.get("params", {}), f"{field}.params",
+                      tuple(d.get("params", {}) if isinstance(d.get("params", {}), dict) else ()))
+        items = []
+        for key, value in sorted(params.items()):
+            if not re.match(r"^[a-z][a-z0-9_]{0,31}$", key):
+                raise PolicyError("parameter names are lower-case words", f"{field}.params.{key}")
+            items.append((key, _num(value, f"{field}.params.{key}", 0, 1e12)))
+        # The datapath validates ranges per discipline when the spec is applied.
+        return cls(disc, tuple((k, int(v) if float(v).is_integer() else v) for k, v in items))
+
+    def spec(self) -> str:
+        """The discipline spec ckcd-link takes: 'ckcd limit=80 ...'."""
+        return " ".join([self.discipline] + [f"{k}={v}" for k, v in self.params])
+
+    def to_dict(self) -> dict:
+        return {"discipline": self.discipline, "params": dict(self.params)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    """A bottleneck port: where queues, meters and the AQM apply."""
+    dpid: int
+    port: int
+    capacity_bps: int
+    aqm: Aqm | None = None
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "Port":
+        d = _obj(d, field, ("dpid", "port", "capacity_bps", "aqm"))
+        for required in ("dpid", "port", "capacity_bps"):
+            if required not in d:
+                raise PolicyError(f"{field}.{required} is required", f"{field}.{required}")
+        aqm = d.get("aqm")
+        return cls(dpid=_int(d["dpid"], f"{field}.dpid", 1, 2**64 - 1),
+                   port=_int(d["port"], f"{field}.port", 1, 0xFFFFFF00),
+                   capacity_bps=_int(d["capacity_bps"], f"{field}.capacity_bps", 8000, MAX_CAPACITY_BPS),
+                   aqm=None if aqm is None else Aqm.from_dict(aqm, f"{field}.aqm"))
+
+    def to_dict(self) -> dict:
+        d = {"dpid": self.dpid, "port": self.port, "capacity_bps": self.capacity_bps}
+        d["aqm"] = self.aqm.to_dict() if self.aqm else None
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    rules: tuple[Rule, ...] = ()
+    aggregates: tuple[Aggregate, ...] = tuple(  # always sorted by name
+        Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in sorted(BUILTIN_AGGREGATES))
+    approaches: Approaches = Approaches()
+    ports: tuple[Port, ...] = ()
+
+    # --- whole-document validation ---------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, d) -> "Policy":
+        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports"))
+        raw_aggs = _obj(d.get("aggregates", {}), "aggregates", tuple(d.get("aggregates", {}))
+                        if isinstance(d.get("aggregates", {}), dict) else ())
+        aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
+        for name, body in raw_aggs.items():
+            aggs[_name(name, f"aggregates.{name}")] = Aggregate.from_dict(name, body, f"aggregates.{name}")
+        rules_raw = d.get("rules", [])
+        if not isinstance(rules_raw, list):
+            raise PolicyError("rules must be a list", "rules")
+        if len(rules_raw) > MAX_RULES:
+            raise PolicyError(f"at most {MAX_RULES} rules", "rules")
+        rules = tuple(Rule.from_dict(r, f"rules[{i}]") for i, r in enumerate(rules_raw))
+        ports_raw = d.get("ports", [])
+        if not isinstance(ports_raw, list):
+            raise PolicyError("ports must be a list", "ports")
+        ports = tuple(Port.from_dict(p, f"ports[{i}]") for i, p in enumerate(ports_raw))
+        policy = cls(rules=rules, aggregates=tuple(aggs[n] for n in sorted(aggs)),
+                     approaches=Approaches.from_dict(d.get("approaches", {}), "approaches"), ports=ports)
+        policy.check()
+        return policy
+
+    def check(self) -> None:
+        """Cross-field consistency: names unique, references exist, no conflicting overlaps."""
+        agg_names = {a.name for a in self.aggregates}
+        seen = set()
+        for i, rule in enumerate(self.rules):
+            if rule.name in seen:
+                raise PolicyError(f"rule name {rule.name!r} is used twice", f"rules[{i}].name", 409)
+            seen.add(rule.name)
+            if rule.aggregate not in agg_names:
+                raise PolicyError(f"aggregate {rule.aggregate!r} does not exist", f"rules[{i}].aggregate")
+            for j, other in enumerate(self.rules[:i]):
+                if (other.priority == rule.priority and other.aggregate != rule.aggregate
+                        and other.match.overlaps(rule.match)):
+                    raise PolicyError(
+                        f"rule {rule.name!r} overlaps rule {other.name!r} at the same priority "
+                        f"but puts packets into {rule.aggregate!r}, not {other.aggregate!r}; "
+                        "give one a higher priority or narrow its match", f"rules[{i}].match", 409)
+        lq = self.approaches.limited_queue
+        if lq.aggregate not in agg_names:
+            raise PolicyError(f"aggregate {lq.aggregate!r} does not exist",
+                              "approaches.limited_queue.aggregate")
+        if lq.rate_bps is not None:
+            for i, port in enumerate(self.ports):
+                if lq.rate_bps > port.capacity_bps:
+                    raise PolicyError(
+                        f"meter rate {lq.rate_bps} bit/s is above the capacity of port "
+                        f"{port.dpid}:{port.port} ({port.capacity_bps} bit/s)",
+                        "approaches.limited_queue.rate_bps")
+        ports = set()
+        for i, port in enumerate(self.ports):
+            if (port.dpid, port.port) in ports:
+                raise PolicyError(f"port {port.dpid}:{port.port} is listed twice", f"ports[{i}]", 409)
+            ports.add((port.dpid, port.port))
+        dscps = {}
+        for agg in self.aggregates:
+            if agg.dscp in dscps and self.approaches.separate_queues:
+                raise PolicyError(f"aggregates {dscps[agg.dscp]!r} and {agg.name!r} share DSCP {agg.dscp}; "
+                                  "Separate Queues needs one DSCP per aggregate",
+                                  f"aggregates.{agg.name}.dscp", 409)
+            dscps[agg.dscp] = agg.name
+
+    def to_dict(self) -> dict:
+        return {"rules": [r.to_dict() for r in self.rules],
+                "aggregates": {a.name: a.to_dict() for a in self.aggregates},
+                "approaches": self.approaches.to_dict(),
+                "ports": [p.to_dict() for p in self.ports]}
+
+    # --- questions the controller asks ----------------------------------------------------
+
+    def aggregate(self, name: str) -> Aggregate:
+        for agg in self.aggregates:
+            if agg.name == name:
+                return agg
+        raise KeyError(name)
+
+    def rules_by_precedence(self) -> list[Rule]:
+        return sorted(self.rules, key=lambda r: (-r.priority, r.name))
+
+    def classify(self, pkt: dict) -> str:
+        """The aggregate of one IPv4 packet: the highest-priority matching rule, else 'default'."""
+        for rule in self.rules_by_precedence():
+            if rule.match.matches(pkt):
+                return rule.aggregate
+        return "default"
+
+    def port(self, dpid: int, port: int) -> Port | None:
+        for p in self.ports:
+            if (p.dpid, p.port) == (dpid, port):
+                return p
+        return None
+
+    # --- edits (each returns a new, validated Policy) ----------------------------------
+
+    def edited(self, mutate) -> "Policy":
+        """Apply mutate(doc) to a copy of the document and validate the result."""
+        doc = copy.deepcopy(self.to_dict())
+        mutate(doc)
+        return Policy.from_dict(doc)

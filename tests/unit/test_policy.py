@@ -1,0 +1,106 @@
+"""The policy document: validation names the field, classification follows precedence."""
+
+import pytest
+
+from coex.policy import Policy, PolicyError
+
+
+def bulk_rule(**over):
+    rule = {"name": "bulk", "aggregate": "queue_filling", "priority": 10,
+            "match": {"ipv4_src": "10.0.0.1", "ip_proto": 6, "tp_dst": 5201}}
+    rule.update(over)
+    return rule
+
+
+def test_defaults_have_the_four_aggregates():
+    p = Policy.from_dict({})
+    assert [a.name for a in p.aggregates] == ["default", "low_delay", "penalized", "queue_filling"]
+    assert p.aggregate("low_delay").dscp == 46
+    assert not p.approaches.separate_paths and not p.approaches.limited_queue.enabled
+
+
+def test_round_trip_keeps_the_document():
+    doc = {"rules": [bulk_rule()], "approaches": {"limited_queue": {"enabled": True, "fraction": 0.4}},
+           "ports": [{"dpid": 1, "port": 3, "capacity_bps": 50_000_000,
+                      "aqm": {"discipline": "ckcd", "params": {"limit": 80}}}]}
+    p = Policy.from_dict(doc)
+    assert Policy.from_dict(p.to_dict()) == p
+    assert p.ports[0].aqm.spec() == "ckcd limit=80"
+    assert p.rules[0].match.ipv4_src == "10.0.0.1/32"
+
+
+def test_classify_takes_the_highest_priority_match():
+    p = Policy.from_dict({"rules": [
+        bulk_rule(),
+        {"name": "voice", "aggregate": "low_delay", "priority": 20, "match": {"ipv4_src": "10.0.0.0/24",
+                                                                            "dscp": 46}},
+    ]})
+    pkt = {"ipv4_src": "10.0.0.1", "ipv4_dst": "10.0.0.3", "ip_proto": 6, "tp_src": 40000,
+           "tp_dst": 5201, "dscp": 0}
+    assert p.classify(pkt) == "queue_filling"
+    assert p.classify({**pkt, "dscp": 46}) == "low_delay"
+    assert p.classify({**pkt, "tp_dst": 80}) == "default"
+    assert p.classify({**pkt, "ipv4_src": "10.0.0.2"}) == "default"
+
+
+@pytest.mark.parametrize("doc,field", [
+    ({"rules": [bulk_rule(match={"tp_dst": 70000, "ip_proto": 6})]}, "rules[0].match.tp_dst"),
+    ({"rules": [bulk_rule(match={"tp_dst": "80", "ip_proto": 6})]}, "rules[0].match.tp_dst"),
+    ({"rules": [bulk_rule(match={"tp_dst": 80})]}, "rules[0].match.ip_proto"),
+    ({"rules": [bulk_rule(match={"ipv4_src": "10.0.0.300"})]}, "rules[0].match.ipv4_src"),
+    ({"rules": [bulk_rule(match={"vlan": 3})]}, "rules[0].match.vlan"),
+    ({"rules": [bulk_rule(aggregate="nosuch")]}, "rules[0].aggregate"),
+    ({"rules": [bulk_rule(name="Bad Name")]}, "rules[0].name"),
+    ({"rules": [bulk_rule(priority=True)]}, "rules[0].priority"),
+    ({"rules": "all"}, "rules"),
+    ({"approaches": {"limited_queue": {"fraction": 1.5}}}, "approaches.limited_queue.fraction"),
+    ({"approaches": {"separate_paths": "yes"}}, "approaches.separate_paths"),
+    ({"ports": [{"dpid": 1, "port": 3}]}, "ports[0].capacity_bps"),
+    ({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 0}]}, "ports[0].capacity_bps"),
+    ({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 10**7, "aqm": {"discipline": "pie"}}]},
+     "ports[0].aqm.discipline"),
+    ({"aggregates": {"low_delay": {"queue_weight": 0}}}, "aggregates.low_delay.queue_weight"),
+    ({"colour": "blue"}, "colour"),
+])
+def test_bad_documents_name_the_field(doc, field):
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict(doc)
+    assert err.value.field == field
+    assert err.value.status in (400, 409, 422)
+
+
+def test_meter_rate_above_port_capacity_is_refused():
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 10_000_000}],
+                          "approaches": {"limited_queue": {"enabled": True, "rate_bps": 20_000_000}}})
+    assert err.value.field == "approaches.limited_queue.rate_bps"
+
+
+def test_overlapping_rules_with_different_aggregates_conflict():
+    a = bulk_rule()
+    b = {"name": "web", "aggregate": "low_delay", "priority": 10, "match": {"ipv4_dst": "10.0.0.0/8"}}
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict({"rules": [a, b]})
+    assert err.value.status == 409 and err.value.field == "rules[1].match"
+    # A different priority resolves it, and so does a disjoint match.
+    Policy.from_dict({"rules": [a, {**b, "priority": 11}]})
+    Policy.from_dict({"rules": [a, {**b, "match": {"ipv4_src": "10.0.1.0/24"}}]})
+
+
+def test_duplicate_rule_names_conflict():
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict({"rules": [bulk_rule(), bulk_rule(priority=3)]})
+    assert err.value.status == 409
+
+
+def test_edited_validates_and_leaves_the_original_alone():
+    p = Policy.from_dict({"rules": [bulk_rule()]})
+    with pytest.raises(PolicyError):
+        p.edited(lambda d: d["rules"].append({"name": "x"}))
+    assert len(p.rules) == 1
+    q = p.edited(lambda d: d["approaches"].update(separate_paths=True))
+    assert q.approaches.separate_paths and not p.approaches.separate_paths
+
+
+def test_the_default_policy_equals_its_round_trip():
+    assert Policy.from_dict(Policy().to_dict()) == Policy()
