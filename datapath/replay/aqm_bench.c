@@ -2,10 +2,15 @@
  * in-memory queue held near a target length, timed with clock_gettime, no
  * I/O in the timed loop. Driven by bench/bench_aqm_replay.py.
  *
- *   aqm-bench --qdisc "ckcd limit=80" --flows 100 --qlen 80 --packets 2000000
+ *   aqm-bench --qdisc "ckcd limit=80" --flows 100 --load 1.1 --packets 2000000
  *
- * Prints one JSON object: ns per packet (one enqueue plus one dequeue, drops
- * included) and the drop counts, so a result can be checked for sanity.
+ * The loop is the replay link without I/O: arrivals every 1500-byte packet
+ * time / --load on a simulated clock, the link (--rate-bps) takes the next
+ * packet whenever it is free. At the default load 1.1 the buffer is the
+ * bottleneck, so every discipline runs its full decision path (and DropTail
+ * sits at its limit). Prints one JSON object: ns per packet (arrival, its
+ * enqueue and its share of dequeues, drops included), the mean queue length
+ * and the drop counts, so a result can be checked for sanity.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -58,7 +63,9 @@ static uint64_t mono_ns(void)
 int main(int argc, char **argv)
 {
 	const char *spec = "droptail limit=80";
-	unsigned long flows = 2, qlen = 80, packets = 2000000, rate_bps = 100000000;
+	unsigned long flows = 2, packets = 2000000, rate_bps = 100000000;
+	double load = 1.1;
+	uint64_t t_free = 0, pkt_ns, qsum = 0;
 	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop };
 	struct aqm_queue *q;
 	struct aqm_pkt *pool;
@@ -73,10 +80,10 @@ int main(int argc, char **argv)
 			spec = argv[a + 1];
 		else if (!strcmp(argv[a], "--flows"))
 			flows = strtoul(argv[a + 1], 0, 10);
-		else if (!strcmp(argv[a], "--qlen"))
-			qlen = strtoul(argv[a + 1], 0, 10);
 		else if (!strcmp(argv[a], "--packets"))
 			packets = strtoul(argv[a + 1], 0, 10);
+		else if (!strcmp(argv[a], "--load"))
+			load = strtod(argv[a + 1], 0);
 		else if (!strcmp(argv[a], "--rate-bps"))
 			rate_bps = strtoul(argv[a + 1], 0, 10);
 		else {
@@ -84,7 +91,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!flows || !packets || !rate_bps) {
+	if (!flows || !packets || !rate_bps || load <= 0) {
 		fprintf(stderr, "aqm-bench: --flows, --packets, --rate-bps must be > 0\n");
 		return 2;
 	}
@@ -93,7 +100,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "aqm-bench: %s\n", err);
 		return 2;
 	}
-	npool = qlen * 4 + 1024;
+	npool = 1u << 16; /* more than any queue limit we bench */
 	pool = calloc(npool, sizeof(*pool));
 	freelist = calloc(npool, sizeof(*freelist));
 	for (i = 0; i < npool; i++)
@@ -102,16 +109,9 @@ int main(int argc, char **argv)
 	flow_of = malloc(65536 * sizeof(*flow_of));
 	for (i = 0; i < 65536; i++)
 		flow_of[i] = 1 + rng_u32(0) % flows;
-	/* simulated clock: one 1500-byte packet time per arrival at rate_bps */
-	gap_ns = 1500ull * 8 * 1000000000ull / rate_bps;
-	while (aqm_qlen_pkts(q) < qlen && nfree) {
-		struct aqm_pkt *p = freelist[--nfree];
-
-		p->len = 1500;
-		p->flow_hash = flow_of[nfree & 65535];
-		now += gap_ns / 4;
-		aqm_enqueue(q, p, now);
-	}
+	/* simulated clock: arrivals at load x the link rate, 1500-byte packets */
+	pkt_ns = 1500ull * 8 * 1000000000ull / rate_bps;
+	gap_ns = (uint64_t)((double)pkt_ns / load);
 	t0 = mono_ns();
 	for (i = 0; i < packets; i++) {
 		struct aqm_pkt *p = freelist[--nfree];
@@ -120,18 +120,23 @@ int main(int argc, char **argv)
 		p->flow_hash = flow_of[i & 65535];
 		now += gap_ns;
 		aqm_enqueue(q, p, now);
-		if (aqm_qlen_pkts(q) >= qlen) {
-			p = aqm_dequeue(q, now);
-			if (p)
-				freelist[nfree++] = p;
+		while (t_free <= now && aqm_qlen_pkts(q)) {
+			uint64_t at = t_free > now - gap_ns ? t_free : now - gap_ns;
+
+			p = aqm_dequeue(q, at);
+			if (!p)
+				break;
+			freelist[nfree++] = p;
+			t_free = at + pkt_ns;
 		}
+		qsum += aqm_qlen_pkts(q);
 	}
 	t1 = mono_ns();
 	st = aqm_get_stats(q);
-	printf("{\"spec\":\"%s\",\"flows\":%lu,\"qlen\":%lu,\"packets\":%lu,\"ns_per_pkt\":%.2f,"
-	       "\"final_qlen\":%u,\"deq_pkts\":%" PRIu64 ",\"drops\":{",
-	       spec, flows, qlen, packets, (double)(t1 - t0) / (double)packets, aqm_qlen_pkts(q),
-	       st->deq_pkts);
+	printf("{\"spec\":\"%s\",\"flows\":%lu,\"load\":%.3f,\"packets\":%lu,\"ns_per_pkt\":%.2f,"
+	       "\"mean_qlen\":%.1f,\"deq_pkts\":%" PRIu64 ",\"drops\":{",
+	       spec, flows, load, packets, (double)(t1 - t0) / (double)packets,
+	       (double)qsum / (double)packets, st->deq_pkts);
 	for (int r = 0; r < AQM_DROP_REASONS; r++)
 		printf("%s\"%s\":%" PRIu64, r ? "," : "", aqm_drop_reason_name(r), st->drops[r]);
 	printf("}}\n");
