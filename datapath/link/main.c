@@ -46,6 +46,7 @@ static void usage(FILE *f)
 		"  --log FILE             time-series log, one JSON line per direction per interval\n"
 		"  --log-interval MS      log interval in ms (default 100)\n"
 		"  --seed N               seed of the core's random numbers (default: getrandom)\n"
+
 		"  --quiet                no start-up line, no final stats on stdout\n",
 		DEFAULT_POOL_PKTS);
 }
@@ -198,12 +199,18 @@ static void pool_init(struct link *l)
 		pool_put(pool, (struct pkt *)(pool->mem + (size_t)i * stride));
 }
 
+/* Programming a timer is a VM exit on our machines (timerfd_settime was a
+ * quarter of the daemon's CPU when re-armed on every loop turn). Re-arm only
+ * when the deadline moves earlier or the armed one has fired: a deadline
+ * armed too early costs one spare wake-up, which re-arms. */
 static void arm_timer(int tfd, uint64_t at, uint64_t *armed)
 {
 	struct itimerspec its;
 
-	if (at == *armed)
+	if (at >= *armed && *armed != UINT64_MAX)
 		return;
+	if (at == UINT64_MAX)
+		return; /* nothing due: let the armed one (if any) fire spare */
 	memset(&its, 0, sizeof(its));
 	if (at != UINT64_MAX) {
 		if (at == 0)
