@@ -1,25 +1,26 @@
 """The ckcd-coex controller: events in, flow-mods out.
 
-Decisions (where hosts are, which path a pair of hosts takes) are made by
-coex.topology.NetworkMap; this module only turns OpenFlow events into calls on
-it and its answers into OpenFlow messages.
+Decisions are made by the pure core: coex.topology.NetworkMap (where hosts are, shortest
+paths), coex.policy.Policy (which aggregate a flow belongs to) and coex.planner (paths per
+aggregate, meters, queue plans). This module turns OpenFlow events into calls on them and
+their answers into OpenFlow messages (ryu_app/flows.py) and port configuration
+(ovs_config/queues.py).
 
-Forwarding model:
-- every switch gets a table-miss rule to the controller and an LLDP rule;
-- ARP never floods in the data plane: the controller answers requests for
-  known hosts itself (proxy ARP) and sends the rest out of edge ports only, so
-  topologies with redundant links have no broadcast storms;
-- IPv4 between two known hosts gets a flow on every switch of the shortest
-  path, both directions, with an idle timeout;
-- on (re)connect a switch loses our old flows and gets the base rules and
-  every path through it again, so a reconnecting switch and a restarted
-  controller both converge to the same state.
+Forwarding model (docs/architecture.md has the details):
+- ARP never floods in the data plane: proxy ARP for known hosts, edge ports otherwise;
+- IPv4 between known hosts gets flows on every switch of its path, per aggregate;
+- one function, _sync_switch(), brings a switch to the state the policy and the known
+  paths ask for; it runs on connect, on reconnect and after every policy change, so a
+  reconnecting switch, a restarted controller and a REST change all converge the same way.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
+from ryu import cfg
+from ryu.app.wsgi import WSGIApplication
 from ryu.base import app_manager
 from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
@@ -27,34 +28,122 @@ from ryu.lib import hub
 from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
+from coex import planner
+from coex.policy import Policy
+from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
-from ryu_app import discovery, flows
+from ovs_config import queues
+from ryu_app import discovery, flows, rest
+from ryu_app.config import CoexConfig
 
 LLDP_INTERVAL_S = 1.0
 PATH_IDLE_TIMEOUT_S = 60
 FLOOD_DEDUP_S = 1.0  # the same frame is flooded by the controller at most once per second
+DEFAULT = "default"
 
 
 class CoexController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.config = CoexConfig.from_env()
+        if not any(a.startswith("--wsapi-host") for a in sys.argv):
+            # Ryu's default is every interface; ours is loopback.
+            cfg.CONF.set_override("wsapi_host", self.config.rest_host)
         self.net = NetworkMap(link_max_age_s=3.5 * LLDP_INTERVAL_S)
         self.datapaths: dict[int, object] = {}
         self.port_hw: dict[tuple[int, int], str] = {}     # (dpid, port) -> MAC, for LLDP
-        self.paths: dict[tuple[str, str], list] = {}      # (src ip, dst ip) -> hops installed
+        self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
+        self.port_state: dict[tuple[int, int], dict] = {}  # what we configured on each policy port
+        self.paths: dict[tuple[str, str, str], list] = {}  # (aggregate, src ip, dst ip) -> hops
         self._recent_floods: dict[bytes, float] = {}
-        self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3)")
+        self.store = PolicyStore(self.config.db_path)
+        self.policy, self.policy_version = self.store.load()
+        self._plan_policy()
+        rest.register(kwargs["wsgi"], self)
+        self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3); policy version %d from %s; "
+                         "REST on http://%s:%s/coex/v1", self.policy_version, self.config.db_path,
+                         cfg.CONF.wsapi_host, cfg.CONF.wsapi_port)
         hub.spawn(self._discovery_loop)
 
-    # --- switches -------------------------------------------------------------
+    # --- policy -------------------------------------------------------------------
+
+    def _plan_policy(self) -> None:
+        names = [a.name for a in self.policy.aggregates if a.name != DEFAULT]
+        self.agg_ids = {name: i + 1 for i, name in enumerate(names)}
+        self.agg_by_id = {i: name for name, i in self.agg_ids.items()}
+        self.meters = planner.meter_plans(self.policy)
+
+    def apply_policy(self, new: Policy, summary: str) -> int:
+        """Store a validated policy (committed before this returns) and enforce it everywhere."""
+        version = self.store.save(new, summary)
+        self.policy, self.policy_version = new, version
+        self._plan_policy()
+        self.logger.info("policy version %d: %s", version, summary)
+        old, self.paths = self.paths, {}
+        for agg, src_ip, dst_ip in old:
+            src, dst = self.net.host_by_ip(src_ip), self.net.host_by_ip(dst_ip)
+            if agg in self.agg_ids or agg == DEFAULT:
+                if src and dst:
+                    try:
+                        self.paths[(agg, src_ip, dst_ip)] = self._path_for(agg, src, dst)
+                    except NoPath:
+                        pass
+        for dp in list(self.datapaths.values()):
+            self._sync_switch(dp)
+        self._configure_ports()
+        return version
+
+    def _configure_ports(self) -> None:
+        """Queues (Separate Queues) on every policy port whose switch is known; clear the rest."""
+        wanted = {(p.dpid, p.port): p for p in self.policy.ports}
+        for key in list(self.port_state):
+            if key not in wanted:
+                self._clear_port(key)
+        for key, port in wanted.items():
+            name = self.port_names.get(key)
+            if name is None:
+                self.port_state[key] = {"status": "waiting for the switch"}
+                continue
+            state = {"name": name}
+            try:
+                backend = queues.choose_backend(name)
+                state["queue_backend"] = backend
+                if self.policy.approaches.separate_queues:
+                    plan = planner.queue_plan(self.policy, port)
+                    if backend == "tc-htb":
+                        queues.apply_tc_htb(name, plan)
+                    elif backend == "ovsdb-queue":
+                        queues.apply_ovsdb_queues(name, plan)
+                    else:
+                        state["bands_spec"] = queues.bands_spec(plan)
+                    state["queues"] = [vars(c) for c in plan.classes]
+                else:
+                    self._clear_queues(name, backend)
+                state["status"] = "applied"
+            except queues.QueueBackendError as err:
+                state["status"] = f"error: {err}"
+                self.logger.error("port %s: %s", name, err)
+            self.port_state[key] = state
+
+    def _clear_queues(self, name: str, backend: str) -> None:
+        if backend == "tc-htb":
+            queues.clear_tc(name)
+        elif backend == "ovsdb-queue":
+            queues.clear_ovsdb_queues(name)
+
+    def _clear_port(self, key) -> None:
+        state = self.port_state.pop(key, {})
+        if "name" in state and "queue_backend" in state:
+            self._clear_queues(state["name"], state["queue_backend"])
+
+    # --- switches -------------------------------------------------------------------
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _on_features(self, ev):
         dp = ev.msg.datapath
-        flows.delete_our_flows(dp)
-        flows.install_base_flows(dp)
         dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
         self.logger.info("switch %016x connected", dp.id)
 
@@ -66,7 +155,7 @@ class CoexController(app_manager.RyuApp):
         if ev.state == MAIN_DISPATCHER:
             self.datapaths[dp.id] = dp
             self.net.add_switch(dp.id)
-            self._reinstall_paths_through(dp.id)
+            self._sync_switch(dp)
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
             # Keep its links, hosts and paths: a switch that comes back gets them
             # re-installed; one that stays away loses its links to LLDP expiry,
@@ -74,14 +163,47 @@ class CoexController(app_manager.RyuApp):
             del self.datapaths[dp.id]
             self.logger.info("switch %016x disconnected", dp.id)
 
+    def _sync_switch(self, dp) -> None:
+        """Make the switch hold exactly what policy and known paths ask of it."""
+        flows.delete_our_flows(dp)
+        flows.install_base_flows(dp)
+        self._install_classification(dp)
+        flows.set_meters(dp, [m for m in self.meters if m.dpid == dp.id])
+        for key, hops in self.paths.items():
+            for hop in hops:
+                if hop.dpid == dp.id:
+                    self._install_hop(key, hop)
+
+    def _install_classification(self, dp) -> None:
+        parser = dp.ofproto_parser
+        mark = self.policy.approaches.separate_queues
+        for rule in self.policy.rules:
+            agg = self.policy.aggregate(rule.aggregate)
+            actions = [parser.OFPActionSetField(ip_dscp=agg.dscp)] if mark else []
+            flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_RULE_BASE + rule.priority,
+                           flows.rule_match(parser, rule.match), actions, goto=flows.TABLE_FORWARD,
+                           metadata=self.agg_ids.get(rule.aggregate, 0))
+        if mark:  # unclassified IPv4 is the default aggregate, whatever DSCP the host chose
+            default = self.policy.aggregate(DEFAULT)
+            flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_DEFAULT_MARK,
+                           parser.OFPMatch(eth_type=0x0800),
+                           [parser.OFPActionSetField(ip_dscp=default.dscp)], goto=flows.TABLE_FORWARD)
+
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _on_port_desc(self, ev):
         dp = ev.msg.datapath
         for port in ev.msg.body:
             if port.port_no < dp.ofproto.OFPP_MAX:
-                self.net.add_port(dp.id, port.port_no)
-                self.port_hw[(dp.id, port.port_no)] = port.hw_addr
+                self._learn_port(dp.id, port)
         self._send_lldp(dp)
+        if any(p.dpid == dp.id for p in self.policy.ports):
+            self._configure_ports()
+
+    def _learn_port(self, dpid: int, port) -> None:
+        self.net.add_port(dpid, port.port_no)
+        self.port_hw[(dpid, port.port_no)] = port.hw_addr
+        name = port.name.decode() if isinstance(port.name, bytes) else port.name
+        self.port_names[(dpid, port.port_no)] = name
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _on_port_status(self, ev):
@@ -97,11 +219,10 @@ class CoexController(app_manager.RyuApp):
                 self.logger.info("link down at %016x port %d", dp.id, port.port_no)
                 self._reroute_after_link_loss(gone)
         else:
-            self.net.add_port(dp.id, port.port_no)
-            self.port_hw[(dp.id, port.port_no)] = port.hw_addr
+            self._learn_port(dp.id, port)
             self._send_lldp(dp)
 
-    # --- discovery ------------------------------------------------------------
+    # --- discovery ------------------------------------------------------------------
 
     def _discovery_loop(self):
         while True:
@@ -118,7 +239,7 @@ class CoexController(app_manager.RyuApp):
             hw = self.port_hw.get((dp.id, port), "00:00:00:00:00:00")
             flows.packet_out(dp, [port], discovery.build_lldp(dp.id, port, hw))
 
-    # --- packets --------------------------------------------------------------
+    # --- packets --------------------------------------------------------------------
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _on_packet_in(self, ev):
@@ -129,12 +250,10 @@ class CoexController(app_manager.RyuApp):
         eth = pkt.get_protocol(ethernet.ethernet)
         if eth is None:
             return
-        sender = discovery.parse_lldp(pkt) if eth.ethertype == 0x88CC else None
-        if sender is not None:
-            if self.net.add_link(sender, (dp.id, in_port), time.monotonic()):
-                self.logger.info("link %016x:%d -> %016x:%d", sender[0], sender[1], dp.id, in_port)
-            return
         if eth.ethertype == 0x88CC:
+            sender = discovery.parse_lldp(pkt)
+            if sender is not None and self.net.add_link(sender, (dp.id, in_port), time.monotonic()):
+                self.logger.info("link %016x:%d -> %016x:%d", sender[0], sender[1], dp.id, in_port)
             return
         now = time.monotonic()
         arp_pkt = pkt.get_protocol(arp.arp)
@@ -144,36 +263,35 @@ class CoexController(app_manager.RyuApp):
             self._handle_arp(dp, in_port, eth, arp_pkt, msg.data)
         elif ip_pkt is not None:
             self.net.learn_host(eth.src, ip_pkt.src, dp.id, in_port, now)
-            self._handle_ipv4(dp, in_port, ip_pkt, msg.data)
+            # The switch already classified the packet: its aggregate id is in the metadata.
+            agg = self.agg_by_id.get(msg.match.get("metadata", 0) & flows.METADATA_MASK, DEFAULT)
+            self._handle_ipv4(dp, in_port, ip_pkt, agg, msg.data)
         # Anything else (IPv6, other multicast) is not forwarded: the lab is IPv4.
 
     def _handle_arp(self, dp, in_port, eth, req, data):
-        if req.opcode == arp.ARP_REQUEST:
-            target = self.net.host_by_ip(req.dst_ip)
-            if target is not None:
-                reply = packet.Packet()
-                reply.add_protocol(ethernet.ethernet(dst=eth.src, src=target.mac, ethertype=0x0806))
-                reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=target.mac, src_ip=req.dst_ip,
-                                           dst_mac=req.src_mac, dst_ip=req.src_ip))
-                reply.serialize()
-                flows.packet_out(dp, [in_port], bytes(reply.data))
-                return
+        target = self.net.host_by_ip(req.dst_ip)
+        if req.opcode == arp.ARP_REQUEST and target is not None:
+            reply = packet.Packet()
+            reply.add_protocol(ethernet.ethernet(dst=eth.src, src=target.mac, ethertype=0x0806))
+            reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=target.mac, src_ip=req.dst_ip,
+                                       dst_mac=req.src_mac, dst_ip=req.src_ip))
+            reply.serialize()
+            flows.packet_out(dp, [in_port], bytes(reply.data))
+        elif req.opcode != arp.ARP_REQUEST and target is not None:
+            self._output_at_host(target, data)
         else:
-            target = self.net.host_by_ip(req.dst_ip)
-            if target is not None:
-                self._output_at_host(target, data)
-                return
-        self._flood_to_edges(data, exclude=(dp.id, in_port))
+            self._flood_to_edges(data, exclude=(dp.id, in_port))
 
-    def _handle_ipv4(self, dp, in_port, ip_pkt, data):
+    def _handle_ipv4(self, dp, in_port, ip_pkt, agg, data):
         src = self.net.host_by_ip(ip_pkt.src)
         dst = self.net.host_by_ip(ip_pkt.dst)
         if dst is None or src is None:
             self._flood_to_edges(data, exclude=(dp.id, in_port))
             return
         try:
-            hops = self._install_pair(src, dst)
-            self._install_pair(dst, src)
+            hops = self._install_pair(agg, src, dst)
+            if (DEFAULT, dst.ipv4, src.ipv4) not in self.paths:  # replies need no packet-in
+                self._install_pair(DEFAULT, dst, src)
         except NoPath as err:
             self.logger.warning("no path %s -> %s: %s", ip_pkt.src, ip_pkt.dst, err)
             return
@@ -182,20 +300,27 @@ class CoexController(app_manager.RyuApp):
                 flows.packet_out(dp, [hop.out_port], data)
                 return
 
-    # --- paths ----------------------------------------------------------------
+    # --- paths ----------------------------------------------------------------------
 
-    def _install_pair(self, src: HostLocation, dst: HostLocation):
-        hops = self.net.host_path(src, dst)
-        key = (src.ipv4, dst.ipv4)
+    def _path_for(self, agg: str, src: HostLocation, dst: HostLocation):
+        policy = self.policy
+        if policy.approaches.separate_paths and policy.aggregate(agg).own_path:
+            own = [a.name for a in policy.aggregates if a.own_path]
+            switches = planner.aggregate_paths(self.net.graph(), src.dpid, dst.dpid, own)[agg]
+            return self.net.host_path(src, dst, switches)
+        return self.net.host_path(src, dst)
+
+    def _install_pair(self, agg: str, src: HostLocation, dst: HostLocation):
+        hops = self._path_for(agg, src, dst)
+        key = (agg, src.ipv4, dst.ipv4)
         if self.paths.get(key) != hops:
             old = self.paths.get(key)
             if old:
                 self._remove_path_flows(key, old)
-            # Last hop first, so a packet never reaches a switch before its rule.
-            for hop in reversed(hops):
+            for hop in reversed(hops):  # last hop first: a packet never outruns its rule
                 self._install_hop(key, hop)
             self.paths[key] = hops
-            self.logger.info("path %s -> %s: %s", src.ipv4, dst.ipv4,
+            self.logger.info("path %s %s -> %s: %s", agg, src.ipv4, dst.ipv4,
                              " ".join(f"{h.dpid:x}:{h.in_port}>{h.out_port}" for h in hops))
         return hops
 
@@ -203,25 +328,29 @@ class CoexController(app_manager.RyuApp):
         dp = self.datapaths.get(hop.dpid)
         if dp is None:
             return
+        agg, src_ip, dst_ip = key
         parser = dp.ofproto_parser
-        flows.add_flow(dp, flows.PRIO_PATH, flows.ipv4_pair_match(parser, *key),
-                       [parser.OFPActionOutput(hop.out_port)], idle_timeout=PATH_IDLE_TIMEOUT_S)
+        agg_id = None if agg == DEFAULT else self.agg_ids[agg]
+        meter_id = next((m.meter_id for m in self.meters
+                         if (m.dpid, m.port) == (hop.dpid, hop.out_port) and m.aggregate == agg), None)
+        actions = []
+        state = self.port_state.get((hop.dpid, hop.out_port), {})
+        if self.policy.approaches.separate_queues and state.get("queue_backend") == "ovsdb-queue":
+            index = next(c["index"] for c in state["queues"] if c["aggregate"] == agg)
+            actions.append(parser.OFPActionSetQueue(index))
+        actions.append(parser.OFPActionOutput(hop.out_port))
+        flows.add_flow(dp, flows.TABLE_FORWARD, flows.PRIO_PATH if agg_id is None else flows.PRIO_AGG_PATH,
+                       flows.path_match(parser, src_ip, dst_ip, agg_id), actions, meter_id=meter_id,
+                       idle_timeout=PATH_IDLE_TIMEOUT_S)
 
     def _remove_path_flows(self, key, hops):
+        agg, src_ip, dst_ip = key
         for hop in hops:
             dp = self.datapaths.get(hop.dpid)
             if dp is not None:
-                flows.delete_our_flows(dp, flows.ipv4_pair_match(dp.ofproto_parser, *key))
-
-    def _reinstall_paths_through(self, dpid: int):
-        for key, hops in self.paths.items():
-            for hop in hops:
-                if hop.dpid == dpid:
-                    self._install_hop(key, hop)
-
-    def _forget_paths(self, predicate):
-        for key in [k for k, hops in self.paths.items() if predicate(hops)]:
-            self._remove_path_flows(key, self.paths.pop(key))
+                agg_id = None if agg == DEFAULT else self.agg_ids.get(agg)
+                flows.delete_our_flows(dp, flows.TABLE_FORWARD,
+                                       flows.path_match(dp.ofproto_parser, src_ip, dst_ip, agg_id))
 
     def _reroute_after_link_loss(self, gone_links):
         gone_ports = {end for link in gone_links for end in link}
@@ -230,17 +359,17 @@ class CoexController(app_manager.RyuApp):
             return any((h.dpid, h.out_port) in gone_ports or (h.dpid, h.in_port) in gone_ports
                        for h in hops)
 
-        affected = [k for k, hops in self.paths.items() if uses_gone_link(hops)]
-        self._forget_paths(lambda hops: uses_gone_link(hops))
-        for src_ip, dst_ip in affected:
+        for key in [k for k, hops in self.paths.items() if uses_gone_link(hops)]:
+            self._remove_path_flows(key, self.paths.pop(key))
+            agg, src_ip, dst_ip = key
             src, dst = self.net.host_by_ip(src_ip), self.net.host_by_ip(dst_ip)
             if src and dst:
                 try:
-                    self._install_pair(src, dst)
+                    self._install_pair(agg, src, dst)
                 except NoPath:
-                    self.logger.warning("no path left for %s -> %s", src_ip, dst_ip)
+                    self.logger.warning("no path left for %s %s -> %s", agg, src_ip, dst_ip)
 
-    # --- controller-driven flooding ---------------------------------------------
+    # --- controller-driven flooding -------------------------------------------------
 
     def _output_at_host(self, host: HostLocation, data: bytes):
         dp = self.datapaths.get(host.dpid)
@@ -256,3 +385,26 @@ class CoexController(app_manager.RyuApp):
         for dpid, dp in self.datapaths.items():
             ports = [p for p in self.net.edge_ports(dpid) if (dpid, p) != exclude]
             flows.packet_out(dp, ports, data)
+
+    # --- what the REST API reads ----------------------------------------------------
+
+    def effective_state(self) -> dict:
+        switches = []
+        for dpid in sorted(set(self.net.ports) | set(self.datapaths)):
+            switches.append({
+                "dpid": dpid, "connected": dpid in self.datapaths,
+                "ports": sorted(self.net.ports.get(dpid, ())),
+                "meters": [vars(m) for m in self.meters if m.dpid == dpid],
+                "paths": [{"aggregate": a, "src": s, "dst": d,
+                           "hop": {"in_port": h.in_port, "out_port": h.out_port}}
+                          for (a, s, d), hops in sorted(self.paths.items()) for h in hops if h.dpid == dpid],
+            })
+        return {
+            "policy_version": self.policy_version,
+            "switches": switches,
+            "links": [{"a": {"dpid": a[0], "port": a[1]}, "b": {"dpid": b[0], "port": b[1]}}
+                      for a, b in self.net.links()],
+            "hosts": [{"mac": h.mac, "ipv4": h.ipv4, "dpid": h.dpid, "port": h.port}
+                      for h in sorted(self.net.hosts.values(), key=lambda h: h.ipv4 or "")],
+            "ports": [{"dpid": k[0], "port": k[1], **v} for k, v in sorted(self.port_state.items())],
+        }

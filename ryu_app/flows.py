@@ -1,7 +1,14 @@
 """OpenFlow 1.3 messages the controller sends, in one place.
 
-Every flow we install carries COOKIE, so on (re)connect we can delete exactly
-our own flows and leave anything an operator installed by hand.
+Pipeline:
+  table 0 (CLASSIFY): LLDP -> controller; one rule per policy rule that writes the
+      aggregate id into the metadata (and marks DSCP under Separate Queues); miss -> table 1.
+  table 1 (FORWARD): path flows per (aggregate, src, dst) at PRIO_AGG_PATH matching the
+      metadata, per (src, dst) at PRIO_PATH for the default aggregate; a meter on the
+      hop that leaves through a Limited Queue port; miss -> controller.
+
+Every flow we install carries COOKIE, so on (re)connect we delete exactly our own flows
+and leave anything an operator installed by hand.
 """
 
 from __future__ import annotations
@@ -9,51 +16,101 @@ from __future__ import annotations
 COOKIE = 0xC0E0_0000_0000_0000
 COOKIE_MASK = 0xFFFF_0000_0000_0000
 
-# Priorities, low to high. Aggregate and heavy-hitter rules go above PRIO_PATH.
-PRIO_TABLE_MISS = 0
-PRIO_PATH = 100
+TABLE_CLASSIFY = 0
+TABLE_FORWARD = 1
+
+PRIO_MISS = 0
+PRIO_DEFAULT_MARK = 1        # table 0: unclassified IPv4 gets the default aggregate's DSCP
+PRIO_RULE_BASE = 1000        # table 0: + rule priority (0..1000)
 PRIO_LLDP = 65000
+PRIO_PATH = 100              # table 1: default aggregate
+PRIO_AGG_PATH = 200          # table 1: other aggregates (metadata match)
+
+METADATA_MASK = 0xFF         # the aggregate id lives in the low byte
 
 
-def add_flow(dp, priority: int, match, actions, idle_timeout: int = 0, hard_timeout: int = 0,
-             cookie: int = COOKIE) -> None:
+def add_flow(dp, table_id: int, priority: int, match, actions=(), goto=None, meter_id=None,
+             metadata=None, idle_timeout: int = 0) -> None:
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=cookie, priority=priority, match=match,
-                                  instructions=inst, idle_timeout=idle_timeout,
-                                  hard_timeout=hard_timeout))
+    inst = []
+    if meter_id is not None:
+        inst.append(parser.OFPInstructionMeter(meter_id, ofp.OFPIT_METER))
+    if actions:
+        inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, list(actions)))
+    if metadata is not None:
+        inst.append(parser.OFPInstructionWriteMetadata(metadata, METADATA_MASK))
+    if goto is not None:
+        inst.append(parser.OFPInstructionGotoTable(goto))
+    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=COOKIE, table_id=table_id, priority=priority,
+                                  match=match, instructions=inst, idle_timeout=idle_timeout))
 
 
-def delete_our_flows(dp, match=None) -> None:
-    """Delete every flow with our cookie (optionally only those matching `match`)."""
+def delete_our_flows(dp, table_id=None, match=None) -> None:
+    """Delete every flow with our cookie (in one table, matching `match`, if given)."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=COOKIE, cookie_mask=COOKIE_MASK,
-                                  table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                  out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                  match=match or parser.OFPMatch()))
+                                  table_id=ofp.OFPTT_ALL if table_id is None else table_id,
+                                  command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                                  out_group=ofp.OFPG_ANY, match=match or parser.OFPMatch()))
 
 
 def install_base_flows(dp) -> None:
-    """Table-miss to the controller, and LLDP always to the controller."""
+    """LLDP to the controller; table 0 falls through to table 1; table 1 misses go up."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     to_ctrl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-    add_flow(dp, PRIO_TABLE_MISS, parser.OFPMatch(), to_ctrl)
-    add_flow(dp, PRIO_LLDP, parser.OFPMatch(eth_type=0x88CC), to_ctrl)
+    add_flow(dp, TABLE_CLASSIFY, PRIO_LLDP, parser.OFPMatch(eth_type=0x88CC), to_ctrl)
+    add_flow(dp, TABLE_CLASSIFY, PRIO_MISS, parser.OFPMatch(), goto=TABLE_FORWARD)
+    add_flow(dp, TABLE_FORWARD, PRIO_MISS, parser.OFPMatch(), to_ctrl)
 
 
-def packet_out(dp, out_ports, data: bytes, in_port=None) -> None:
+def rule_match(parser, match) -> object:
+    """OpenFlow match for a coex.policy.Match (always IPv4)."""
+    fields = {"eth_type": 0x0800}
+    for key in ("ipv4_src", "ipv4_dst"):
+        value = getattr(match, key)
+        if value is not None:
+            addr, plen = value.split("/")
+            fields[key] = addr if plen == "32" else (addr, _mask(int(plen)))
+    if match.ip_proto is not None:
+        fields["ip_proto"] = match.ip_proto
+    if match.dscp is not None:
+        fields["ip_dscp"] = match.dscp
+    if match.eth_src is not None:
+        fields["eth_src"] = match.eth_src
+    proto = {6: "tcp", 17: "udp"}.get(match.ip_proto)
+    if match.tp_src is not None:
+        fields[f"{proto}_src"] = match.tp_src
+    if match.tp_dst is not None:
+        fields[f"{proto}_dst"] = match.tp_dst
+    return parser.OFPMatch(**fields)
+
+
+def _mask(plen: int) -> str:
+    bits = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
+    return ".".join(str((bits >> s) & 0xFF) for s in (24, 16, 8, 0))
+
+
+def path_match(parser, src_ip: str, dst_ip: str, agg_id: int | None):
+    if agg_id is None:
+        return parser.OFPMatch(eth_type=0x0800, ipv4_src=src_ip, ipv4_dst=dst_ip)
+    return parser.OFPMatch(metadata=(agg_id, METADATA_MASK), eth_type=0x0800,
+                           ipv4_src=src_ip, ipv4_dst=dst_ip)
+
+
+def set_meters(dp, plans) -> None:
+    """Replace every meter on the switch with the planned ones (drop band at the rate)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL))
+    for m in plans:
+        band = parser.OFPMeterBandDrop(rate=m.rate_kbps, burst_size=m.burst_kbit)
+        dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_ADD,
+                                       flags=ofp.OFPMF_KBPS | ofp.OFPMF_BURST | ofp.OFPMF_STATS,
+                                       meter_id=m.meter_id, bands=[band]))
+
+
+def packet_out(dp, out_ports, data: bytes) -> None:
     ofp, parser = dp.ofproto, dp.ofproto_parser
     actions = [parser.OFPActionOutput(p) for p in out_ports]
-    if not actions:
-        return
-    dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
-                                    in_port=ofp.OFPP_CONTROLLER if in_port is None else in_port,
-                                    actions=actions, data=data))
-
-
-def ipv4_pair_match(parser, src_ip: str, dst_ip: str):
-    return parser.OFPMatch(eth_type=0x0800, ipv4_src=src_ip, ipv4_dst=dst_ip)
-
-
-def barrier(dp) -> None:
-    dp.send_msg(dp.ofproto_parser.OFPBarrierRequest(dp))
+    if actions:
+        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                        in_port=ofp.OFPP_CONTROLLER, actions=actions, data=data))

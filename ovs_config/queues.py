@@ -1,0 +1,126 @@
+"""Separate Queues on a switch port: one interface, three backends.
+
+- "ckcd-link": the port's link is emulated by ckcd-link (our machines' bottleneck).
+  The switch marks DSCP per aggregate; the daemon's `bands` discipline maps DSCP to
+  a band per aggregate, shared by weight with DRR (work-conserving).
+- "tc-htb": a plain switch port of the userspace datapath. The switch marks DSCP;
+  an HTB class per aggregate (rate = weighted share, ceil = the port: it borrows
+  what others leave) with u32 filters on the TOS byte classifies. set_queue is
+  useless here: the userspace datapath loses the skb priority on its AF_PACKET send.
+- "ovsdb-queue": a kernel-datapath host. OVSDB QoS/Queue rows (linux-htb) and the
+  flow's set_queue action, the way seed 001 describes (queue N -> HTB class 1:N+1).
+
+choose_backend() picks per port from what the host has; the controller shows the
+choice in its state.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from coex.planner import QueuePlan
+
+HTB_MAJOR = "1:"
+HTB_ROOT = "1:1"
+
+
+class QueueBackendError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str]) -> str:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    if out.returncode != 0:
+        raise QueueBackendError(f"{' '.join(cmd)}: {out.stderr.strip() or out.stdout.strip()}")
+    return out.stdout
+
+
+def _vsctl_get(table: str, record: str, column: str) -> str:
+    out = subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", table, record, column],
+                         capture_output=True, text=True, timeout=10)
+    return out.stdout.strip().strip('"') if out.returncode == 0 else ""
+
+
+def link_daemon_socket(port_name: str) -> str | None:
+    """The control socket of the ckcd-link serving this port, if any (Interface external_ids)."""
+    return _vsctl_get("Interface", port_name, "external_ids:ckcd-link-ctl") or None
+
+
+def choose_backend(port_name: str) -> str:
+    if link_daemon_socket(port_name):
+        return "ckcd-link"
+    bridge = _run(["ovs-vsctl", "--timeout=5", "port-to-br", port_name]).strip()
+    if _vsctl_get("Bridge", bridge, "datapath_type") == "netdev":
+        return "tc-htb"
+    return "ovsdb-queue"
+
+
+# --- tc HTB + u32 (userspace datapath) ----------------------------------------------
+
+def tc_htb_commands(dev: str, plan: QueuePlan) -> list[list[str]]:
+    """The tc commands that give `dev` one HTB class per aggregate of the plan."""
+    cap = plan.capacity_bps
+    default_minor = 10 + plan.default_index
+    cmds = [
+        ["tc", "qdisc", "replace", "dev", dev, "root", "handle", HTB_MAJOR, "htb",
+         "default", str(default_minor)],
+        ["tc", "class", "replace", "dev", dev, "parent", HTB_MAJOR, "classid", HTB_ROOT, "htb",
+         "rate", f"{cap}bit", "ceil", f"{cap}bit"],
+    ]
+    for c in plan.classes:
+        classid = f"1:{10 + c.index}"
+        cmds.append(["tc", "class", "replace", "dev", dev, "parent", HTB_ROOT, "classid", classid,
+                     "htb", "rate", f"{max(c.rate_bps, 8000)}bit", "ceil", f"{c.ceil_bps}bit"])
+        if c.index != plan.default_index:
+            cmds.append(["tc", "filter", "add", "dev", dev, "parent", HTB_MAJOR, "protocol", "ip",
+                         "prio", "1", "u32", "match", "ip", "tos", f"{c.dscp << 2:#04x}", "0xfc",
+                         "flowid", classid])
+    return cmds
+
+
+def apply_tc_htb(dev: str, plan: QueuePlan) -> None:
+    clear_tc(dev)
+    for cmd in tc_htb_commands(dev, plan):
+        _run(cmd)
+
+
+def clear_tc(dev: str) -> None:
+    subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True, timeout=10)
+
+
+# --- ckcd-link bands ------------------------------------------------------------------
+
+def bands_spec(plan: QueuePlan, band_discipline: str = "droptail limit=80",
+               penalized_aggregate: str | None = "penalized") -> str:
+    """The ckcd-link `bands` spec for a queue plan: one band per aggregate, DSCP-mapped."""
+    classes = sorted(plan.classes, key=lambda c: c.index)
+    parts = [f"weights={','.join(str(c.weight) for c in classes)}",
+             f"map={','.join(f'{c.dscp}:{c.index}' for c in classes if c.index != plan.default_index)}",
+             f"default={plan.default_index}"]
+    pen = [c.index for c in classes if c.aggregate == penalized_aggregate]
+    if pen:
+        parts.append(f"penalized={pen[0]}")
+    return " | ".join(["bands " + " ".join(parts)] + [band_discipline] * len(classes))
+
+
+# --- OVSDB QoS/Queue (kernel datapath hosts) ------------------------------------------------
+
+def ovsdb_queue_commands(port_name: str, plan: QueuePlan) -> list[str]:
+    """ovs-vsctl arguments for linux-htb QoS with one Queue per aggregate (queue id = index)."""
+    args = ["--", "set", "Port", port_name, "qos=@coexqos", "--", "--id=@coexqos", "create", "QoS",
+            "type=linux-htb", f"other-config:max-rate={plan.capacity_bps}"]
+    args += [f"queues:{c.index}=@q{c.index}" for c in plan.classes]
+    for c in plan.classes:
+        args += ["--", f"--id=@q{c.index}", "create", "Queue",
+                 f"other-config:min-rate={c.rate_bps}", f"other-config:max-rate={c.ceil_bps}"]
+    return args
+
+
+def apply_ovsdb_queues(port_name: str, plan: QueuePlan) -> None:
+    clear_ovsdb_queues(port_name)
+    _run(["ovs-vsctl", "--timeout=10", *ovsdb_queue_commands(port_name, plan)])
+
+
+def clear_ovsdb_queues(port_name: str) -> None:
+    subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "clear", "Port", port_name, "qos"],
+                   capture_output=True, timeout=15)

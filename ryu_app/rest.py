@@ -1,0 +1,362 @@
+"""The policy REST API under /coex/v1 (docs/rest.md, ryu_app/openapi.py).
+
+CoexApi.handle() is plain Python: method, path, headers and body in; status, JSON and
+headers out. The Ryu side (RestController) only adapts webob to it, through one
+catch-all route, so that every answer - unknown route, wrong method, bad JSON, a field
+out of range - is JSON with a 4xx code, never Ryu's HTML or a traceback.
+
+Every change is a whole-document edit: copy the policy, edit the copy, validate it
+(coex.policy), store it (committed before we answer), then enforce it. A rejected
+request therefore changes nothing, neither in the store nor on the switches.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import time
+import traceback
+
+import webob
+from ryu.app.wsgi import ControllerBase, route
+from ryu.lib import hub
+
+from coex.policy import BUILTIN_AGGREGATES, PolicyError
+
+PREFIX = "/coex/v1"
+MAX_BODY_BYTES = 1 << 20
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None, headers=None):
+        super().__init__(message)
+        self.status, self.message, self.field, self.headers = status, message, field, headers or {}
+
+
+# (method, path template, handler, mutating, summary). The OpenAPI document is built from it.
+ROUTES = [
+    ("GET", "/health", "health", False, "Liveness, policy version, connected switches"),
+    ("GET", "/openapi.json", "openapi", False, "This API's OpenAPI 3 document"),
+    ("GET", "/policy", "get_policy", False, "The whole policy document and its version"),
+    ("PUT", "/policy", "put_policy", True, "Replace the whole policy document"),
+    ("GET", "/rules", "list_rules", False, "Classifier rules"),
+    ("POST", "/rules", "create_rule", True, "Add a classifier rule"),
+    ("GET", "/rules/{name}", "get_rule", False, "One classifier rule"),
+    ("PUT", "/rules/{name}", "put_rule", True, "Create or replace a classifier rule"),
+    ("DELETE", "/rules/{name}", "delete_rule", True, "Delete a classifier rule"),
+    ("GET", "/aggregates", "list_aggregates", False, "Aggregates and their treatment"),
+    ("GET", "/aggregates/{name}", "get_aggregate", False, "One aggregate"),
+    ("PUT", "/aggregates/{name}", "put_aggregate", True, "Create or change an aggregate"),
+    ("DELETE", "/aggregates/{name}", "delete_aggregate", True, "Delete an aggregate no rule uses"),
+    ("GET", "/approaches", "get_approaches", False, "Which CoEx approaches are on"),
+    ("PUT", "/approaches", "put_approaches", True, "Set the CoEx approaches"),
+    ("GET", "/ports", "list_ports", False, "Bottleneck ports"),
+    ("GET", "/ports/{dpid}/{port}", "get_port", False, "One bottleneck port"),
+    ("PUT", "/ports/{dpid}/{port}", "put_port", True, "Declare a bottleneck port (capacity, AQM)"),
+    ("DELETE", "/ports/{dpid}/{port}", "delete_port", True, "Forget a bottleneck port"),
+    ("PUT", "/ports/{dpid}/{port}/aqm", "put_aqm", True, "Attach a queue discipline to a port"),
+    ("DELETE", "/ports/{dpid}/{port}/aqm", "delete_aqm", True, "Detach the port's queue discipline"),
+    ("GET", "/state", "get_state", False, "What is installed on which switch, with which backend"),
+    ("GET", "/changes", "get_changes", False, "The latest accepted policy changes"),
+]
+
+
+def _compile(template: str) -> re.Pattern:
+    return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "/?$")
+
+
+_COMPILED = [(m, _compile(t), h, mut) for m, t, h, mut, _ in ROUTES]
+
+
+def _parse_dpid(text: str) -> int:
+    try:
+        value = int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        raise ApiError(400, "dpid must be a decimal integer or 0x-prefixed hex", "dpid") from None
+    if not 0 < value < 2**64:
+        raise ApiError(400, "dpid must be between 1 and 2^64-1", "dpid")
+    return value
+
+
+def _parse_port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 0xFFFFFF00:
+        raise ApiError(400, "port must be a port number (1 to 4294967039)", "port")
+    return int(text)
+
+
+class CoexApi:
+    def __init__(self, app):
+        self.app = app  # the CoexController: policy, apply_policy(), effective_state(), ...
+        self.lock = hub.Semaphore()  # one read-modify-write of the policy at a time
+        self.started = time.time()
+
+    # --- dispatch ----------------------------------------------------------------
+
+    def handle(self, method: str, path: str, headers, body: bytes) -> tuple[int, dict, dict]:
+        try:
+            if not path.startswith(PREFIX):
+                raise ApiError(404, f"no such resource: {path}; the API lives under {PREFIX}/")
+            sub = path[len(PREFIX):] or "/"
+            allowed = []
+            for m, pattern, handler, mutating in _COMPILED:
+                match = pattern.match(sub)
+                if not match:
+                    continue
+                if m != method:
+                    allowed.append(m)
+                    continue
+                if mutating:
+                    self._authorize(headers)
+                args = match.groupdict()
+                payload = self._body(body) if method in ("PUT", "POST") else None
+                status, result = getattr(self, handler)(payload, **args)
+                return status, result, {}
+            if allowed:
+                raise ApiError(405, f"{method} is not allowed on {path}; allowed: {', '.join(allowed)}",
+                               headers={"Allow": ", ".join(allowed)})
+            raise ApiError(404, f"no such resource: {path}")
+        except ApiError as err:
+            return err.status, {"error": err.message, "field": err.field}, err.headers
+        except PolicyError as err:
+            return err.status, {"error": err.message, "field": err.field}, {}
+        except Exception as err:  # a bug of ours: say so in JSON, keep the trace in the log
+            self.app.logger.error("REST %s %s failed: %s", method, path, traceback.format_exc())
+            return 500, {"error": f"internal error: {type(err).__name__}; see the controller log",
+                         "field": None}, {}
+
+    def _authorize(self, headers) -> None:
+        token = self.app.config.token
+        if token is None:
+            return
+        given = headers.get("Authorization", "")
+        if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip(), token)):
+            raise ApiError(401, "this call changes policy and needs 'Authorization: Bearer <token>'",
+                           "Authorization", {"WWW-Authenticate": "Bearer"})
+
+    @staticmethod
+    def _body(body: bytes):
+        if len(body) > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+        if not body.strip():
+            raise ApiError(400, "request body required (JSON)")
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"malformed JSON: {err}") from None
+
+    def _change(self, mutate, summary: str) -> int:
+        with self.lock:
+            new = self.app.policy.edited(mutate)  # validates; raises PolicyError, changing nothing
+            return self.app.apply_policy(new, summary)
+
+    def _doc(self) -> dict:
+        return self.app.policy.to_dict()
+
+    # --- handlers: each returns (status, JSON object) ---------------------------------
+
+    def health(self, _):
+        return 200, {"status": "ok", "policy_version": self.app.policy_version,
+                     "switches_connected": len(self.app.datapaths),
+                     "uptime_s": round(time.time() - self.started, 1)}
+
+    def openapi(self, _):
+        from ryu_app.openapi import build_openapi
+        return 200, build_openapi()
+
+    def get_policy(self, _):
+        return 200, {"version": self.app.policy_version, "policy": self._doc()}
+
+    def put_policy(self, body):
+        from coex.policy import Policy
+        if not isinstance(body, dict):
+            raise ApiError(400, "the policy must be a JSON object")
+        Policy.from_dict(body)  # validate before touching anything
+        version = self._change(lambda d: (d.clear(), d.update(body)), "policy replaced")
+        return 200, {"version": version, "policy": self._doc()}
+
+    # rules
+    def list_rules(self, _):
+        return 200, {"rules": self._doc()["rules"]}
+
+    def _find_rule(self, doc, name):
+        for i, r in enumerate(doc["rules"]):
+            if r["name"] == name:
+                return i
+        return None
+
+    def get_rule(self, _, name):
+        i = self._find_rule(self._doc(), name)
+        if i is None:
+            raise ApiError(404, f"no rule named {name!r}", "name")
+        return 200, self._doc()["rules"][i]
+
+    def create_rule(self, body):
+        if not isinstance(body, dict):
+            raise ApiError(400, "a rule must be a JSON object")
+        name = body.get("name")
+        if isinstance(name, str) and self._find_rule(self._doc(), name) is not None:
+            raise ApiError(409, f"rule {name!r} exists; PUT /rules/{name} replaces it", "name")
+        version = self._change(lambda d: d["rules"].append(body), f"rule {name} added")
+        return 201, {"version": version, "rule": self._doc()["rules"][self._find_rule(self._doc(), name)]}
+
+    def put_rule(self, body, name):
+        if not isinstance(body, dict):
+            raise ApiError(400, "a rule must be a JSON object")
+        if body.get("name", name) != name:
+            raise ApiError(400, "the name in the body differs from the name in the path", "name")
+        rule = {**body, "name": name}
+
+        def mutate(d):
+            i = self._find_rule(d, name)
+            if i is None:
+                d["rules"].append(rule)
+            else:
+                d["rules"][i] = rule
+        created = self._find_rule(self._doc(), name) is None
+        version = self._change(mutate, f"rule {name} {'added' if created else 'replaced'}")
+        return (201 if created else 200), {"version": version, "rule": self.get_rule(None, name)[1]}
+
+    def delete_rule(self, _, name):
+        if self._find_rule(self._doc(), name) is None:
+            raise ApiError(404, f"no rule named {name!r}", "name")
+        version = self._change(lambda d: d["rules"].pop(self._find_rule(d, name)), f"rule {name} deleted")
+        return 200, {"version": version}
+
+    # aggregates
+    def list_aggregates(self, _):
+        return 200, {"aggregates": self._doc()["aggregates"]}
+
+    def get_aggregate(self, _, name):
+        aggs = self._doc()["aggregates"]
+        if name not in aggs:
+            raise ApiError(404, f"no aggregate named {name!r}", "name")
+        return 200, {"name": name, **aggs[name]}
+
+    def put_aggregate(self, body, name):
+        if not isinstance(body, dict):
+            raise ApiError(400, "an aggregate must be a JSON object")
+        body = {k: v for k, v in body.items() if k != "name" or v != name}
+        version = self._change(lambda d: d["aggregates"].__setitem__(name, body), f"aggregate {name} set")
+        return 200, {"version": version, "aggregate": self.get_aggregate(None, name)[1]}
+
+    def delete_aggregate(self, _, name):
+        doc = self._doc()
+        if name not in doc["aggregates"]:
+            raise ApiError(404, f"no aggregate named {name!r}", "name")
+        if name in BUILTIN_AGGREGATES:
+            raise ApiError(409, f"{name!r} is built in and cannot be deleted", "name")
+        users = [r["name"] for r in doc["rules"] if r["aggregate"] == name]
+        if users:
+            raise ApiError(409, f"aggregate {name!r} is used by rules {', '.join(users)}", "name")
+        if doc["approaches"]["limited_queue"]["aggregate"] == name:
+            raise ApiError(409, f"aggregate {name!r} is the Limited Queue aggregate", "name")
+        version = self._change(lambda d: d["aggregates"].pop(name), f"aggregate {name} deleted")
+        return 200, {"version": version}
+
+    # approaches
+    def get_approaches(self, _):
+        return 200, self._doc()["approaches"]
+
+    def put_approaches(self, body):
+        version = self._change(lambda d: d.__setitem__("approaches", body), "approaches set")
+        return 200, {"version": version, "approaches": self._doc()["approaches"]}
+
+    # ports and AQM
+    def list_ports(self, _):
+        return 200, {"ports": self._doc()["ports"]}
+
+    def _port_index(self, doc, dpid, port):
+        for i, p in enumerate(doc["ports"]):
+            if (p["dpid"], p["port"]) == (dpid, port):
+                return i
+        return None
+
+    def _known_port(self, dpid_text, port_text) -> tuple[int, int]:
+        dpid, port = _parse_dpid(dpid_text), _parse_port(port_text)
+        if dpid not in self.app.datapaths:
+            raise ApiError(404, f"switch {dpid:#x} is not connected", "dpid")
+        if port not in self.app.net.ports.get(dpid, ()):
+            raise ApiError(404, f"switch {dpid:#x} has no port {port}", "port")
+        return dpid, port
+
+    def get_port(self, _, dpid, port):
+        d, p = _parse_dpid(dpid), _parse_port(port)
+        doc = self._doc()
+        i = self._port_index(doc, d, p)
+        if i is None:
+            raise ApiError(404, f"port {d}:{p} is not a configured bottleneck port", "port")
+        return 200, doc["ports"][i]
+
+    def put_port(self, body, dpid, port):
+        d, p = self._known_port(dpid, port)
+        if not isinstance(body, dict):
+            raise ApiError(400, "a port must be a JSON object")
+        for key in ("dpid", "port"):
+            if key in body and body[key] != {"dpid": d, "port": p}[key]:
+                raise ApiError(400, f"{key} in the body differs from the path", key)
+        entry = {**body, "dpid": d, "port": p}
+
+        def mutate(doc):
+            i = self._port_index(doc, d, p)
+            if i is None:
+                doc["ports"].append(entry)
+            else:
+                doc["ports"][i] = entry
+        version = self._change(mutate, f"port {d}:{p} set")
+        return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}
+
+    def delete_port(self, _, dpid, port):
+        d, p = _parse_dpid(dpid), _parse_port(port)
+        if self._port_index(self._doc(), d, p) is None:
+            raise ApiError(404, f"port {d}:{p} is not a configured bottleneck port", "port")
+        version = self._change(lambda doc: doc["ports"].pop(self._port_index(doc, d, p)),
+                               f"port {d}:{p} removed")
+        return 200, {"version": version}
+
+    def put_aqm(self, body, dpid, port):
+        d, p = self._known_port(dpid, port)
+        if self._port_index(self._doc(), d, p) is None:
+            raise ApiError(404, f"port {d}:{p} is not a bottleneck port yet; "
+                                f"PUT /ports/{dpid}/{port} with its capacity_bps first", "port")
+        version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", body),
+                               f"AQM on {d}:{p} set")
+        return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}
+
+    def delete_aqm(self, _, dpid, port):
+        d, p = _parse_dpid(dpid), _parse_port(port)
+        if self._port_index(self._doc(), d, p) is None:
+            raise ApiError(404, f"port {d}:{p} is not a configured bottleneck port", "port")
+        version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", None),
+                               f"AQM on {d}:{p} removed")
+        return 200, {"version": version}
+
+    # state
+    def get_state(self, _):
+        return 200, self.app.effective_state()
+
+    def get_changes(self, _):
+        return 200, {"changes": self.app.store.changes()}
+
+
+class RestController(ControllerBase):
+    """Adapts Ryu's WSGI (webob) to CoexApi. One route catches every path."""
+
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.api: CoexApi = data
+
+    @route("coex", "/{path:.*}", requirements={"path": ".*"})
+    def dispatch(self, req, path, **_):
+        status, payload, headers = self.api.handle(req.method, req.path, req.headers, req.body or b"")
+        res = webob.Response(status=status, content_type="application/json", charset="utf-8",
+                             body=json.dumps(payload, indent=1).encode() + b"\n")
+        for key, value in headers.items():
+            res.headers[key] = value
+        return res
+
+
+def register(wsgi, app) -> CoexApi:
+    api = CoexApi(app)
+    wsgi.register(RestController, api)
+    return api
