@@ -1,0 +1,133 @@
+"""Turn the Open vSwitch sFlow agent on and off for a bridge.
+
+The OVSDB form (measured working on the userspace datapath, see /work/shared/DESIGN.md):
+
+    ovs-vsctl -- --id=@s create sflow agent=lo target='"127.0.0.1:6343"' \
+              sampling=64 polling=10 header=128 -- set bridge s1 sflow=@s
+
+One sFlow row per bridge: enabling again replaces the bridge's reference, and OVSDB
+garbage-collects the old row (the sFlow table is not a root table). Arguments are
+validated before any command runs; each ValueError names the parameter.
+
+``vsctl`` is any callable taking ovs-vsctl arguments (``PrivateOVS().vsctl``); without
+one, plain ``ovs-vsctl`` runs, which finds the private OVS through OVS_RUNDIR once
+PrivateOVS has started in this process.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import subprocess
+from typing import Callable, Optional, Sequence, Union
+
+from ovs_config.private_ovs import OVSError
+
+DEFAULT_TARGET = "127.0.0.1:6343"
+DEFAULT_AGENT = "lo"
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux interface / bridge names
+MAX_SAMPLING = 0xFFFFFFFF
+MAX_POLLING_S = 3600
+MIN_HEADER_BYTES, MAX_HEADER_BYTES = 14, 1024
+
+Vsctl = Callable[..., str]
+
+
+def _plain_vsctl(*args: str, timeout: float = 20) -> str:
+    try:
+        out = subprocess.run(["ovs-vsctl", "--timeout=10", *args], capture_output=True,
+                             text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise OVSError("ovs-vsctl not found: run `make setup`") from None
+    if out.returncode != 0:
+        raise OVSError(f"ovs-vsctl {' '.join(args)} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def validate_target(target: str) -> str:
+    """'host:port' with an IPv4 address, or '[v6]:port'. Returns it normalised."""
+    if not isinstance(target, str):
+        raise ValueError(f"target must be a string 'ip:port', got {target!r}")
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([0-9.]+):(\d{1,5})", target.strip())
+    if not m:
+        raise ValueError(f"target must be 'ip:port' or '[ipv6]:port', got {target!r}")
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4))
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"target {target!r}: {host!r} is not an IP address") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"target {target!r}: port must be 1..65535")
+    return f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}"
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def _check_name(name: str, value) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValueError(f"{name} must be an interface/bridge name (1-15 of [A-Za-z0-9_.:-]), "
+                         f"got {value!r}")
+    return value
+
+
+def sflow_command(bridge: str, sampling: int = 64, polling_s: int = 10,
+                  target: Union[str, Sequence[str]] = DEFAULT_TARGET,
+                  agent: str = DEFAULT_AGENT, header_bytes: int = 128) -> list[str]:
+    """The ovs-vsctl arguments that create an sFlow row and attach it to ``bridge``.
+
+    sampling: 1-in-N packet sampling rate (N >= 1). polling_s: counter polling interval
+    in seconds (>= 1). target: one collector 'ip:port' or a list of them. agent: the
+    interface whose address the datagrams carry as agent address. header_bytes: bytes of
+    each sampled packet sent (sampled_header).
+    """
+    _check_name("bridge", bridge)
+    _check_int("sampling", sampling, 1, MAX_SAMPLING)
+    _check_int("polling_s", polling_s, 1, MAX_POLLING_S)
+    _check_name("agent", agent)
+    _check_int("header_bytes", header_bytes, MIN_HEADER_BYTES, MAX_HEADER_BYTES)
+    targets = [target] if isinstance(target, str) else list(target)
+    if not targets:
+        raise ValueError("target must name at least one collector")
+    targets = [validate_target(t) for t in targets]
+    target_set = "[" + ",".join(f'"{t}"' for t in targets) + "]" if len(targets) > 1 \
+        else f'"{targets[0]}"'
+    return ["--", "--id=@s", "create", "sflow", f"agent={agent}", f"target={target_set}",
+            f"sampling={sampling}", f"polling={polling_s}", f"header={header_bytes}",
+            "--", "set", "bridge", bridge, "sflow=@s"]
+
+
+def enable_sflow(bridge: str, sampling: int = 64, polling_s: int = 10,
+                 target: Union[str, Sequence[str]] = DEFAULT_TARGET,
+                 agent: str = DEFAULT_AGENT, header_bytes: int = 128,
+                 vsctl: Optional[Vsctl] = None) -> str:
+    """Enable (or reconfigure) sFlow on ``bridge``. Returns the new sFlow row's UUID."""
+    args = sflow_command(bridge, sampling, polling_s, target, agent, header_bytes)
+    out = (vsctl or _plain_vsctl)(*args)
+    return out.strip()
+
+
+def disable_sflow(bridge: str, vsctl: Optional[Vsctl] = None) -> None:
+    """Detach sFlow from ``bridge`` (its row is garbage-collected). Idempotent."""
+    _check_name("bridge", bridge)
+    (vsctl or _plain_vsctl)("clear", "bridge", bridge, "sflow")
+
+
+def sflow_settings(bridge: str, vsctl: Optional[Vsctl] = None) -> Optional[dict]:
+    """The bridge's sFlow row as a dict of raw ovs-vsctl column strings, or None if off."""
+    _check_name("bridge", bridge)
+    run = vsctl or _plain_vsctl
+    ref = run("get", "bridge", bridge, "sflow").strip()
+    if ref in ("", "[]"):
+        return None
+    out = run("--columns=agent,target,sampling,polling,header", "list", "sflow", ref)
+    settings = {}
+    for line in out.splitlines():
+        if ":" in line:
+            key, value = line.split(":", 1)
+            settings[key.strip()] = value.strip()
+    return settings
