@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Forwarding capacity of ckcd-link against a kernel Linux bridge, and the
+daemon's CPU at 100 Mbit/s shaped.
+
+Three namespaces (tests/link/linklab.py: host A, host B, a middle one with
+the two veth ends; offloads off on all veths, MTU 1500). In the same run:
+
+  bridge   la and lb in a kernel bridge; iperf3 -C cubic A->B, --seconds s
+  link     ckcd-link on la/lb at 100 Gbit/s, 0 delay (rate never binds),
+           discipline "ckcd limit=1000 ..." in A->B; the same iperf3
+  shaped   ckcd-link at 100 Mbit/s, 10 ms each way, "ckcd limit=80 ...";
+           one CUBIC flow; daemon CPU % (utime+stime of its PID over the
+           flow) and how late its releases were
+
+The goal is link >= 50 % of bridge, so the daemon never limits a 100 Mbit/s
+experiment. Writes bench/results/link_forwarding.json and prints it beside
+bench/baseline/link_forwarding.json; --update-baseline rewrites the baseline
+(commit it). Holds the lab lock. Never asserts on numbers: read the table.
+
+    python3 bench/bench_link_forwarding.py [--seconds 10] [--update-baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tests", "link"))
+
+from linklab import NetLab, iperf_goodput_bps  # noqa: E402
+from ovs_config.lablock import lab_lock  # noqa: E402
+from ovs_config.link_daemon import DEFAULT_BINARY, LinkDaemon  # noqa: E402
+
+RESULT = os.path.join(REPO, "bench", "results", "link_forwarding.json")
+BASELINE = os.path.join(REPO, "bench", "baseline", "link_forwarding.json")
+UNLIMITED_SPEC = "ckcd limit=1000 rate_bps=100000000000 rtt_ms=1"
+SHAPED_SPEC = "ckcd limit=80 rate_bps=100000000 rtt_ms=20"
+
+
+def machine() -> dict:
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def iperf(lab: NetLab, seconds: int) -> float:
+    port = lab.next_port()
+    lab.iperf_server(port)
+    c = lab.iperf_client(port, "cubic", seconds, omit=1)
+    out, err = c.communicate(timeout=seconds + 30)
+    res = json.loads(out)
+    if "error" in res:
+        raise RuntimeError(f"iperf3: {res['error']}")
+    lab.flush_tcp_metrics()
+    return iperf_goodput_bps(res)
+
+
+def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, spec: str) -> dict:
+    d = LinkDaemon(lab.if_la, lab.if_lb, rate_bps=rate_bps, delay_ms=delay_ms, qdisc=spec,
+                   netns=lab.ns_m)
+    d.start()
+    try:
+        c0, t0 = cpu_seconds(d.pid), time.monotonic()
+        goodput = iperf(lab, seconds)
+        c1, t1 = cpu_seconds(d.pid), time.monotonic()
+        st = d.stop()
+    finally:
+        d.kill()
+    ab = st["dirs"]["ab"]
+    return {
+        "goodput_bps": goodput,
+        "daemon_cpu_pct": round(100.0 * (c1 - c0) / (t1 - t0), 1),
+        "late_mean_us": ab["schedule"]["late_mean_us"],
+        "late_over_1ms_frac": round(ab["schedule"]["late_over_1ms"] / max(1, ab["schedule"]["releases"]), 4),
+        "drops": {k: v for k, v in ab["drops"].items() if v},
+        "rx_no_buffer": ab["rx_no_buffer"],
+        "tx_errors": ab["tx_errors"],
+    }
+
+
+def run(seconds: int) -> dict:
+    with lab_lock():
+        lab = NetLab()
+        try:
+            lab.up()
+            lab.bridge()
+            bridge_bps = iperf(lab, seconds)
+            lab.unbridge()
+            link = through_daemon(lab, seconds, 100_000_000_000, 0.0, UNLIMITED_SPEC)
+            shaped = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC)
+        finally:
+            lab.down()
+    return {
+        "machine": machine(),
+        "seconds": seconds,
+        "bridge_gbps": round(bridge_bps / 1e9, 3),
+        "link_gbps": round(link["goodput_bps"] / 1e9, 3),
+        "link_vs_bridge": round(link["goodput_bps"] / bridge_bps, 3),
+        "link": link,
+        "shaped_100mbit": shaped,
+        "specs": {"link": UNLIMITED_SPEC, "shaped_100mbit": SHAPED_SPEC},
+    }
+
+
+def flat(r: dict) -> dict:
+    return {
+        "bridge Gbit/s": r["bridge_gbps"],
+        "ckcd-link Gbit/s": r["link_gbps"],
+        "ckcd-link / bridge": r["link_vs_bridge"],
+        "ckcd-link CPU % (unlimited)": r["link"]["daemon_cpu_pct"],
+        "100M shaped goodput Mbit/s": round(r["shaped_100mbit"]["goodput_bps"] / 1e6, 2),
+        "100M shaped CPU %": r["shaped_100mbit"]["daemon_cpu_pct"],
+        "100M shaped late mean us": r["shaped_100mbit"]["late_mean_us"],
+        "100M shaped late >1ms frac": r["shaped_100mbit"]["late_over_1ms_frac"],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--update-baseline", action="store_true")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)", file=sys.stderr)
+        return 1
+    if not DEFAULT_BINARY.exists():
+        print(f"{DEFAULT_BINARY} missing: make -C datapath", file=sys.stderr)
+        return 1
+    r = run(args.seconds)
+    os.makedirs(os.path.dirname(RESULT), exist_ok=True)
+    with open(RESULT, "w") as f:
+        json.dump(r, f, indent=2)
+        f.write("\n")
+    base = None
+    if os.path.exists(BASELINE):
+        with open(BASELINE) as f:
+            base = json.load(f)
+    now, was = flat(r), flat(base) if base else {}
+    print(f"{'metric':32} {'now':>12} {'baseline':>12}")
+    for k, v in now.items():
+        print(f"{k:32} {v:>12} {was.get(k, '-'):>12}")
+    if base:
+        print(f"baseline: {base['machine']['cpu_model']}, {base['machine']['nproc']} cpus, "
+              f"{base['machine']['date']}")
+    if args.update_baseline:
+        with open(BASELINE, "w") as f:
+            json.dump(r, f, indent=2)
+            f.write("\n")
+        print(f"baseline updated: {BASELINE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
