@@ -41,22 +41,35 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
 class Controller:
     """The real `ryu-manager ckcd_coex` as a child process."""
 
-    def __init__(self, of_port: int = 6653, log_path: str | None = None, extra_args=()):
+    def __init__(self, of_port: int = 6653, log_path: str | None = None, extra_args=(),
+                 rest_port: int = 8080, db_path: str | None = None, token: str | None = None):
         self.of_port = of_port
+        self.rest_port = rest_port
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"ckcd-coex-ryu-{of_port}.log")
         self.extra_args = list(extra_args)
+        self.env = dict(os.environ)
+        if db_path is not None:
+            self.env["CKCD_COEX_DB"] = db_path
+        if token is not None:
+            self.env["CKCD_COEX_TOKEN"] = token
         self.proc: subprocess.Popen | None = None
 
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}/coex/v1"
+
     def start(self, timeout_s: float = 20.0) -> "Controller":
-        if _port_open(self.of_port):
-            raise RuntimeError(f"something already listens on port {self.of_port}: "
-                               "another controller? stop it or choose another port")
+        for port in (self.of_port, self.rest_port):
+            if _port_open(port):
+                raise RuntimeError(f"something already listens on port {port}: "
+                                   "another controller? stop it or choose another port")
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [_ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port), *self.extra_args, "ckcd_coex"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+            [_ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port),
+             "--wsapi-port", str(self.rest_port), *self.extra_args, "ckcd_coex"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True, env=self.env)
         deadline = time.monotonic() + timeout_s
-        while not _port_open(self.of_port):
+        while not (_port_open(self.of_port) and _port_open(self.rest_port)):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ryu-manager exited with {self.proc.returncode}; see {self.log_path}")
             if time.monotonic() > deadline:

@@ -169,3 +169,19 @@ class PrivateOVS:
 def ofctl(*args: str) -> str:
     """ovs-ofctl speaking OpenFlow 1.3 to a bridge of the current (private) OVS."""
     return _run(["ovs-ofctl", "-O", "OpenFlow13", *args])
+
+
+def port_tx_bytes(bridge: str) -> dict[int, int]:
+    """Bytes each OpenFlow port of the bridge has sent (ovs-ofctl dump-ports)."""
+    counts = {}
+    port = None
+    for line in ofctl("dump-ports", bridge).splitlines():
+        line = line.strip()
+        if line.startswith("port"):
+            head = line.split(":")[0].split()[-1]
+            port = int(head) if head.isdigit() else None
+        elif line.startswith("tx") and port is not None:
+            for field in line.replace(",", " ").split():
+                if field.startswith("bytes="):
+                    counts[port] = int(field.split("=")[1]) if field.split("=")[1].isdigit() else 0
+    return counts

@@ -91,9 +91,10 @@ def _mask(plen: int) -> str:
 
 
 def path_match(parser, src_ip: str, dst_ip: str, agg_id: int | None):
-    if agg_id is None:
-        return parser.OFPMatch(eth_type=0x0800, ipv4_src=src_ip, ipv4_dst=dst_ip)
-    return parser.OFPMatch(metadata=(agg_id, METADATA_MASK), eth_type=0x0800,
+    """Path flows always match the aggregate id: a default path (id 0) must not carry
+    packets that table 0 put into another aggregate, or they would never reach the
+    controller to get their own path."""
+    return parser.OFPMatch(metadata=(agg_id or 0, METADATA_MASK), eth_type=0x0800,
                            ipv4_src=src_ip, ipv4_dst=dst_ip)
 
 

@@ -44,7 +44,8 @@ def path_flows(switch: str, with_packets: bool = False) -> list[tuple]:
     """(src ip, dst ip, out port[, n_packets]) of the IPv4 path flows the switch holds."""
     flows = []
     for line in ofctl("dump-flows", switch).splitlines():
-        m = re.search(r"n_packets=(\d+),.*priority=100,ip,nw_src=([\d.]+),nw_dst=([\d.]+) "
+        m = re.search(r"n_packets=(\d+),.*priority=100,ip,(?:metadata=0/0xff,)?nw_src=([\d.]+),"
+                      r"nw_dst=([\d.]+) "
                       r"actions=output:(\d+)", line)
         if m:
             flow = (m.group(2), m.group(3), int(m.group(4)))

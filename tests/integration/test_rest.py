@@ -1,0 +1,169 @@
+"""The /coex/v1 REST API of the real ryu-manager, with one real (userspace) OVS bridge
+connected so that dpid and port checks have something to check against."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from experiments.lab import Controller, wait_switches_connected
+from experiments.rest_client import CoexClient
+from ryu_app.openapi import build_openapi
+
+OF_PORT, REST_PORT = 16663, 18090
+DPID = 0x42
+
+
+@pytest.fixture(scope="module")
+def api(private_ovs, tmp_path_factory):
+    """Controller + a bridge 'rt0' (dpid 0x42) with internal ports 1 and 2."""
+    tmp = tmp_path_factory.mktemp("rest")
+    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp / "ryu.log"),
+                     db_path=str(tmp / "policy.sqlite")).start()
+    try:
+        private_ovs.vsctl("add-br", "rt0", "--", "set", "bridge", "rt0", "datapath_type=netdev",
+                          "protocols=OpenFlow13", f"other-config:datapath-id={DPID:016x}",
+                          "--", "add-port", "rt0", "rt0p1", "--", "set", "interface", "rt0p1",
+                          "type=internal", "ofport_request=1",
+                          "--", "add-port", "rt0", "rt0p2", "--", "set", "interface", "rt0p2",
+                          "type=internal", "ofport_request=2")
+        private_ovs.vsctl("set-controller", "rt0", f"tcp:127.0.0.1:{OF_PORT}")
+        wait_switches_connected(["rt0"])
+        client = CoexClient(ctl.rest_url)
+        yield client
+    finally:
+        ctl.stop()
+        private_ovs.vsctl("--if-exists", "del-br", "rt0")
+
+
+def policy_of(api):
+    return api.ok("GET", "/policy")
+
+
+def test_health_and_openapi(api):
+    status, body = api.get("/health")
+    assert status == 200 and body["status"] == "ok" and body["switches_connected"] == 1
+    status, doc = api.get("/openapi.json")
+    assert status == 200 and doc == json.loads(json.dumps(build_openapi()))
+    with open("docs/openapi.json") as f:
+        assert json.load(f) == doc, "docs/openapi.json is stale: python -m ryu_app.openapi > docs/openapi.json"
+
+
+@pytest.mark.parametrize("method,path,raw,status,field", [
+    ("GET", "/nowhere", None, 404, None),
+    ("DELETE", "/health", None, 405, None),
+    ("POST", "/rules", b"{not json", 400, None),
+    ("POST", "/rules", b"", 400, None),
+    ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {}, "colour": 1}', 422, "rules[0].colour"),
+    ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {"tp_dst": "80", "ip_proto": 6}}',
+     422, "rules[0].match.tp_dst"),
+    ("PUT", "/approaches", b'{"separate_queues": "on"}', 422, "approaches.separate_queues"),
+    ("PUT", "/ports/99/1", b'{"capacity_bps": 10000000}', 404, "dpid"),
+    ("PUT", "/ports/0x42/7", b'{"capacity_bps": 10000000}', 404, "port"),
+    ("PUT", "/ports/zz/1", b'{"capacity_bps": 10000000}', 400, "dpid"),
+    ("PUT", "/ports/0x42/1", b'{"capacity_bps": -5}', 422, "ports[0].capacity_bps"),
+    ("PUT", "/ports/0x42/1/aqm", b'{"discipline": "ckcd"}', 404, "port"),
+    ("GET", "/rules/nosuch", None, 404, "name"),
+    ("DELETE", "/aggregates/default", None, 409, "name"),
+])
+def test_bad_requests_get_json_errors_and_change_nothing(api, method, path, raw, status, field):
+    before = policy_of(api)
+    got, body = api.request(method, path, raw=raw)
+    assert got == status, body
+    assert set(body) == {"error", "field"} and body["error"] and body["field"] == field
+    assert policy_of(api) == before
+
+
+def test_a_rate_above_port_capacity_is_refused(api):
+    api.ok("PUT", "/ports/0x42/1", {"capacity_bps": 10_000_000})
+    before = policy_of(api)
+    status, body = api.put("/approaches", {"limited_queue": {"enabled": True, "rate_bps": 20_000_000}})
+    assert status == 422 and body["field"] == "approaches.limited_queue.rate_bps"
+    assert policy_of(api) == before
+    api.ok("DELETE", "/ports/66/1")
+
+
+def test_conflicting_rules_are_refused(api):
+    api.ok("PUT", "/rules/web", {"aggregate": "low_delay", "match": {"ipv4_dst": "10.0.0.0/24"}})
+    before = policy_of(api)
+    status, body = api.post("/rules", {"name": "bulk", "aggregate": "queue_filling",
+                                       "match": {"ipv4_dst": "10.0.0.3"}})
+    assert status == 409 and body["field"] == "rules[1].match"
+    assert policy_of(api) == before
+    api.ok("DELETE", "/rules/web")
+
+
+def test_rule_lifecycle_and_state(api):
+    created = api.ok("POST", "/rules", {"name": "voice", "aggregate": "low_delay", "priority": 5,
+                                        "match": {"ip_proto": 17, "tp_dst": 5004}})
+    assert created["rule"]["priority"] == 5
+    assert api.ok("GET", "/rules/voice")["match"] == {"ip_proto": 17, "tp_dst": 5004}
+    api.ok("PUT", "/rules/voice", {"aggregate": "low_delay", "match": {"ip_proto": 17, "tp_dst": 5005}})
+    assert [r["name"] for r in api.ok("GET", "/rules")["rules"]] == ["voice"]
+    state = api.ok("GET", "/state")
+    assert state["switches"][0]["dpid"] == DPID and state["switches"][0]["connected"]
+    api.ok("DELETE", "/rules/voice")
+    assert api.get("/rules/voice")[0] == 404
+    assert api.ok("GET", "/changes")["changes"][0]["summary"] == "rule voice deleted"
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
+                    | st.text(max_size=12),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                                 max_size=4),
+                    max_leaves=12)
+# Bodies shaped like the real ones, with wrong values in them.
+RULEISH = st.fixed_dictionaries({"name": st.sampled_from(["a", "b", "Bad", "x" * 40]) | JSON,
+                                 "aggregate": st.sampled_from(["default", "low_delay", "nope"]) | JSON,
+                                 "match": st.dictionaries(st.sampled_from(["ipv4_src", "ip_proto", "tp_dst",
+                                                                           "dscp", "eth_src", "vlan"]),
+                                                          JSON, max_size=3)})
+TARGETS = st.sampled_from([("POST", "/rules"), ("PUT", "/rules/a"), ("PUT", "/aggregates/low_delay"),
+                           ("PUT", "/aggregates/extra"), ("PUT", "/approaches"), ("PUT", "/policy"),
+                           ("PUT", "/ports/0x42/1"), ("PUT", "/ports/0x42/1/aqm"), ("DELETE", "/rules/a"),
+                           ("DELETE", "/aggregates/extra"), ("PUT", "/ports/0x42/99")])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(target=TARGETS, body=JSON | RULEISH, as_text=st.booleans())
+def test_fuzz_no_5xx_and_rejections_change_nothing(api, target, body, as_text):
+    method, path = target
+    before = policy_of(api)
+    raw = None if method == "DELETE" else json.dumps(body, allow_nan=True).encode()
+    if as_text and raw:
+        raw = raw[: len(raw) // 2]  # truncated JSON
+    status, reply = api.request(method, path, raw=raw)
+    assert status < 500, (method, path, raw, reply)
+    assert isinstance(reply, dict)
+    if status >= 400:
+        assert set(reply) == {"error", "field"}
+        assert policy_of(api) == before, (method, path, raw, reply)
+    else:
+        assert policy_of(api)["version"] == before["version"] + 1
+
+
+def test_token_guards_changes(private_ovs, tmp_path):
+    ctl = Controller(of_port=OF_PORT + 1, rest_port=REST_PORT + 1, log_path=str(tmp_path / "ryu.log"),
+                     db_path=str(tmp_path / "p.sqlite"), token="s3cret").start()
+    try:
+        anon = CoexClient(ctl.rest_url)
+        assert anon.get("/policy")[0] == 200
+        status, body = anon.put("/approaches", {"separate_paths": True})
+        assert status == 401 and body["field"] == "Authorization"
+        wrong = CoexClient(ctl.rest_url, token="guess")
+        assert wrong.put("/approaches", {"separate_paths": True})[0] == 401
+        assert anon.ok("GET", "/policy")["version"] == 0
+        good = CoexClient(ctl.rest_url, token="s3cret")
+        assert good.ok("PUT", "/approaches", {"separate_paths": True})["version"] == 1
+    finally:
+        ctl.stop()
+
+
+def test_rest_listens_on_loopback_only(api):
+    import subprocess
+    listeners = subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
+    assert f"127.0.0.1:{REST_PORT}" in listeners
+    assert f"0.0.0.0:{REST_PORT}" not in listeners and f"*:{REST_PORT}" not in listeners
