@@ -63,6 +63,8 @@ struct late_hist {
 	uint64_t bucket[LATE_BUCKETS];
 };
 
+void late_hist_add(struct late_hist *h, uint64_t late_ns);
+
 #define FLOW_TABLE_SIZE 4096 /* power of two; flows beyond it go to the last slot */
 #define FLOW_OTHER (FLOW_TABLE_SIZE)
 
@@ -151,7 +153,8 @@ struct link {
 	uint64_t rng[2];      /* PRNG state for the core */
 	uint64_t start_ns;
 	uint64_t hash_seed;
-	uint64_t wakeups, timer_wakeups;
+	uint64_t wakeups;
+	struct late_hist timer_late; /* timer wake-ups against their deadline */
 	FILE *log;
 	uint64_t next_log_ns;
 	uint64_t log_prev_ns;

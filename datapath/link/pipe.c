@@ -75,7 +75,7 @@ uint64_t hist_percentile(const struct ns_hist *h, double p)
 
 const uint32_t late_edges_us[LATE_BUCKETS - 1] = {10, 50, 100, 250, 500, 1000, 2000, 5000, 10000, 50000};
 
-static void late_add(struct late_hist *h, uint64_t late_ns)
+void late_hist_add(struct late_hist *h, uint64_t late_ns)
 {
 	unsigned i = 0;
 
@@ -321,7 +321,7 @@ void dir_release(struct link_dir *d)
 			msgs[n].msg_hdr.msg_namelen = sizeof(to[n]);
 			msgs[n].msg_hdr.msg_iov = &iov[n];
 			msgs[n].msg_hdr.msg_iovlen = 1;
-			late_add(&d->late, t - p->release_ns);
+			late_hist_add(&d->late, t - p->release_ns);
 			if (t - p->release_ns > d->log_late_max_ns)
 				d->log_late_max_ns = t - p->release_ns;
 			n++;

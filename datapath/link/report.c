@@ -50,13 +50,14 @@ static void put_hist_us(struct jbuf *b, const char *key, const struct ns_hist *h
 	jb_obj_close(b);
 }
 
-static void put_late(struct jbuf *b, const struct late_hist *h)
+static void put_late(struct jbuf *b, const char *key, const char *count_key,
+		     const struct late_hist *h)
 {
 	char label[32];
 
-	jb_key(b, "schedule");
+	jb_key(b, key);
 	jb_obj_open(b);
-	jb_ku64(b, "releases", h->count);
+	jb_ku64(b, count_key, h->count);
 	jb_kdbl(b, "late_mean_us", h->count ? (double)h->sum_ns / (double)h->count / 1e3 : 0.0);
 	jb_kdbl(b, "late_max_us", (double)h->max_ns / 1e3);
 	{
@@ -185,6 +186,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
 	jb_ku64(b, "pool_free", l->pool.nfree);
 	jb_ku64(b, "wakeups", l->wakeups);
+	put_late(b, "timer", "wakeups", &l->timer_late);
 	jb_key(b, "dirs");
 	jb_obj_open(b);
 	for (int i = 0; i < 2; i++) {
@@ -228,7 +230,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 			jb_arr_close(b);
 		}
 		put_hist_us(b, "sojourn_us", &d->sojourn);
-		put_late(b, &d->late);
+		put_late(b, "schedule", "releases", &d->late);
 		if (max_flows > 0)
 			put_flows(b, d, max_flows);
 		jb_obj_close(b);
