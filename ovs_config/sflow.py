@@ -90,7 +90,12 @@ def sflow_command(bridge: str, sampling: int = 64, polling_s: int = 10,
     _check_int("polling_s", polling_s, 1, MAX_POLLING_S)
     _check_name("agent", agent)
     _check_int("header_bytes", header_bytes, MIN_HEADER_BYTES, MAX_HEADER_BYTES)
-    targets = [target] if isinstance(target, str) else list(target)
+    if isinstance(target, str):
+        targets = [target]
+    elif isinstance(target, (list, tuple)):
+        targets = list(target)
+    else:
+        raise ValueError(f"target must be 'ip:port' or a list of them, got {target!r}")
     if not targets:
         raise ValueError("target must name at least one collector")
     targets = [validate_target(t) for t in targets]

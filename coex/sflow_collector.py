@@ -1,0 +1,250 @@
+"""The embedded sFlow collector: UDP datagrams in, decoded samples out to subscribers.
+
+Two layers, so that the same code runs under a plain thread, under eventlet (the Ryu
+app) and in tests without a socket:
+
+- ``SFlowCollector.handle_datagram(data, now, source)`` is pure: decode, count, hand
+  every sample to the subscribers. It never raises for any input; a subscriber that
+  raises is counted and the others still run.
+- ``SFlowListener`` is the thin socket part: ``receive_once()`` processes at most one
+  datagram, ``serve_forever()`` loops until ``stop()``, ``start()`` runs that loop in a
+  daemon thread. Under eventlet call ``hub.spawn(listener.serve_forever)`` instead of
+  ``start()``; the socket module is green there, and the loop blocks only in recvfrom
+  with a timeout.
+
+Stats (``stats()``) are a plain dict: datagrams ok / malformed and malformed by reason,
+samples by type, bytes, subscriber errors, and per agent the last datagram sequence
+number and the datagrams lost by sequence gaps.
+
+coex/ does no I/O of its own (docs/architecture.md); this module is the one place that
+opens a socket, and only when SFlowListener is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Callable, Optional
+
+from coex.sflow import (CounterSample, Datagram, FlowSample, REASONS, SFlowDecodeError,
+                        decode_datagram, sample_type_name)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 6343
+
+FlowCallback = Callable[[FlowSample, Datagram, float], None]
+CounterCallback = Callable[[CounterSample, Datagram, float], None]
+DatagramCallback = Callable[[Datagram, float], None]
+
+_SAMPLE_TYPES = ("flow_sample", "flow_sample_expanded", "counters_sample",
+                 "counters_sample_expanded")
+
+
+class SFlowCollector:
+    """Decode datagrams, count them, hand samples to subscribers. No I/O, no clock."""
+
+    def __init__(self) -> None:
+        self._flow_subs: list[FlowCallback] = []
+        self._counter_subs: list[CounterCallback] = []
+        self._datagram_subs: list[DatagramCallback] = []
+        self._lock = threading.Lock()
+        self.reset_stats()
+
+    # -- subscriptions
+    def subscribe_flow_samples(self, callback: FlowCallback) -> None:
+        """callback(sample, datagram, now) for every flow sample (compact or expanded)."""
+        self._flow_subs.append(callback)
+
+    def subscribe_counter_samples(self, callback: CounterCallback) -> None:
+        """callback(sample, datagram, now) for every counters sample."""
+        self._counter_subs.append(callback)
+
+    def subscribe_datagrams(self, callback: DatagramCallback) -> None:
+        """callback(datagram, now) once per decoded datagram, before its samples."""
+        self._datagram_subs.append(callback)
+
+    # -- the pure part
+    def handle_datagram(self, data: bytes, now: float, source: Optional[str] = None
+                        ) -> Optional[Datagram]:
+        """Process one UDP payload received at ``now`` (seconds, the caller's clock).
+
+        Returns the decoded datagram, or None when it was malformed (counted by reason).
+        Never raises.
+        """
+        try:
+            dg = decode_datagram(data)
+        except SFlowDecodeError as err:
+            with self._lock:
+                self._malformed += 1
+                self._by_reason[err.reason] = self._by_reason.get(err.reason, 0) + 1
+                self._bytes += len(data) if isinstance(data, (bytes, bytearray)) else 0
+            log.debug("malformed sFlow datagram from %s: %s", source, err)
+            return None
+        except Exception as err:  # a decoder bug must not take the collector down
+            with self._lock:
+                self._malformed += 1
+                self._by_reason["internal_error"] = self._by_reason.get("internal_error", 0) + 1
+            log.exception("sFlow decoder failed on a datagram from %s: %s", source, err)
+            return None
+        with self._lock:
+            self._ok += 1
+            self._bytes += dg.length
+            self._samples["unknown"] += dg.skipped_samples
+            for s in dg.samples:
+                self._samples[sample_type_name(s)] += 1
+            self._track_sequence(dg)
+        for cb in self._datagram_subs:
+            self._call(cb, dg, now)
+        for s in dg.samples:
+            subs = self._flow_subs if type(s) is FlowSample else self._counter_subs
+            for cb in subs:
+                self._call(cb, s, dg, now)
+        return dg
+
+    def _call(self, cb, *args) -> None:
+        try:
+            cb(*args)
+        except Exception:
+            with self._lock:
+                self._subscriber_errors += 1
+            log.exception("sFlow subscriber %r failed", cb)
+
+    def _track_sequence(self, dg: Datagram) -> None:
+        # sample_datagram_v5.sequence_number increments per datagram of one sub-agent; a
+        # jump forward is datagrams lost, a jump back an agent restart (counted, not lost).
+        key = f"{dg.agent_address}/{dg.sub_agent_id}"
+        agent = self._agents.get(key)
+        if agent is None:
+            self._agents[key] = {"datagrams": 1, "last_sequence": dg.sequence_number,
+                                 "lost": 0, "restarts": 0}
+            return
+        agent["datagrams"] += 1
+        gap = (dg.sequence_number - agent["last_sequence"]) & 0xFFFFFFFF
+        if gap == 0 or gap > 0x7FFFFFFF:
+            agent["restarts"] += 1
+        elif gap > 1:
+            agent["lost"] += gap - 1
+        agent["last_sequence"] = dg.sequence_number
+
+    # -- stats
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._ok = 0
+            self._malformed = 0
+            self._bytes = 0
+            self._subscriber_errors = 0
+            self._by_reason: dict[str, int] = {r: 0 for r in REASONS}
+            self._samples: dict[str, int] = {t: 0 for t in _SAMPLE_TYPES + ("unknown",)}
+            self._agents: dict[str, dict] = {}
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {
+                "datagrams_ok": self._ok,
+                "datagrams_malformed": self._malformed,
+                "malformed_by_reason": dict(self._by_reason),
+                "samples_by_type": dict(self._samples),
+                "bytes": self._bytes,
+                "subscriber_errors": self._subscriber_errors,
+                "agents": {k: dict(v) for k, v in self._agents.items()},
+            }
+
+
+class SFlowListener:
+    """A UDP socket feeding an SFlowCollector.
+
+    ``clock`` gives the ``now`` handed to the collector (default time.monotonic).
+    Port 0 binds an ephemeral port; ``address`` tells which one after ``open()``.
+    """
+
+    def __init__(self, collector: SFlowCollector, host: str = DEFAULT_HOST,
+                 port: int = DEFAULT_PORT, clock: Callable[[], float] = time.monotonic,
+                 recv_buffer_bytes: int = 4 << 20, poll_timeout_s: float = 0.2):
+        if not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
+        if poll_timeout_s <= 0:
+            raise ValueError(f"poll_timeout_s must be > 0, got {poll_timeout_s!r}")
+        self.collector = collector
+        self.host, self.port = host, port
+        self.clock = clock
+        self.recv_buffer_bytes = recv_buffer_bytes
+        self.poll_timeout_s = poll_timeout_s
+        self._sock: Optional[socket.socket] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.receive_errors = 0
+
+    def open(self) -> "SFlowListener":
+        if self._sock is None:
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.recv_buffer_bytes)
+                sock.bind((self.host, self.port))
+            except OSError:
+                sock.close()
+                raise
+            sock.settimeout(self.poll_timeout_s)
+            self._sock = sock
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._sock is None:
+            raise RuntimeError("listener not open")
+        return self._sock.getsockname()[:2]
+
+    def receive_once(self) -> bool:
+        """Wait up to poll_timeout_s for one datagram and process it. True if one came."""
+        if self._sock is None:
+            self.open()
+        try:
+            data, peer = self._sock.recvfrom(65535)
+        except socket.timeout:
+            return False
+        except OSError:
+            if self._stop.is_set():
+                return False
+            self.receive_errors += 1
+            return False
+        self.collector.handle_datagram(data, self.clock(), peer[0])
+        return True
+
+    def serve_forever(self) -> None:
+        """Receive until stop(). Usable as a thread target or an eventlet green thread."""
+        self.open()
+        while not self._stop.is_set():
+            self.receive_once()
+
+    def start(self) -> "SFlowListener":
+        """serve_forever() in a daemon thread."""
+        self.open()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.serve_forever, name="sflow-listener",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * self.poll_timeout_s + 1.0)
+            self._thread = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def stats(self) -> dict:
+        st = self.collector.stats()
+        st["receive_errors"] = self.receive_errors
+        return st
+
+    def __enter__(self) -> "SFlowListener":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,116 @@
+"""coex.sflow_collector: the pure handle_datagram() and the thin UDP listener."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+
+import sflowgen as g
+from coex.sflow import FlowKey
+from coex.sflow_collector import SFlowCollector, SFlowListener
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sflow")
+ORDER = ["counters_1.bin", "mixed_1.bin", "counters_2.bin", "mixed_2.bin", "tcp5201_1.bin",
+         "tcp5201_2.bin"]
+REAL = [open(os.path.join(FIXTURES, n), "rb").read() for n in ORDER]
+
+
+def test_counts_samples_by_type_and_hands_them_out():
+    col = SFlowCollector()
+    flows, counters, dgs = [], [], []
+    col.subscribe_flow_samples(lambda s, dg, now: flows.append((s.flow_key(), now)))
+    col.subscribe_counter_samples(lambda s, dg, now: counters.append(s.source_id_index))
+    col.subscribe_datagrams(lambda dg, now: dgs.append(dg.sequence_number))
+    for i, d in enumerate(REAL):
+        assert col.handle_datagram(d, 10.0 + i, "127.0.0.1") is not None
+    st = col.stats()
+    assert st["datagrams_ok"] == 6 and st["datagrams_malformed"] == 0
+    assert st["samples_by_type"] == {"flow_sample": 24, "flow_sample_expanded": 0,
+                                     "counters_sample": 11, "counters_sample_expanded": 0,
+                                     "unknown": 0}
+    assert st["bytes"] == sum(map(len, REAL))
+    assert len(flows) == 24 and len(counters) == 11 and dgs == [1, 2, 3, 4, 6, 7]
+    assert (FlowKey("10.0.0.1", "10.0.0.3", 6, 55284, 5201), 15.0) in flows
+    # datagram 5 never reached the fixtures: one lost in the sequence
+    assert st["agents"] == {"127.0.0.1/0": {"datagrams": 6, "last_sequence": 7, "lost": 1,
+                                            "restarts": 0}}
+
+
+def test_malformed_counted_by_reason_and_never_raised():
+    col = SFlowCollector()
+    assert col.handle_datagram(b"", 0.0) is None
+    assert col.handle_datagram(REAL[0][:-3], 0.0) is None
+    assert col.handle_datagram(g.datagram([], version=2), 0.0) is None
+    assert col.handle_datagram(REAL[0] + b"\0" * 4, 0.0) is None
+    assert col.handle_datagram(None, 0.0) is None
+    st = col.stats()
+    assert st["datagrams_malformed"] == 5 and st["datagrams_ok"] == 0
+    assert st["malformed_by_reason"]["truncated"] == 3
+    assert st["malformed_by_reason"]["unsupported_version"] == 1
+    assert st["malformed_by_reason"]["trailing_bytes"] == 1
+
+
+def test_a_failing_subscriber_is_counted_and_the_others_still_run():
+    col = SFlowCollector()
+    got = []
+    col.subscribe_flow_samples(lambda s, dg, now: 1 / 0)
+    col.subscribe_flow_samples(lambda s, dg, now: got.append(s))
+    col.handle_datagram(REAL[-1], 1.0)
+    assert len(got) == 6
+    assert col.stats()["subscriber_errors"] == 6
+
+
+def test_agent_restart_is_not_counted_as_loss():
+    col = SFlowCollector()
+    for seq in (10, 11, 1, 2, 5):
+        col.handle_datagram(g.datagram([], seq=seq), 0.0)
+    agent = col.stats()["agents"]["192.0.2.1/0"]
+    assert agent == {"datagrams": 5, "last_sequence": 5, "lost": 2, "restarts": 1}
+
+
+def test_reset_stats():
+    col = SFlowCollector()
+    col.handle_datagram(REAL[0], 0.0)
+    col.reset_stats()
+    assert col.stats()["datagrams_ok"] == 0 and col.stats()["agents"] == {}
+
+
+def test_listener_receives_over_udp_in_a_thread():
+    col = SFlowCollector()
+    got = []
+    col.subscribe_flow_samples(lambda s, dg, now: got.append(now))
+    with SFlowListener(col, port=0, clock=lambda: 123.0, poll_timeout_s=0.05) as lst:
+        host, port = lst.address
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            for d in REAL + [b"garbage!"]:
+                tx.sendto(d, (host, port))
+        deadline = time.monotonic() + 5
+        while col.stats()["datagrams_ok"] + col.stats()["datagrams_malformed"] < 7:
+            assert time.monotonic() < deadline, col.stats()
+            time.sleep(0.01)
+        st = lst.stats()
+    assert st["datagrams_ok"] == 6 and st["malformed_by_reason"]["unsupported_version"] == 1
+    assert got == [123.0] * 24 and st["receive_errors"] == 0
+
+
+def test_listener_receive_once_for_a_caller_driven_loop():
+    col = SFlowCollector()
+    lst = SFlowListener(col, port=0, poll_timeout_s=0.05).open()
+    try:
+        assert lst.receive_once() is False  # nothing there: returns after the timeout
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            tx.sendto(REAL[0], lst.address)
+        assert lst.receive_once() is True
+        assert col.stats()["datagrams_ok"] == 1
+    finally:
+        lst.stop()
+
+
+def test_listener_validates_port():
+    with pytest.raises(ValueError, match="port"):
+        SFlowListener(SFlowCollector(), port=70000)
+    with pytest.raises(ValueError, match="poll_timeout_s"):
+        SFlowListener(SFlowCollector(), poll_timeout_s=0)

@@ -1,0 +1,65 @@
+"""ovs_config.sflow: the ovs-vsctl command it builds and its argument checks (no OVS needed;
+the lab test runs it against the real private OVS)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ovs_config.sflow import (disable_sflow, enable_sflow, sflow_command, sflow_settings,
+                              validate_target)
+
+
+def test_command_is_the_working_form():
+    assert sflow_command("s1") == [
+        "--", "--id=@s", "create", "sflow", "agent=lo", 'target="127.0.0.1:6343"',
+        "sampling=64", "polling=10", "header=128", "--", "set", "bridge", "s1", "sflow=@s"]
+
+
+def test_several_targets_and_ipv6():
+    cmd = sflow_command("br0", sampling=256, polling_s=2,
+                        target=["127.0.0.1:6343", "[2001:db8::1]:6343"], agent="eth0")
+    assert 'target=["127.0.0.1:6343","[2001:db8::1]:6343"]' in cmd
+    assert "sampling=256" in cmd and "polling=2" in cmd and "agent=eth0" in cmd
+
+
+@pytest.mark.parametrize("kw, name", [
+    ({"bridge": ""}, "bridge"), ({"bridge": "s1; rm -rf /"}, "bridge"),
+    ({"bridge": "a" * 16}, "bridge"),
+    ({"sampling": 0}, "sampling"), ({"sampling": 1.5}, "sampling"), ({"sampling": True}, "sampling"),
+    ({"sampling": 2 ** 32}, "sampling"),
+    ({"polling_s": 0}, "polling_s"), ({"polling_s": 99999}, "polling_s"),
+    ({"agent": "lo eth0"}, "agent"),
+    ({"header_bytes": 8}, "header_bytes"),
+    ({"target": "localhost:6343"}, "target"), ({"target": "127.0.0.1"}, "target"),
+    ({"target": "127.0.0.1:0"}, "target"), ({"target": "127.0.0.1:70000"}, "target"),
+    ({"target": "300.1.1.1:6343"}, "target"), ({"target": []}, "target"), ({"target": 6343}, "target"),
+])
+def test_validation_names_the_parameter(kw, name):
+    args = {"bridge": "s1", **kw}
+    with pytest.raises(ValueError, match=name):
+        sflow_command(**args)
+
+
+def test_validate_target_normalises():
+    assert validate_target(" 127.0.0.1:6343 ") == "127.0.0.1:6343"
+    assert validate_target("[2001:DB8:0::1]:6343") == "[2001:db8::1]:6343"
+
+
+def test_enable_disable_settings_through_a_vsctl_callable():
+    calls = []
+
+    def vsctl(*args):
+        calls.append(args)
+        if args[:2] == ("get", "bridge"):
+            return "5b1f3f4e-0000-0000-0000-000000000000\n"
+        if args[0].startswith("--columns"):
+            return 'agent               : lo\nsampling            : 64\ntarget              : "127.0.0.1:6343"\n'
+        return "5b1f3f4e-0000-0000-0000-000000000000\n"
+
+    assert enable_sflow("s1", sampling=64, polling_s=1, vsctl=vsctl).startswith("5b1f3f4e")
+    assert calls[0][-1] == "sflow=@s" and "polling=1" in calls[0]
+    assert sflow_settings("s1", vsctl=vsctl) == {"agent": "lo", "sampling": "64",
+                                                 "target": '"127.0.0.1:6343"'}
+    disable_sflow("s1", vsctl=vsctl)
+    assert calls[-1] == ("clear", "bridge", "s1", "sflow")
+    assert sflow_settings("s1", vsctl=lambda *a: "[]\n") is None
