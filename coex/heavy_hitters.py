@@ -9,10 +9,12 @@ HeavyHitterDetector
         estimate_bps = 8 * sum(frame_length * sampling_rate over the samples in the window)
                        / clamp(age, min_window_s, window_s)
 
-    where age is the time since the flow's first sample (a flow younger than the window
-    is not diluted by the window it has not lived through; a flow younger than
-    min_window_s is divided by min_window_s, which makes the first estimates
-    conservative). A flow is a heavy hitter when its estimate reaches the high threshold
+    where age is the time since the flow's first sample. A flow younger than the window
+    is not diluted by the window it has not lived through, and its first sample is left
+    out of the sum (it only marks where the measurement starts: n samples over the time
+    since the first one are n - 1 intervals, which removes the upward bias that otherwise
+    makes young mice look heavy); a flow younger than min_window_s is divided by
+    min_window_s, which makes the first estimates conservative. A flow is a heavy hitter when its estimate reaches the high threshold
     (with at least min_samples samples in the window) and stops being one when the
     estimate falls below the low threshold = release_fraction * high, but not before it
     has been one for min_hold_s. The high threshold is one of
@@ -122,6 +124,7 @@ class HeavyHitterEvent:
 @dataclass
 class _Flow:
     first_seen: float
+    first_scaled: Optional[float] = None  # scaled bytes of the activity period's first sample
     samples: deque = field(default_factory=deque)  # (time_s, scaled bytes)
     scaled_bytes: float = 0.0
     reported_bps: Optional[float] = None
@@ -135,7 +138,9 @@ class HeavyHitterDetector:
     Feed it with observe() (one packet sample), observe_sample() (a decoded
     coex.sflow.FlowSample) or observe_rate() (a rate measured elsewhere), and call tick()
     regularly (e.g. every 0.5 s) so that flows that went quiet are released. ``now`` is
-    seconds on any monotonic clock and must not go backwards.
+    seconds on any monotonic clock; a ``now`` earlier than one already seen counts as the
+    latest seen (``late_calls`` counts them), so a collector thread and a timer thread may
+    share a detector.
     """
 
     def __init__(self, config: HeavyHitterConfig):
@@ -147,6 +152,7 @@ class HeavyHitterDetector:
         self._lock = threading.RLock()
         self._active_count = 0  # flows active in the window, counted at the last tick()
         self.evicted_flows = 0
+        self.late_calls = 0  # calls whose `now` was earlier than one already seen
 
     # -- thresholds
     def high_threshold_bps(self) -> float:
@@ -173,9 +179,11 @@ class HeavyHitterDetector:
             raise ValueError(f"frame_bytes must be >= 0 and sampling_rate >= 1, got "
                              f"{frame_bytes!r}, {sampling_rate!r}")
         with self._lock:
-            self._advance(now)
+            now = self._advance(now)
             flow = self._flow(key, now)
             scaled = float(frame_bytes) * sampling_rate
+            if flow.first_scaled is None:
+                flow.first_seen, flow.first_scaled = now, scaled
             flow.samples.append((now, scaled))
             flow.scaled_bytes += scaled
             events = self._evict_overflow(now)
@@ -199,7 +207,7 @@ class HeavyHitterDetector:
                 or not math.isfinite(rate_bps) or rate_bps < 0:
             raise ValueError(f"rate_bps must be a finite number >= 0, got {rate_bps!r}")
         with self._lock:
-            self._advance(now)
+            now = self._advance(now)
             flow = self._flow(key, now)
             flow.reported_bps = float(rate_bps)
             flow.reported_at = now
@@ -213,7 +221,7 @@ class HeavyHitterDetector:
         """Expire old samples of every flow, release heavy hitters that went below the low
         threshold or quiet, forget idle flows."""
         with self._lock:
-            self._advance(now)
+            now = self._advance(now)
             horizon = now - self.config.window_s
             for flow in self._flows.values():
                 self._expire(flow, now)
@@ -233,7 +241,7 @@ class HeavyHitterDetector:
     # -- queries
     def estimate_bps(self, key: Hashable, now: float) -> float:
         with self._lock:
-            self._advance(now)
+            now = self._advance(now)
             flow = self._flows.get(key)
             if flow is None:
                 return 0.0
@@ -248,7 +256,7 @@ class HeavyHitterDetector:
     def top(self, now: float, n: int = 10) -> list[tuple[Hashable, float]]:
         """The n flows with the largest estimates, largest first."""
         with self._lock:
-            self._advance(now)
+            now = self._advance(now)
             rates = []
             for k, f in self._flows.items():
                 self._expire(f, now)
@@ -260,12 +268,16 @@ class HeavyHitterDetector:
         return len(self._flows)
 
     # -- internals
-    def _advance(self, now: float) -> None:
+    def _advance(self, now: float) -> float:
+        """The time to use: ``now``, or the latest time already seen if ``now`` is earlier
+        (two threads that read one clock and then take the lock can arrive out of order)."""
         if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
             raise ValueError(f"now must be a finite number of seconds, got {now!r}")
         if now < self._now:
-            raise ValueError(f"now must not go backwards: {now} < {self._now}")
+            self.late_calls += 1
+            return self._now
         self._now = now
+        return now
 
     def _flow(self, key: Hashable, now: float) -> _Flow:
         flow = self._flows.get(key)
@@ -275,6 +287,7 @@ class HeavyHitterDetector:
             self._flows.move_to_end(key)
             if not flow.samples and now - flow.reported_at > self.config.window_s:
                 flow.first_seen = now  # quiet for a whole window: a new activity period
+                flow.first_scaled = None
         return flow
 
     def _evict_overflow(self, now: float) -> list[HeavyHitterEvent]:
@@ -302,8 +315,11 @@ class HeavyHitterDetector:
             return flow.reported_bps
         if not flow.samples:
             return 0.0
-        span = min(c.window_s, max(c.min_window_s, now - flow.first_seen))
-        return 8.0 * flow.scaled_bytes / span
+        age = now - flow.first_seen
+        scaled = flow.scaled_bytes
+        if age < c.window_s:  # the first sample is still in the window: leave it out
+            scaled -= flow.first_scaled or 0.0
+        return 8.0 * max(0.0, scaled) / min(c.window_s, max(c.min_window_s, age))
 
     def _evaluate(self, key: Hashable, flow: _Flow, now: float) -> Optional[HeavyHitterEvent]:
         self._expire(flow, now)

@@ -484,97 +484,92 @@ def _sampled_header(data: bytes, off: int, end: int) -> PacketHeader:
         raise SFlowDecodeError("absurd_value", f"sampled header of {hlen} bytes")
     if frame_length > MAX_FRAME_LENGTH:
         raise SFlowDecodeError("absurd_value", f"frame_length {frame_length}")
-    pkt = PacketHeader(proto, frame_length, stripped, hlen)
-    if proto == HEADER_ETHERNET:
-        _parse_ethernet(pkt, data[off:off + hlen])
-    elif proto == HEADER_IPV4:
-        _parse_ipv4(pkt, data[off:off + hlen], 0)
-    elif proto == HEADER_IPV6:
-        _parse_ipv6(pkt, data[off:off + hlen], 0)
-    return pkt
+    return PacketHeader(proto, frame_length, stripped, hlen,
+                        *_parse_packet(data, off, off + hlen, proto))
 
 
 # ------------------------------------------------------------ sampled packet headers
-# Truncation inside a sampled header is normal; parsing stops where the bytes end.
+# Parsed in place (offsets into the datagram, `end` = end of the sampled bytes). Truncation
+# inside a sampled header is normal: parsing stops where the bytes end and the fields not
+# reached stay None. One function for the common Ethernet/IPv4/TCP-UDP path (the per-sample
+# cost is mostly Python calls); IPv6 in a helper.
 
-def _parse_ethernet(pkt: PacketHeader, h: bytes) -> None:
-    if len(h) < 14:
-        return
-    dst, src, etype = _ETH.unpack_from(h, 0)
-    pkt.dst_mac = dst.hex(":")
-    pkt.src_mac = src.hex(":")
-    off = 14
-    tags = 0
-    while etype in (0x8100, 0x88A8, 0x9100) and tags < 2:  # 802.1Q / 802.1ad tags
-        if len(h) < off + 4:
-            pkt.ethertype = etype
-            return
-        tci, etype = _VLAN.unpack_from(h, off)
-        if tags == 0:
-            pkt.vlan = tci & 0x0FFF
-        off += 4
-        tags += 1
-    pkt.ethertype = etype
-    if etype == 0x0800:
-        _parse_ipv4(pkt, h, off)
-    elif etype == 0x86DD:
-        _parse_ipv6(pkt, h, off)
+_NONE14 = (None,) * 14
 
 
-def _parse_ipv4(pkt: PacketHeader, h: bytes, off: int) -> None:
-    if len(h) < off + 20:
-        return
-    vihl, tos, total, _ident, frag, _ttl, proto, _csum, src, dst = _IPV4.unpack_from(h, off)
+def _parse_packet(data: bytes, off: int, end: int, proto: int) -> tuple:
+    """(src_mac, dst_mac, vlan, ethertype, ip_version, src_ip, dst_ip, protocol, dscp, ecn,
+    ip_length, src_port, dst_port, tcp_flags) of the packet bytes data[off:end]."""
+    src_mac = dst_mac = vlan = etype = None
+    if proto == HEADER_ETHERNET:
+        if end - off < 14:
+            return _NONE14
+        dst, src, etype = _ETH.unpack_from(data, off)
+        dst_mac, src_mac = dst.hex(":"), src.hex(":")
+        off += 14
+        tags = 0
+        while (etype == 0x8100 or etype == 0x88A8 or etype == 0x9100) and tags < 2:  # 802.1Q/ad
+            if end - off < 4:
+                return (src_mac, dst_mac, vlan, etype) + _NONE14[4:]
+            tci, etype = _VLAN.unpack_from(data, off)
+            if tags == 0:
+                vlan = tci & 0x0FFF
+            off += 4
+            tags += 1
+        if etype == 0x0800:
+            ipv = 4
+        elif etype == 0x86DD:
+            ipv = 6
+        else:
+            return (src_mac, dst_mac, vlan, etype) + _NONE14[4:]
+    elif proto == HEADER_IPV4:
+        ipv = 4
+    elif proto == HEADER_IPV6:
+        ipv = 6
+    else:
+        return _NONE14
+    l2 = (src_mac, dst_mac, vlan, etype)
+    if ipv == 6:
+        return l2 + _parse_ipv6(data, off, end)
+    if end - off < 20:
+        return l2 + _NONE14[4:]
+    vihl, tos, total, _ident, frag, _ttl, ipproto, _csum, src, dst = _IPV4.unpack_from(data, off)
     if vihl >> 4 != 4:
-        return
-    pkt.ip_version = 4
-    pkt.dscp = tos >> 2
-    pkt.ecn = tos & 3
-    pkt.ip_length = total
-    pkt.protocol = proto
-    pkt.src_ip = _inet_ntoa(src)
-    pkt.dst_ip = _inet_ntoa(dst)
+        return l2 + _NONE14[4:]
+    sport = dport = flags = None
     ihl = (vihl & 0x0F) * 4
-    if frag & 0x1FFF or ihl < 20:  # a later fragment carries no transport header
-        return
-    _parse_transport(pkt, h, off + ihl, proto)
+    if not frag & 0x1FFF and ihl >= 20:  # a later fragment carries no transport header
+        off += ihl
+        if ipproto == 6 or ipproto == 17 or ipproto == 132:  # TCP, UDP, SCTP: ports first
+            if end - off >= 4:
+                sport, dport = _PORTS.unpack_from(data, off)
+            if ipproto == 6 and end - off >= 14:
+                flags = data[off + 13]
+    return l2 + (4, _inet_ntoa(src), _inet_ntoa(dst), ipproto, tos >> 2, tos & 3, total,
+                 sport, dport, flags)
 
 
 _IPV6_EXT = (0, 43, 60)  # hop-by-hop, routing, destination options: skipped by their length
 
 
-def _parse_ipv6(pkt: PacketHeader, h: bytes, off: int) -> None:
-    if len(h) < off + 40:
-        return
-    vtcfl, plen, nxt, _hops, src, dst = _IPV6.unpack_from(h, off)
+def _parse_ipv6(data: bytes, off: int, end: int) -> tuple:
+    """The 10 layer-3/4 fields of _parse_packet for an IPv6 packet at data[off:end]."""
+    if end - off < 40:
+        return _NONE14[4:]
+    vtcfl, plen, nxt, _hops, src, dst = _IPV6.unpack_from(data, off)
     if vtcfl >> 28 != 6:
-        return
+        return _NONE14[4:]
     tclass = (vtcfl >> 20) & 0xFF
-    pkt.ip_version = 6
-    pkt.dscp = tclass >> 2
-    pkt.ecn = tclass & 3
-    pkt.ip_length = plen + 40
-    pkt.src_ip = _inet6(src)
-    pkt.dst_ip = _inet6(dst)
     off += 40
-    for _ in range(4):
-        if nxt not in _IPV6_EXT:
+    sport = dport = flags = None
+    for _ in range(4):  # at most four extension headers; after that, no ports
+        if nxt not in _IPV6_EXT or end - off < 2:
             break
-        if len(h) < off + 2:
-            pkt.protocol = nxt
-            return
-        nxt, extlen = h[off], h[off + 1]
+        nxt, extlen = data[off], data[off + 1]
         off += (extlen + 1) * 8
-    pkt.protocol = nxt
-    _parse_transport(pkt, h, off, nxt)
-
-
-def _parse_transport(pkt: PacketHeader, h: bytes, off: int, proto: int) -> None:
-    if proto == 6:
-        if len(h) >= off + 4:
-            pkt.src_port, pkt.dst_port = _PORTS.unpack_from(h, off)
-        if len(h) >= off + 14:
-            pkt.tcp_flags = h[off + 13]
-    elif proto == 17 or proto == 132:  # UDP, SCTP: ports first
-        if len(h) >= off + 4:
-            pkt.src_port, pkt.dst_port = _PORTS.unpack_from(h, off)
+    if nxt in (6, 17, 132) and end - off >= 4:
+        sport, dport = _PORTS.unpack_from(data, off)
+        if nxt == 6 and end - off >= 14:
+            flags = data[off + 13]
+    return (6, _inet6(src), _inet6(dst), nxt, tclass >> 2, tclass & 3, plen + 40,
+            sport, dport, flags)

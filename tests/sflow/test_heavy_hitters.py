@@ -51,6 +51,18 @@ def absolute(**kw):
     return HeavyHitterDetector(HeavyHitterConfig(threshold_bps=THRESHOLD, **kw))
 
 
+def test_young_flow_estimate_leaves_the_first_sample_out():
+    det = absolute(min_samples=1, window_s=5.0, min_window_s=1.0)
+    det.observe(ELEPHANT, 1000, 10, 10.0)
+    assert det.estimate_bps(ELEPHANT, 10.0) == 0.0  # one sample: a start, no rate yet
+    det.observe(ELEPHANT, 1000, 10, 12.0)
+    assert det.estimate_bps(ELEPHANT, 12.0) == pytest.approx(8 * 10_000 / 2.0)
+    det.observe(ELEPHANT, 1000, 10, 14.0)
+    assert det.estimate_bps(ELEPHANT, 14.0) == pytest.approx(8 * 20_000 / 4.0)
+    # at 15.0 the first sample leaves the window; the window is full: all in it count
+    assert det.estimate_bps(ELEPHANT, 15.0) == pytest.approx(8 * 20_000 / 5.0)
+
+
 def test_flow_at_twice_the_threshold_is_detected_within_the_window():
     det = absolute()
     events = stream(det, ELEPHANT, 2 * THRESHOLD, 0.0, 6.0)
@@ -172,8 +184,9 @@ def test_observe_sample_uses_the_decoded_sample():
     for s in dg.flow_samples:
         events += det.observe_sample(s, 0.0)
     key = FlowKey("10.0.0.1", "10.0.0.3", 6, 55284, 5201)
-    # 5 data samples of 1518 bytes x 64 in (clamped) 1 ms: far above 10 Mbit/s
-    assert det.estimate_bps(key, 0.0) == pytest.approx(8 * 5 * 1518 * 64 / 0.001)
+    # 5 data samples of 1518 bytes x 64 in (clamped) 1 ms, the first one marking the start:
+    # far above 10 Mbit/s
+    assert det.estimate_bps(key, 0.0) == pytest.approx(8 * 4 * 1518 * 64 / 0.001)
     assert any(e.key == key for e in events)
 
 
@@ -192,11 +205,16 @@ def test_top_flows():
     assert [k for k, _ in top] == [ELEPHANT, MOUSE]
 
 
-def test_time_must_not_go_backwards():
-    det = absolute()
+def test_late_time_counts_as_the_latest_seen():
+    det = absolute(min_samples=1)
+    det.observe(ELEPHANT, 1500, 64, 3.0)
     det.tick(5.0)
+    det.observe(ELEPHANT, 1500, 64, 4.0)  # another thread read the clock before the tick
+    assert det.late_calls == 1
+    # two samples, 2 s apart (the late one counts at 5.0): one interval's worth over 2 s
+    assert det.estimate_bps(ELEPHANT, 5.0) == pytest.approx(8 * 1500 * 64 / 2.0)
     with pytest.raises(ValueError, match="now"):
-        det.observe(ELEPHANT, 1500, 64, 4.0)
+        det.tick(float("nan"))
 
 
 @pytest.mark.parametrize("kw, name", [
