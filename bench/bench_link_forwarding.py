@@ -34,8 +34,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests", "link"))
 
-from linklab import NetLab, iperf_goodput_bps  # noqa: E402
-from ovs_config.lablock import lab_lock  # noqa: E402
+from linklab import NetLab, iperf_goodput_bps, lab_lock_once  # noqa: E402
 from ovs_config.link_daemon import DEFAULT_BINARY, LinkDaemon  # noqa: E402
 
 RESULT = os.path.join(REPO, "bench", "results", "link_forwarding.json")
@@ -100,7 +99,7 @@ def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, sp
 
 
 def run(seconds: int) -> dict:
-    with lab_lock():
+    with lab_lock_once():
         lab = NetLab()
         try:
             lab.up()
