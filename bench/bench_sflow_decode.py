@@ -22,7 +22,7 @@ Writes bench/results/sflow.json, prints it beside bench/baseline/sflow.json;
 Goals: >= 50,000 datagrams/s decoded; precision and recall >= 0.95 for flows >= 2x the
 threshold; p95 detection latency <= 1 s.
 
-    .venv/bin/python bench/bench_sflow_decode.py [--repeat 60] [--seeds 5] [--update-baseline]
+    .venv/bin/python bench/bench_sflow_decode.py [--repeat 60] [--seeds 10] [--update-baseline]
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def fmt(v) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=60, help="decode-rate rounds (best kept)")
-    ap.add_argument("--seeds", type=int, default=5, help="detection runs per case")
+    ap.add_argument("--seeds", type=int, default=10, help="detection runs per case")
     ap.add_argument("--update-baseline", action="store_true")
     a = ap.parse_args()
     doc = {"benchmark": "sflow", "machine": machine(),
