@@ -12,10 +12,22 @@
  * The times are computed from arrivals and the link state, never from when
  * a timer happened to fire; how late the real send was against t_r is
  * recorded (struct late_hist) so experiments can tell whether the daemon
- * kept its schedule. */
+ * kept its schedule.
+ *
+ * Threads: the main thread reads both interfaces, runs the disciplines and
+ * the serializers, and answers the control socket. Each direction has a
+ * sender thread that owns the delay line's head: it sleeps until the head's
+ * t_r and sends. Sending into a veth runs the receiving host's network stack
+ * inline in the sender, so this keeps that work (tens of us per frame) off
+ * the path that reads arrivals and off the other direction's releases.
+ * Main -> sender: the delay line (single-producer single-consumer ring) plus
+ * an eventfd when the sender sleeps past a newly queued frame's t_r.
+ * Sender -> main: a ring of sent frames to return to the pool. Counters
+ * written by a sender are single-writer and read with relaxed atomics. */
 #ifndef CKCD_LINK_LINK_H
 #define CKCD_LINK_LINK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -63,7 +75,11 @@ struct late_hist {
 	uint64_t bucket[LATE_BUCKETS];
 };
 
-void late_hist_add(struct late_hist *h, uint64_t late_ns);
+/* Single-writer counters read by another thread. */
+#define COUNTER_ADD(x, v) __atomic_store_n(&(x), (x) + (v), __ATOMIC_RELAXED)
+#define COUNTER_READ(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+void late_hist_add(struct late_hist *h, uint64_t late_ns); /* single writer */
 
 #define FLOW_TABLE_SIZE 4096 /* power of two; flows beyond it go to the last slot */
 #define FLOW_OTHER (FLOW_TABLE_SIZE)
@@ -105,19 +121,33 @@ struct link_dir {
 	uint64_t delay_ns;
 	uint64_t free_ns; /* the serializer is busy until then */
 
-	/* delay line: FIFO ring of packets waiting for release_ns */
+	/* delay line: FIFO ring of packets waiting for release_ns; the main
+	 * thread writes line_tail, the sender thread line_head (atomics) */
 	struct pkt **line;
 	uint32_t line_mask, line_head, line_tail;
+	/* sent frames on their way back to the pool: the sender writes
+	 * freed_tail, the main thread freed_head */
+	struct pkt **freed;
+	uint32_t freed_head, freed_tail;
 
-	/* counters */
+	/* sender thread */
+	pthread_t tx_thread;
+	int tx_started;
+	int tx_wake_fd;          /* eventfd, main -> sender */
+	uint64_t tx_sleep_until; /* sender's deadline while it waits; 0 while it runs */
+	int tx_stop;
+
+	/* counters (main thread) */
 	uint64_t rx_frames, rx_bytes, rx_runt, rx_oversize, rx_no_buffer, rx_outgoing;
+	/* counters (sender thread) */
 	uint64_t tx_frames, tx_bytes, tx_errors;
+	struct late_hist tx_wake; /* sender's wake-ups against their deadline */
 	uint64_t drops[AQM_DROP_REASONS]; /* mirrors the core's, plus FLUSH on reconfigure */
 
 	struct ns_hist sojourn;     /* since start */
 	struct ns_hist sojourn_log; /* since the previous log line */
 	struct late_hist late;
-	uint64_t log_late_max_ns;   /* largest lateness since the previous log line */
+	uint64_t log_late_max_ns;   /* largest lateness since the previous log line (atomic) */
 	uint64_t log_late_over_1ms; /* late_over_1ms at the previous log line */
 	uint64_t log_rx_frames, log_tx_frames, log_tx_bytes;
 	uint64_t log_drops[AQM_DROP_REASONS];
@@ -144,6 +174,7 @@ struct link_config {
 	uint64_t seed;
 	int seed_given;
 	int quiet;
+	int sender_threads; /* one sender thread per direction (default) */
 };
 
 struct link {
@@ -154,7 +185,6 @@ struct link {
 	uint64_t start_ns;
 	uint64_t hash_seed;
 	uint64_t wakeups;
-	struct late_hist timer_late; /* timer wake-ups against their deadline */
 	FILE *log;
 	uint64_t next_log_ns;
 	uint64_t log_prev_ns;
@@ -170,10 +200,16 @@ void dir_destroy(struct link_dir *d);
 void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t);
 /* Serializer catch-up: start every transmission due by t. */
 void dir_serve(struct link_dir *d, uint64_t t);
-/* Send every frame whose release time has passed. */
-void dir_release(struct link_dir *d);
-/* Earliest time something is due in this direction, or UINT64_MAX. */
+/* Return the frames the sender has sent to the pool. */
+void dir_reclaim(struct link_dir *d);
+/* When the main thread must next serve this direction, or UINT64_MAX. */
 uint64_t dir_next_event(const struct link_dir *d);
+
+/* tx.c: the sender thread of a direction */
+int tx_start(struct link_dir *d, char *err, size_t errlen);
+void tx_stop(struct link_dir *d);
+/* --single-thread: send the due frames from the main thread. */
+void tx_release_inline(struct link_dir *d);
 uint32_t dir_line_len(const struct link_dir *d);
 int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen);
 

@@ -1,7 +1,7 @@
 # link/link.mk - the userspace bottleneck link daemon ckcd-link, and its unit
 # test binary (frame parsing, JSON, units), run by tests/link/.
 # Included from datapath/Makefile: paths are relative to datapath/.
-LINK_SRCS      := main.c pipe.c port.c report.c control.c json.c units.c frame.c
+LINK_SRCS      := main.c pipe.c tx.c port.c report.c control.c json.c units.c frame.c
 LINK_OBJS      := $(LINK_SRCS:%.c=$(BUILD)/link/%.o)
 LINK_UNIT_OBJS := $(BUILD)/link/unit_test.o $(BUILD)/link/frame.o $(BUILD)/link/json.o \
                   $(BUILD)/link/units.o
@@ -13,10 +13,10 @@ $(BUILD)/link:
 	mkdir -p $@
 
 $(BUILD)/link/%.o: link/%.c $(LINK_HDRS) | $(BUILD)/link
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) -pthread -c -o $@ $<
 
 $(BUILD)/ckcd-link: $(LINK_OBJS) $(AQM_CORE_LIB)
-	$(CC) $(CFLAGS) -o $@ $(LINK_OBJS) $(AQM_CORE_LIB) -lm
+	$(CC) $(CFLAGS) -pthread -o $@ $(LINK_OBJS) $(AQM_CORE_LIB) -lm
 
 $(BUILD)/link-unit-test: $(LINK_UNIT_OBJS)
 	$(CC) $(CFLAGS) -o $@ $(LINK_UNIT_OBJS) -lm

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t now_ns(void)
 {
@@ -79,13 +80,13 @@ void late_hist_add(struct late_hist *h, uint64_t late_ns)
 {
 	unsigned i = 0;
 
-	h->count++;
-	h->sum_ns += late_ns;
+	COUNTER_ADD(h->count, 1);
+	COUNTER_ADD(h->sum_ns, late_ns);
 	if (late_ns > h->max_ns)
-		h->max_ns = late_ns;
+		__atomic_store_n(&h->max_ns, late_ns, __ATOMIC_RELAXED);
 	while (i < LATE_BUCKETS - 1 && late_ns >= late_edges_us[i] * 1000ull)
 		i++;
-	h->bucket[i]++;
+	COUNTER_ADD(h->bucket[i], 1);
 }
 
 /* ---- packet pool ----------------------------------------------------- */
@@ -195,9 +196,11 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	while (cap < l->cfg.pool_pkts)
 		cap <<= 1;
 	d->line = calloc(cap, sizeof(*d->line));
+	d->freed = calloc(cap, sizeof(*d->freed));
 	d->flows = calloc(FLOW_TABLE_SIZE + 1, sizeof(*d->flows));
 	d->samples = calloc(SAMPLE_RING, sizeof(*d->samples));
-	if (!d->line || !d->flows || !d->samples) {
+	d->tx_wake_fd = -1;
+	if (!d->line || !d->freed || !d->flows || !d->samples) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -213,8 +216,10 @@ void dir_destroy(struct link_dir *d)
 		aqm_destroy(d->q);
 	d->q = NULL;
 	free(d->line);
+	free(d->freed);
 	free(d->flows);
 	free(d->samples);
+	d->freed = NULL;
 	d->line = NULL;
 	d->flows = NULL;
 	d->samples = NULL;
@@ -227,7 +232,15 @@ int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen
 
 uint32_t dir_line_len(const struct link_dir *d)
 {
-	return d->line_tail - d->line_head;
+	return d->line_tail - __atomic_load_n(&d->line_head, __ATOMIC_RELAXED);
+}
+
+void dir_reclaim(struct link_dir *d)
+{
+	uint32_t tail = __atomic_load_n(&d->freed_tail, __ATOMIC_ACQUIRE);
+
+	while (d->freed_head != tail)
+		pool_put(&d->link->pool, d->freed[d->freed_head++ & d->line_mask]);
 }
 
 void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
@@ -266,6 +279,8 @@ static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
 
 void dir_serve(struct link_dir *d, uint64_t t)
 {
+	uint64_t first_release = UINT64_MAX;
+
 	while (d->free_ns <= t) {
 		uint64_t start = d->free_ns;
 		struct aqm_pkt *ap = aqm_dequeue(d->q, start);
@@ -279,7 +294,12 @@ void dir_serve(struct link_dir *d, uint64_t t)
 		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
 		d->free_ns = start + tx_time_ns(d, ap->len);
 		p->release_ns = d->free_ns + d->delay_ns;
-		d->line[d->line_tail++ & d->line_mask] = p;
+		if (first_release == UINT64_MAX)
+			first_release = p->release_ns;
+		d->line[d->line_tail & d->line_mask] = p;
+		/* seq_cst pairs with the sender's store of tx_sleep_until and
+		 * re-read of line_tail: one of us always sees the other. */
+		__atomic_store_n(&d->line_tail, d->line_tail + 1, __ATOMIC_SEQ_CST);
 		hist_add(&d->sojourn, sojourn);
 		hist_add(&d->sojourn_log, sojourn);
 		s = &d->samples[d->sample_pos++ % SAMPLE_RING];
@@ -289,72 +309,13 @@ void dir_serve(struct link_dir *d, uint64_t t)
 		s->len = ap->len;
 		d->sample_count++;
 	}
-}
-
-#define TX_BATCH 64
-
-void dir_release(struct link_dir *d)
-{
-	struct mmsghdr msgs[TX_BATCH];
-	struct iovec iov[TX_BATCH];
-	struct sockaddr_ll to[TX_BATCH];
-	struct pkt *batch[TX_BATCH];
-
-	for (;;) {
-		uint64_t t = now_ns();
-		int n = 0, sent = 0;
-
-		while (n < TX_BATCH && d->line_head != d->line_tail) {
-			struct pkt *p = d->line[d->line_head & d->line_mask];
-			if (p->release_ns > t)
-				break;
-			d->line_head++;
-			batch[n] = p;
-			iov[n].iov_base = p->data;
-			iov[n].iov_len = p->aqm.len;
-			memset(&to[n], 0, sizeof(to[n]));
-			to[n].sll_family = AF_PACKET;
-			to[n].sll_ifindex = d->tx_ifindex;
-			memcpy(&to[n].sll_protocol, p->data + 12, 2); /* ethertype, network order */
-			memset(&msgs[n], 0, sizeof(msgs[n]));
-			msgs[n].msg_hdr.msg_name = &to[n];
-			msgs[n].msg_hdr.msg_namelen = sizeof(to[n]);
-			msgs[n].msg_hdr.msg_iov = &iov[n];
-			msgs[n].msg_hdr.msg_iovlen = 1;
-			late_hist_add(&d->late, t - p->release_ns);
-			if (t - p->release_ns > d->log_late_max_ns)
-				d->log_late_max_ns = t - p->release_ns;
-			n++;
+	/* Wake the sender if it sleeps past the first new frame's release
+	 * (or waits for work). The line is FIFO, so later frames are behind it. */
+	if (first_release < __atomic_load_n(&d->tx_sleep_until, __ATOMIC_SEQ_CST)) {
+		uint64_t one = 1;
+		if (write(d->tx_wake_fd, &one, sizeof(one)) < 0) {
+			/* the counter is already non-zero: the sender will wake */
 		}
-		if (n == 0)
-			return;
-		while (sent < n) {
-			int r = sendmmsg(d->tx_fd, msgs + sent, (unsigned)(n - sent), MSG_DONTWAIT);
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				d->tx_errors++; /* this frame is lost; go on with the rest */
-				pool_put(&d->link->pool, batch[sent]);
-				batch[sent] = NULL;
-				sent++;
-				continue;
-			}
-			sent += r;
-		}
-		for (int i = 0; i < n; i++) {
-			struct pkt *p = batch[i];
-			struct flow_stats *f;
-			if (!p)
-				continue;
-			f = &d->flows[p->flow_idx];
-			f->tx_pkts++;
-			f->tx_bytes += p->aqm.len;
-			d->tx_frames++;
-			d->tx_bytes += p->aqm.len;
-			pool_put(&d->link->pool, p);
-		}
-		if (n < TX_BATCH)
-			return;
 	}
 }
 
@@ -362,10 +323,16 @@ uint64_t dir_next_event(const struct link_dir *d)
 {
 	uint64_t next = UINT64_MAX;
 
+	if (d->link->cfg.sender_threads) {
+		/* Serve the head when it starts serialization: the sender then
+		 * has the frame a whole delay before its release. */
+		return aqm_qlen_pkts(d->q) > 0 ? d->free_ns : UINT64_MAX;
+	}
+	/* Single thread: the releases are ours too. The head of the queue
+	 * cannot be released before free_ns + delay: waking then is early
+	 * enough to serve it. */
 	if (d->line_head != d->line_tail)
 		next = d->line[d->line_head & d->line_mask]->release_ns;
-	/* The head of the queue starts at free_ns and cannot be released
-	 * before free_ns + delay: waking then is early enough. */
 	if (aqm_qlen_pkts(d->q) > 0 && d->free_ns + d->delay_ns < next)
 		next = d->free_ns + d->delay_ns;
 	return next;

@@ -50,23 +50,29 @@ static void put_hist_us(struct jbuf *b, const char *key, const struct ns_hist *h
 	jb_obj_close(b);
 }
 
+static uint64_t late_over_1ms(const struct late_hist *h)
+{
+	uint64_t over = 0;
+
+	for (unsigned i = 1; i < LATE_BUCKETS; i++)
+		if (late_edges_us[i - 1] >= 1000)
+			over += COUNTER_READ(h->bucket[i]);
+	return over;
+}
+
 static void put_late(struct jbuf *b, const char *key, const char *count_key,
 		     const struct late_hist *h)
 {
 	char label[32];
 
+	uint64_t count = COUNTER_READ(h->count), sum = COUNTER_READ(h->sum_ns);
+
 	jb_key(b, key);
 	jb_obj_open(b);
-	jb_ku64(b, count_key, h->count);
-	jb_kdbl(b, "late_mean_us", h->count ? (double)h->sum_ns / (double)h->count / 1e3 : 0.0);
-	jb_kdbl(b, "late_max_us", (double)h->max_ns / 1e3);
-	{
-		uint64_t over = 0;
-		for (unsigned i = 0; i < LATE_BUCKETS; i++)
-			if (i > 0 && late_edges_us[i - 1] >= 1000)
-				over += h->bucket[i];
-		jb_ku64(b, "late_over_1ms", over);
-	}
+	jb_ku64(b, count_key, count);
+	jb_kdbl(b, "late_mean_us", count ? (double)sum / (double)count / 1e3 : 0.0);
+	jb_kdbl(b, "late_max_us", (double)COUNTER_READ(h->max_ns) / 1e3);
+	jb_ku64(b, "late_over_1ms", late_over_1ms(h));
 	jb_key(b, "late_hist_us");
 	jb_obj_open(b);
 	for (unsigned i = 0; i < LATE_BUCKETS; i++) {
@@ -76,7 +82,7 @@ static void put_late(struct jbuf *b, const char *key, const char *count_key,
 			snprintf(label, sizeof(label), ">=%u", late_edges_us[i - 1]);
 		else
 			snprintf(label, sizeof(label), "%u-%u", late_edges_us[i - 1], late_edges_us[i]);
-		jb_ku64(b, label, h->bucket[i]);
+		jb_ku64(b, label, COUNTER_READ(h->bucket[i]));
 	}
 	jb_obj_close(b);
 	jb_obj_close(b);
@@ -151,8 +157,8 @@ static void put_flow(struct jbuf *b, const struct flow_stats *f, int other)
 	}
 	jb_ku64(b, "rx_pkts", f->rx_pkts);
 	jb_ku64(b, "rx_bytes", f->rx_bytes);
-	jb_ku64(b, "tx_pkts", f->tx_pkts);
-	jb_ku64(b, "tx_bytes", f->tx_bytes);
+	jb_ku64(b, "tx_pkts", COUNTER_READ(f->tx_pkts));
+	jb_ku64(b, "tx_bytes", COUNTER_READ(f->tx_bytes));
 	jb_ku64(b, "drop_pkts", total);
 	jb_ku64(b, "drop_bytes", f->drop_bytes);
 	put_drops(b, "drops", f->drops);
@@ -186,7 +192,6 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
 	jb_ku64(b, "pool_free", l->pool.nfree);
 	jb_ku64(b, "wakeups", l->wakeups);
-	put_late(b, "timer", "wakeups", &l->timer_late);
 	jb_key(b, "dirs");
 	jb_obj_open(b);
 	for (int i = 0; i < 2; i++) {
@@ -204,9 +209,9 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		jb_ku64(b, "rx_runt", d->rx_runt);
 		jb_ku64(b, "rx_oversize", d->rx_oversize);
 		jb_ku64(b, "rx_no_buffer", d->rx_no_buffer);
-		jb_ku64(b, "tx_frames", d->tx_frames);
-		jb_ku64(b, "tx_bytes", d->tx_bytes);
-		jb_ku64(b, "tx_errors", d->tx_errors);
+		jb_ku64(b, "tx_frames", COUNTER_READ(d->tx_frames));
+		jb_ku64(b, "tx_bytes", COUNTER_READ(d->tx_bytes));
+		jb_ku64(b, "tx_errors", COUNTER_READ(d->tx_errors));
 		jb_ku64(b, "qlen_pkts", aqm_qlen_pkts(d->q));
 		jb_ku64(b, "qlen_bytes", aqm_qlen_bytes(d->q));
 		jb_ku64(b, "delay_line_pkts", dir_line_len(d));
@@ -231,6 +236,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		}
 		put_hist_us(b, "sojourn_us", &d->sojourn);
 		put_late(b, "schedule", "releases", &d->late);
+		put_late(b, "tx_wake", "wakeups", &d->tx_wake);
 		if (max_flows > 0)
 			put_flows(b, d, max_flows);
 		jb_obj_close(b);
@@ -273,11 +279,8 @@ void report_log_tick(struct link *l, uint64_t t)
 	for (int i = 0; i < 2; i++) {
 		struct link_dir *d = &l->dir[i];
 		uint64_t drops_delta[AQM_DROP_REASONS];
-		uint64_t late_over = 0;
-
-		for (unsigned k = 0; k < LATE_BUCKETS; k++)
-			if (k > 0 && late_edges_us[k - 1] >= 1000)
-				late_over += d->late.bucket[k];
+		uint64_t late_over = late_over_1ms(&d->late);
+		uint64_t tx_frames = COUNTER_READ(d->tx_frames), tx_bytes = COUNTER_READ(d->tx_bytes);
 		for (int k = 0; k < AQM_DROP_REASONS; k++) {
 			drops_delta[k] = d->drops[k] - d->log_drops[k];
 			d->log_drops[k] = d->drops[k];
@@ -289,24 +292,27 @@ void report_log_tick(struct link *l, uint64_t t)
 		jb_ku64(&b, "qlen_pkts", aqm_qlen_pkts(d->q));
 		jb_ku64(&b, "qlen_bytes", aqm_qlen_bytes(d->q));
 		jb_ku64(&b, "rx_frames", d->rx_frames - d->log_rx_frames);
-		jb_ku64(&b, "tx_frames", d->tx_frames - d->log_tx_frames);
-		jb_ku64(&b, "tx_bytes", d->tx_bytes - d->log_tx_bytes);
+		jb_ku64(&b, "tx_frames", tx_frames - d->log_tx_frames);
+		jb_ku64(&b, "tx_bytes", tx_bytes - d->log_tx_bytes);
 		put_drops(&b, "drops", drops_delta);
 		put_hist_us(&b, "sojourn_us", &d->sojourn_log);
-		jb_kdbl(&b, "late_max_us", (double)d->log_late_max_ns / 1e3);
+		jb_kdbl(&b, "late_max_us",
+			(double)__atomic_exchange_n(&d->log_late_max_ns, 0, __ATOMIC_RELAXED) / 1e3);
 		jb_ku64(&b, "late_over_1ms", late_over - d->log_late_over_1ms);
 		jb_key(&b, "flows");
 		jb_arr_open(&b);
 		for (int k = 0; k <= FLOW_TABLE_SIZE; k++) {
 			struct flow_stats *f = &d->flows[k];
-			uint64_t drops = 0;
+			uint64_t drops = 0, f_tx_bytes, f_tx_pkts;
 			char key[160];
 
 			if (!f->used)
 				continue;
 			for (int r = 0; r < AQM_DROP_REASONS; r++)
 				drops += f->drops[r];
-			if (f->tx_bytes == f->log_tx_bytes && drops == f->log_drops)
+			f_tx_bytes = COUNTER_READ(f->tx_bytes);
+			f_tx_pkts = COUNTER_READ(f->tx_pkts);
+			if (f_tx_bytes == f->log_tx_bytes && drops == f->log_drops)
 				continue;
 			jb_obj_open(&b);
 			if (k == FLOW_OTHER) {
@@ -317,12 +323,12 @@ void report_log_tick(struct link *l, uint64_t t)
 				flow_key_format(&f->key, key, sizeof(key));
 				jb_kstr(&b, "key", key);
 			}
-			jb_ku64(&b, "tx_bytes", f->tx_bytes - f->log_tx_bytes);
-			jb_ku64(&b, "tx_pkts", f->tx_pkts - f->log_tx_pkts);
+			jb_ku64(&b, "tx_bytes", f_tx_bytes - f->log_tx_bytes);
+			jb_ku64(&b, "tx_pkts", f_tx_pkts - f->log_tx_pkts);
 			jb_ku64(&b, "drops", drops - f->log_drops);
 			jb_obj_close(&b);
-			f->log_tx_bytes = f->tx_bytes;
-			f->log_tx_pkts = f->tx_pkts;
+			f->log_tx_bytes = f_tx_bytes;
+			f->log_tx_pkts = f_tx_pkts;
 			f->log_drops = drops;
 		}
 		jb_arr_close(&b);
@@ -330,9 +336,8 @@ void report_log_tick(struct link *l, uint64_t t)
 		jb_raw(&b, "\n", 1);
 
 		d->log_rx_frames = d->rx_frames;
-		d->log_tx_frames = d->tx_frames;
-		d->log_tx_bytes = d->tx_bytes;
-		d->log_late_max_ns = 0;
+		d->log_tx_frames = tx_frames;
+		d->log_tx_bytes = tx_bytes;
 		d->log_late_over_1ms = late_over;
 		memset(&d->sojourn_log, 0, sizeof(d->sojourn_log));
 	}

@@ -141,12 +141,14 @@ def test_client_raises_with_daemon_message():
 
 # -- emulation ---------------------------------------------------------------------
 
-def test_ping_rtt_is_twice_the_delay(lab, daemon_factory):
-    d = daemon_factory(qdisc="droptail limit=100")
+@pytest.mark.parametrize("mode", ["sender-threads", "single-thread"])
+def test_ping_rtt_is_twice_the_delay(lab, daemon_factory, mode):
+    extra = ["--single-thread"] if mode == "single-thread" else []
+    d = daemon_factory(qdisc="droptail limit=100", extra_args=extra)
     ping_rtts_ms(lab, 1)  # ARP resolution costs one extra RTT: not measured
     rtts = ping_rtts_ms(lab, 20)
     mean = sum(rtts) / len(rtts)
-    print(f"\nping RTT over ckcd-link 10 ms each way: mean {mean:.2f} ms, "
+    print(f"\nping RTT over ckcd-link ({mode}) 10 ms each way: mean {mean:.2f} ms, "
           f"min {min(rtts):.2f}, max {max(rtts):.2f} (n={len(rtts)})")
     assert len(rtts) == 20
     assert min(rtts) >= 20.0

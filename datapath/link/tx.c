@@ -1,0 +1,187 @@
+/* tx.c - the sender thread of one direction: sleeps until the delay line's
+ * head is due, sends every due frame with sendmmsg, hands the sent frames
+ * back to the main thread. See the threading note in link.h. */
+#define _GNU_SOURCE
+#include "link.h"
+
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define TX_BATCH 64
+
+static void raise_max(uint64_t *max, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(max, __ATOMIC_RELAXED);
+
+	while (v > cur && !__atomic_compare_exchange_n(max, &cur, v, 0, __ATOMIC_RELAXED,
+						       __ATOMIC_RELAXED))
+		;
+}
+
+static void give_back(struct link_dir *d, struct pkt *p)
+{
+	d->freed[d->freed_tail & d->line_mask] = p;
+	__atomic_store_n(&d->freed_tail, d->freed_tail + 1, __ATOMIC_RELEASE);
+}
+
+/* Sends the frames due at t (at most TX_BATCH); returns how many left the
+ * line. */
+static int send_due(struct link_dir *d, uint32_t tail, uint64_t t)
+{
+	struct mmsghdr msgs[TX_BATCH];
+	struct iovec iov[TX_BATCH];
+	struct sockaddr_ll to[TX_BATCH];
+	struct pkt *batch[TX_BATCH];
+	int lost[TX_BATCH];
+	uint32_t head = d->line_head;
+	int n = 0, sent = 0;
+
+	while (n < TX_BATCH && head != tail) {
+		struct pkt *p = d->line[head & d->line_mask];
+		uint64_t late;
+
+		if (p->release_ns > t)
+			break;
+		head++;
+		batch[n] = p;
+		lost[n] = 0;
+		iov[n].iov_base = p->data;
+		iov[n].iov_len = p->aqm.len;
+		memset(&to[n], 0, sizeof(to[n]));
+		to[n].sll_family = AF_PACKET;
+		to[n].sll_ifindex = d->tx_ifindex;
+		memcpy(&to[n].sll_protocol, p->data + 12, 2); /* ethertype, network order */
+		memset(&msgs[n], 0, sizeof(msgs[n]));
+		msgs[n].msg_hdr.msg_name = &to[n];
+		msgs[n].msg_hdr.msg_namelen = sizeof(to[n]);
+		msgs[n].msg_hdr.msg_iov = &iov[n];
+		msgs[n].msg_hdr.msg_iovlen = 1;
+		late = t - p->release_ns;
+		late_hist_add(&d->late, late);
+		raise_max(&d->log_late_max_ns, late);
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	__atomic_store_n(&d->line_head, head, __ATOMIC_RELEASE);
+	while (sent < n) {
+		int r = sendmmsg(d->tx_fd, msgs + sent, (unsigned)(n - sent), MSG_DONTWAIT);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			COUNTER_ADD(d->tx_errors, 1); /* this frame is lost; go on with the rest */
+			lost[sent] = 1;
+			sent++;
+			continue;
+		}
+		sent += r;
+	}
+	for (int i = 0; i < n; i++) {
+		struct pkt *p = batch[i];
+
+		if (!lost[i]) {
+			struct flow_stats *f = &d->flows[p->flow_idx];
+			COUNTER_ADD(f->tx_pkts, 1);
+			COUNTER_ADD(f->tx_bytes, p->aqm.len);
+			COUNTER_ADD(d->tx_frames, 1);
+			COUNTER_ADD(d->tx_bytes, p->aqm.len);
+		}
+		give_back(d, p);
+	}
+	return n;
+}
+
+void tx_release_inline(struct link_dir *d)
+{
+	while (send_due(d, d->line_tail, now_ns()) == TX_BATCH)
+		;
+}
+
+static void *tx_main(void *arg)
+{
+	struct link_dir *d = arg;
+	struct pollfd pfd = {.fd = d->tx_wake_fd, .events = POLLIN};
+
+	/* Per thread: release times are only as good as the wake-ups. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	while (!__atomic_load_n(&d->tx_stop, __ATOMIC_ACQUIRE)) {
+		uint32_t tail = __atomic_load_n(&d->line_tail, __ATOMIC_ACQUIRE);
+		uint64_t t = now_ns(), deadline = UINT64_MAX;
+		struct timespec ts, *timeout = NULL;
+		int r;
+
+		if (send_due(d, tail, t) > 0)
+			continue;
+		if (d->line_head != tail)
+			deadline = d->line[d->line_head & d->line_mask]->release_ns;
+		/* Announce the sleep, then look again: a frame queued in
+		 * between is either seen here or signalled by the main thread. */
+		__atomic_store_n(&d->tx_sleep_until, deadline, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&d->line_tail, __ATOMIC_SEQ_CST) != tail ||
+		    __atomic_load_n(&d->tx_stop, __ATOMIC_SEQ_CST)) {
+			__atomic_store_n(&d->tx_sleep_until, 0, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		if (deadline != UINT64_MAX) {
+			uint64_t wait = deadline > t ? deadline - t : 0;
+			ts.tv_sec = (time_t)(wait / 1000000000ull);
+			ts.tv_nsec = (long)(wait % 1000000000ull);
+			timeout = &ts;
+		}
+		r = ppoll(&pfd, 1, timeout, NULL);
+		__atomic_store_n(&d->tx_sleep_until, 0, __ATOMIC_SEQ_CST);
+		if (r > 0) {
+			uint64_t v;
+			if (read(d->tx_wake_fd, &v, sizeof(v)) < 0) {
+				/* already drained */
+			}
+		} else if (r == 0) {
+			/* How late the wake-up itself was: the part of release
+			 * lateness the scheduler/VM caused, not the sending. */
+			uint64_t woke = now_ns();
+			late_hist_add(&d->tx_wake, woke > deadline ? woke - deadline : 0);
+		}
+	}
+	return NULL;
+}
+
+int tx_start(struct link_dir *d, char *err, size_t errlen)
+{
+	int e;
+
+	d->tx_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->tx_wake_fd < 0) {
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		return -1;
+	}
+	e = pthread_create(&d->tx_thread, NULL, tx_main, d);
+	if (e) {
+		snprintf(err, errlen, "sender thread: %s", strerror(e));
+		return -1;
+	}
+	d->tx_started = 1;
+	return 0;
+}
+
+void tx_stop(struct link_dir *d)
+{
+	uint64_t one = 1;
+
+	if (!d->tx_started)
+		return;
+	__atomic_store_n(&d->tx_stop, 1, __ATOMIC_SEQ_CST);
+	if (write(d->tx_wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter is already non-zero: the thread will wake */
+	}
+	pthread_join(d->tx_thread, NULL);
+	d->tx_started = 0;
+	close(d->tx_wake_fd);
+	d->tx_wake_fd = -1;
+}
