@@ -36,7 +36,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests", "link"))
 
-from linklab import NetLab, iperf_goodput_bps, lab_lock_once  # noqa: E402
+from linklab import NetLab, iperf_goodput_bps  # noqa: E402
+from ovs_config.lablock import lab_lock  # noqa: E402
 from ovs_config.link_daemon import DEFAULT_BINARY, LinkDaemon  # noqa: E402
 
 RESULT = os.path.join(REPO, "bench", "results", "link_forwarding.json")
@@ -106,7 +107,7 @@ def run(seconds: int, repeat: int) -> dict:
     """Bridge and daemon alternate `repeat` times; the best of each is kept
     (other work on the 2-core machine only ever makes a run slower)."""
     bridge_runs, link_runs = [], []
-    with lab_lock_once():
+    with lab_lock():
         lab = NetLab()
         try:
             lab.up()

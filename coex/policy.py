@@ -16,7 +16,6 @@ import copy
 import dataclasses
 import ipaddress
 import re
-from typing import Any
 
 BUILTIN_AGGREGATES = ("low_delay", "queue_filling", "penalized", "default")
 AQM_DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")

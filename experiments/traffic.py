@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 CONGESTION_CONTROLS = ("bbr", "cubic", "reno")
@@ -19,9 +20,14 @@ def iperf3(client, server, cc: str, duration_s: float = 3.0, port: int = 5201,
     the kernel's default here is bbr). Returns iperf3's JSON report."""
     if cc not in CONGESTION_CONTROLS:
         raise ValueError(f"congestion control {cc!r}: expected one of {', '.join(CONGESTION_CONTROLS)}")
-    server.cmd(f"iperf3 -s -1 -D -p {port} --logfile /dev/null")
-    time.sleep(0.3)
-    out = client.cmd(f"iperf3 -c {server.IP()} -p {port} -t {duration_s:g} -C {cc} -J {extra}")
+    pidfile = f"/tmp/ckcd-iperf3-{server.name}-{port}.pid"
+    server.cmd(f"iperf3 -s -1 -D -p {port} -I {pidfile} --logfile /dev/null")
+    try:
+        time.sleep(0.3)
+        out = client.cmd(f"iperf3 -c {server.IP()} -p {port} -t {duration_s:g} -C {cc} -J {extra}")
+    finally:
+        # -1 ends the server after one client, but not if the client never arrived.
+        server.cmd(f"test -f {pidfile} && kill $(cat {pidfile}) 2>/dev/null; rm -f {pidfile}")
     try:
         report = json.loads(out[out.index("{"):])
     except ValueError:
@@ -29,6 +35,28 @@ def iperf3(client, server, cc: str, duration_s: float = 3.0, port: int = 5201,
     if "error" in report:
         raise TrafficError(f"iperf3 {client.name}->{server.name}: {report['error']}")
     return report
+
+
+def together(*flows) -> list[dict]:
+    """Run iperf3 flows (client, server, cc, seconds, port) at the same time; reports in order."""
+    reports: list = [None] * len(flows)
+    errors: list = []
+
+    def run(i, flow):
+        client, server, cc, seconds, port = flow
+        try:
+            reports[i] = iperf3(client, server, cc, duration_s=seconds, port=port)
+        except Exception as err:  # surfaced below, in the caller's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(flows)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return reports
 
 
 def goodput_bps(report: dict) -> float:

@@ -54,7 +54,73 @@ def _delay_arg(delay_ms: float) -> str:
     return f"{float(delay_ms) * 1000.0:.3f}us"
 
 
-class LinkDaemon:
+class LinkControl:
+    """The control socket of a running ckcd-link, whoever started it (the lab, a test,
+    an operator): one JSON request per line, one JSON reply per line."""
+
+    def __init__(self, control_path: str):
+        self.control_path = control_path
+
+
+    def request(self, req: dict, timeout_s: float = 5.0) -> dict:
+        """Send one request, return the reply; raise LinkDaemonError on
+        {"ok": false}."""
+        return self._check(self.request_raw(json.dumps(req), timeout_s))
+
+    def request_raw(self, line: str, timeout_s: float = 5.0) -> dict:
+        """Send one raw line (no validation), return the parsed reply."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(self.control_path)
+            s.sendall(line.encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        if not buf:
+            raise LinkDaemonError("ckcd-link closed the control connection without a reply")
+        return json.loads(buf)
+
+    @staticmethod
+    def _check(reply: dict) -> dict:
+        if not reply.get("ok"):
+            raise LinkDaemonError(reply.get("error", "request refused"), param=reply.get("param"))
+        return reply
+
+    def ping(self) -> dict:
+        return self.request({"cmd": "ping"})
+
+    def show(self) -> dict:
+        """Configuration: interfaces, rate, delay and discipline per direction."""
+        return self.request({"cmd": "show"})
+
+    def set_qdisc(self, direction: str, spec: str) -> dict:
+        """Change the discipline of "ab" or "ba" at run time; queued packets
+        are kept."""
+        return self.request({"cmd": "set_qdisc", "dir": direction, "spec": spec})
+
+    def set_link(self, rate_bps: Optional[int] = None, delay_ms: Optional[float] = None,
+                 direction: str = "both") -> dict:
+        req: dict[str, Any] = {"cmd": "set_link", "dir": direction}
+        if rate_bps is not None:
+            req["rate_bps"] = int(rate_bps)
+        if delay_ms is not None:
+            req["delay_ms"] = float(delay_ms)
+        return self.request(req)
+
+    def stats(self, direction: str = "both", max_flows: int = 64) -> dict:
+        """Counters per direction, the discipline's stats, per-flow stats,
+        sojourn percentiles and how well the daemon kept its schedule."""
+        return self.request({"cmd": "stats", "dir": direction, "max_flows": int(max_flows)})
+
+    def samples(self, direction: str = "ab", n: int = 100) -> list:
+        """The last n dequeues: [t_s, sojourn_us, qlen_pkts, len] each."""
+        return self.request({"cmd": "samples", "dir": direction, "n": int(n)})["samples"]
+
+
+class LinkDaemon(LinkControl):
     """One ckcd-link process serving the interfaces if_a and if_b.
 
     rate_bps/delay_ms apply to both directions unless rate_ba_bps/delay_ba_ms
@@ -203,65 +269,6 @@ class LinkDaemon:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-    # -- control protocol --------------------------------------------------
-
-    def request(self, req: dict, timeout_s: float = 5.0) -> dict:
-        """Send one request, return the reply; raise LinkDaemonError on
-        {"ok": false}."""
-        return self._check(self.request_raw(json.dumps(req), timeout_s))
-
-    def request_raw(self, line: str, timeout_s: float = 5.0) -> dict:
-        """Send one raw line (no validation), return the parsed reply."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(self.control_path)
-            s.sendall(line.encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-        if not buf:
-            raise LinkDaemonError("ckcd-link closed the control connection without a reply")
-        return json.loads(buf)
-
-    @staticmethod
-    def _check(reply: dict) -> dict:
-        if not reply.get("ok"):
-            raise LinkDaemonError(reply.get("error", "request refused"), param=reply.get("param"))
-        return reply
-
-    def ping(self) -> dict:
-        return self.request({"cmd": "ping"})
-
-    def show(self) -> dict:
-        """Configuration: interfaces, rate, delay and discipline per direction."""
-        return self.request({"cmd": "show"})
-
-    def set_qdisc(self, direction: str, spec: str) -> dict:
-        """Change the discipline of "ab" or "ba" at run time; queued packets
-        are kept."""
-        return self.request({"cmd": "set_qdisc", "dir": direction, "spec": spec})
-
-    def set_link(self, rate_bps: Optional[int] = None, delay_ms: Optional[float] = None,
-                 direction: str = "both") -> dict:
-        req: dict[str, Any] = {"cmd": "set_link", "dir": direction}
-        if rate_bps is not None:
-            req["rate_bps"] = int(rate_bps)
-        if delay_ms is not None:
-            req["delay_ms"] = float(delay_ms)
-        return self.request(req)
-
-    def stats(self, direction: str = "both", max_flows: int = 64) -> dict:
-        """Counters per direction, the discipline's stats, per-flow stats,
-        sojourn percentiles and how well the daemon kept its schedule."""
-        return self.request({"cmd": "stats", "dir": direction, "max_flows": int(max_flows)})
-
-    def samples(self, direction: str = "ab", n: int = 100) -> list:
-        """The last n dequeues: [t_s, sojourn_us, qlen_pkts, len] each."""
-        return self.request({"cmd": "samples", "dir": direction, "n": int(n)})["samples"]
 
 
 def schedule_kept(stats: dict, max_over_1ms_fraction: float = 0.05,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import subprocess
 
 from coex.planner import QueuePlan
+from ovs_config import aqm
 
 HTB_MAJOR = "1:"
 HTB_ROOT = "1:1"
@@ -41,13 +42,8 @@ def _vsctl_get(table: str, record: str, column: str) -> str:
     return out.stdout.strip().strip('"') if out.returncode == 0 else ""
 
 
-def link_daemon_socket(port_name: str) -> str | None:
-    """The control socket of the ckcd-link serving this port, if any (Interface external_ids)."""
-    return _vsctl_get("Interface", port_name, "external_ids:ckcd-link-ctl") or None
-
-
 def choose_backend(port_name: str) -> str:
-    if link_daemon_socket(port_name):
+    if aqm.backend_of(port_name) == "ckcd-link":
         return "ckcd-link"
     bridge = _run(["ovs-vsctl", "--timeout=5", "port-to-br", port_name]).strip()
     if _vsctl_get("Bridge", bridge, "datapath_type") == "netdev":

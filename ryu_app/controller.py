@@ -32,7 +32,7 @@ from coex import planner
 from coex.policy import Policy
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
-from ovs_config import queues
+from ovs_config import aqm, queues
 from ryu_app import discovery, flows, rest
 from ryu_app.config import CoexConfig
 
@@ -57,6 +57,7 @@ class CoexController(app_manager.RyuApp):
         self.port_hw: dict[tuple[int, int], str] = {}     # (dpid, port) -> MAC, for LLDP
         self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
         self.port_state: dict[tuple[int, int], dict] = {}  # what we configured on each policy port
+        self.link_base_spec: dict[tuple[int, int], str] = {}  # ckcd-link discipline before we changed it
         self.paths: dict[tuple[str, str, str], list] = {}  # (aggregate, src ip, dst ip) -> hops
         self._recent_floods: dict[bytes, float] = {}
         self.store = PolicyStore(self.config.db_path)
@@ -117,16 +118,36 @@ class CoexController(app_manager.RyuApp):
                         queues.apply_tc_htb(name, plan)
                     elif backend == "ovsdb-queue":
                         queues.apply_ovsdb_queues(name, plan)
-                    else:
-                        state["bands_spec"] = queues.bands_spec(plan)
                     state["queues"] = [vars(c) for c in plan.classes]
                 else:
                     self._clear_queues(name, backend)
+                self._set_discipline(key, name, port, backend, state)
                 state["status"] = "applied"
-            except queues.QueueBackendError as err:
+            except (queues.QueueBackendError, aqm.AqmBackendError) as err:
                 state["status"] = f"error: {err}"
                 self.logger.error("port %s: %s", name, err)
             self.port_state[key] = state
+
+    def _set_discipline(self, key, name: str, port, backend: str, state: dict) -> None:
+        """The egress discipline of a ckcd-link port: bands under Separate Queues (each band
+        running the port's AQM), else the port's AQM, else what the lab started it with."""
+        if backend != "ckcd-link":
+            if port.aqm is not None:
+                raise aqm.AqmBackendError(f"port {name} has no AQM backend on this host")
+            return
+        if key not in self.link_base_spec:
+            self.link_base_spec[key] = aqm.current_discipline(name) or "droptail limit=1000"
+        band = port.aqm.spec() if port.aqm else self.link_base_spec[key]
+        if self.policy.approaches.separate_queues:
+            spec = queues.bands_spec(planner.queue_plan(self.policy, port), band_discipline=band)
+        else:
+            spec = band
+        aqm.attach_discipline(name, spec)
+        state["discipline"] = spec
+
+    def aqm_backend(self, dpid: int, port: int) -> str | None:
+        name = self.port_names.get((dpid, port))
+        return aqm.backend_of(name) if name else None
 
     def _clear_queues(self, name: str, backend: str) -> None:
         if backend == "tc-htb":
@@ -138,6 +159,11 @@ class CoexController(app_manager.RyuApp):
         state = self.port_state.pop(key, {})
         if "name" in state and "queue_backend" in state:
             self._clear_queues(state["name"], state["queue_backend"])
+            if key in self.link_base_spec:  # give the link back the discipline it came with
+                try:
+                    aqm.attach_discipline(state["name"], self.link_base_spec.pop(key))
+                except aqm.AqmBackendError as err:
+                    self.logger.error("port %s: %s", state["name"], err)
 
     # --- switches -------------------------------------------------------------------
 

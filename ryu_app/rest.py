@@ -319,6 +319,9 @@ class CoexApi:
         if self._port_index(self._doc(), d, p) is None:
             raise ApiError(404, f"port {d}:{p} is not a bottleneck port yet; "
                                 f"PUT /ports/{dpid}/{port} with its capacity_bps first", "port")
+        if self.app.aqm_backend(d, p) is None:
+            raise ApiError(409, f"port {d}:{p} has no AQM backend on this host: it is not served by "
+                                "ckcd-link and the kernel has no AQM qdiscs", "port")
         version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", body),
                                f"AQM on {d}:{p} set")
         return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}

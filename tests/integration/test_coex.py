@@ -9,14 +9,13 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
-import threading
 import time
 
 import pytest
 
 from experiments.lab import Controller, mininet_net, wait_switches_connected
 from experiments.rest_client import CoexClient
-from experiments.traffic import goodput_bps, iperf3
+from experiments.traffic import goodput_bps, iperf3, together
 from ovs_config.private_ovs import ofctl, port_tx_bytes
 from topologies.dumbbell import Dumbbell
 from topologies.two_paths import TwoPaths
@@ -45,21 +44,6 @@ def coex_lab(topo, tmp_path):
             yield lab
     finally:
         lab.ctl.stop()
-
-
-def together(*flows):
-    """Run iperf3 flows (client, server, cc, seconds, port) at once; their reports in order."""
-    reports = [None] * len(flows)
-
-    def run(i, args):
-        reports[i] = iperf3(*args[:3], duration_s=args[3], port=args[4])
-
-    threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(flows)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return reports
 
 
 def received_bytes(report) -> int:

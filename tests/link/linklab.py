@@ -19,8 +19,6 @@ on a half-built lab.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import signal
 import subprocess
@@ -29,41 +27,6 @@ from typing import Optional
 
 HOST_A_IP = "10.77.0.1"
 HOST_B_IP = "10.77.0.2"
-
-
-def _lock_held_by_this_process(path: str) -> bool:
-    """True when the lab lock is taken and its file names this process.
-    lab_lock() writes the holder's pid into the file once it has the lock."""
-    try:
-        with open(path) as f:
-            holder = f.read().strip()
-    except OSError:
-        return False
-    if holder != str(os.getpid()):
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False  # free: the pid in the file is stale
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def lab_lock_once():
-    """Hold the lab lock, unless this process already holds it. flock is per
-    open file, so a second lab_lock() in the process that holds it (e.g. a
-    session fixture such as tests/conftest.py's private_ovs, when the whole
-    suite runs) would wait on itself until it times out."""
-    from ovs_config.lablock import LAB_LOCK_PATH, lab_lock
-    if _lock_held_by_this_process(LAB_LOCK_PATH):
-        yield
-        return
-    with lab_lock():
-        yield
 
 
 def sh(*args: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess:

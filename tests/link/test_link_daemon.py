@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ovs_config.link_daemon import (DEFAULT_BINARY, LinkDaemon,  # noqa: E402
                                     LinkDaemonError, schedule_kept)
-from linklab import (HOST_B_IP, NetLab, iperf_goodput_bps, jain,  # noqa: E402
-                     lab_lock_once)
+from linklab import HOST_B_IP, NetLab, iperf_goodput_bps, jain  # noqa: E402
+from ovs_config.lablock import lab_lock  # noqa: E402
 
 RATE_BPS = 50_000_000
 DELAY_MS = 10.0
@@ -51,7 +51,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def lab():
-    with lab_lock_once():
+    with lab_lock():
         lab = NetLab()
         try:
             lab.up()

@@ -1,7 +1,6 @@
 """Plans from policy: disjoint paths per aggregate, meters, queues."""
 
 import networkx as nx
-import pytest
 
 from coex.planner import aggregate_paths, meter_plans, queue_plan
 from coex.policy import Policy

@@ -1,0 +1,82 @@
+"""Per-port AQM and Separate Queues through ckcd-link, set by REST on the real controller.
+
+The dumbbell's s1-s2 link is ckcd-link here (ovs_config/bottleneck.py): the controller
+finds it from the port's OVSDB external_ids and drives it over its control socket.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.lab import Controller, mininet_net
+from experiments.rest_client import CoexClient
+from experiments.traffic import goodput_bps, together
+from ovs_config.bottleneck import SwitchLink
+from ovs_config.link_daemon import LinkControl
+from tests.integration.test_coex import RULES
+from topologies.dumbbell import Dumbbell
+
+OF_PORT, REST_PORT = 16683, 18100
+LINK_BPS = 20_000_000
+
+
+@pytest.fixture
+def lab(private_ovs, tmp_path):
+    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp_path / "ryu.log"),
+                     db_path=str(tmp_path / "policy.sqlite")).start()
+    try:
+        with mininet_net(Dumbbell(core_link=False), ctl, discovery_wait_s=0) as net, \
+                SwitchLink("s1", 3, "s2", 3, rate_bps=LINK_BPS, delay_ms=5,
+                           qdisc="droptail limit=80", name="t0") as link:
+            import time
+            time.sleep(2.5)  # LLDP finds s1:3 - s2:3 through the daemon
+            assert net.pingAll(timeout=2) == 0.0
+            yield net, CoexClient(ctl.rest_url), LinkControl(link.control_path)
+    finally:
+        ctl.stop()
+
+
+def egress(control: LinkControl) -> str:
+    return control.show()["dirs"]["ab"]["qdisc"]
+
+
+def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
+    net, api, link = lab
+    api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
+    assert egress(link).startswith("droptail limit=80")
+
+    api.ok("PUT", "/ports/1/3/aqm", {"discipline": "ckcd", "params": {"limit": 80}})
+    assert egress(link).startswith("ckcd limit=80")
+    [port] = api.ok("GET", "/state")["ports"]
+    assert port["queue_backend"] == "ckcd-link" and port["discipline"] == "ckcd limit=80"
+
+    for rule in RULES:
+        api.ok("POST", "/rules", rule)
+    api.ok("PUT", "/aggregates/queue_filling", {"queue_weight": 3})
+    api.ok("PUT", "/approaches", {"separate_queues": True})
+    spec = egress(link)
+    assert spec.startswith("bands") and "46:1" in spec and "ckcd" in spec
+    h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
+    low, bulk = together((h1, h3, "cubic", 8, 5301), (h2, h4, "cubic", 8, 5302))
+    low_bps, bulk_bps = goodput_bps(low), goodput_bps(bulk)
+    share = low_bps / (low_bps + bulk_bps)
+    print(f"bands through ckcd-link: low-delay {low_bps / 1e6:.2f}, bulk {bulk_bps / 1e6:.2f} Mbit/s, "
+          f"share {share:.3f} (weights 1:3)")
+    assert 0.25 * 0.85 <= share <= 0.25 * 1.15
+    bands = link.stats("ab")["dirs"]["ab"]
+    print("bands stats:", {k: v for k, v in bands.items() if k in ("bands", "drops")})
+
+    api.ok("PUT", "/approaches", {"separate_queues": False})
+    api.ok("DELETE", "/ports/1/3/aqm")
+    assert egress(link).startswith("ckcd") is False and egress(link).startswith("droptail limit=80")
+    api.ok("DELETE", "/ports/1/3")
+    assert egress(link).startswith("droptail limit=80")
+
+
+def test_aqm_on_a_port_without_a_backend_is_refused(lab):
+    net, api, link = lab
+    api.ok("PUT", "/ports/1/1", {"capacity_bps": LINK_BPS})  # s1's port to h1: a plain veth
+    before = api.ok("GET", "/policy")
+    status, body = api.put("/ports/1/1/aqm", {"discipline": "codel"})
+    assert status == 409 and body["field"] == "port"
+    assert api.ok("GET", "/policy") == before
