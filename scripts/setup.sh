@@ -7,7 +7,7 @@ ROOT=$PWD
 VENV=$ROOT/.venv
 STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
-  build-essential python3-venv python3-dev"
+  build-essential python3-venv python3-dev python3-matplotlib"
 
 die() { echo "setup: $*" >&2; exit 1; }
 say() { echo "setup: $*"; }
