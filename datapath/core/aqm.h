@@ -41,6 +41,13 @@ struct aqm_pkt {
 	uint8_t dscp;         /* for the bands classifier */
 	uint8_t band;         /* set by "bands" to the band it was queued in */
 	void *frame;          /* caller's data, opaque to the core */
+	/* Private to the core: written on every enqueue (and carry-over on
+	 * reconfigure) before it is read, so callers need not initialise it and
+	 * must not rely on its value. ckcd keeps the packet's flow-table slot
+	 * here so dequeue does not search the table again (the slot is checked
+	 * against flow_hash, so an evicted entry is detected). Added last: the
+	 * fields above keep their offsets. */
+	uint32_t core_slot;
 };
 
 struct aqm_env {

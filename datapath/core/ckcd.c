@@ -216,36 +216,71 @@ static struct ckcd_flow *flow_find(struct ckcd *c, uint32_t hash)
 	return 0;
 }
 
+/* A flow has at most one entry, inside its probe window (flow_get claims one
+ * only when the window holds none), so the entry in the slot cached in the
+ * packet at enqueue is the one flow_find would return if it still holds the
+ * packet's hash. Otherwise it was evicted meanwhile: search again (the flow
+ * may have been given another entry since). */
+static inline struct ckcd_flow *flow_of_queued(struct ckcd *c, const struct aqm_pkt *pkt)
+{
+	struct ckcd_flow *f = &c->flows[pkt->core_slot & (c->nflows - 1)];
+
+	if (__builtin_expect(f->used && f->hash == pkt->flow_hash, 1))
+		return f;
+	return flow_find(c, pkt->flow_hash);
+}
+
 /* Find or claim an entry: a free slot in the probe window, else the entry
  * with no queued packets seen longest ago, else the one seen longest ago. */
-static struct ckcd_flow *flow_get(struct ckcd *c, uint32_t hash)
+static __attribute__((noinline)) uint32_t flow_get_slow(struct ckcd *c, uint32_t hash, uint32_t s)
 {
-	uint32_t s = flow_slot(c, hash), i;
 	struct ckcd_flow *free_slot = 0, *idle = 0, *oldest = 0, *f;
+	uint32_t i, fs = 0, is = 0, os = 0, slot;
 
 	for (i = 0; i < CKCD_PROBE; i++) {
-		f = &c->flows[(s + i) & (c->nflows - 1)];
+		uint32_t k = (s + i) & (c->nflows - 1);
+
+		f = &c->flows[k];
 		if (!f->used) {
-			if (!free_slot)
+			if (!free_slot) {
 				free_slot = f;
+				fs = k;
+			}
 			continue;
 		}
 		if (f->hash == hash)
-			return f;
-		if (!f->queued && (!idle || f->last_seen_ns < idle->last_seen_ns))
+			return k;
+		if (!f->queued && (!idle || f->last_seen_ns < idle->last_seen_ns)) {
 			idle = f;
-		if (!oldest || f->last_seen_ns < oldest->last_seen_ns)
+			is = k;
+		}
+		if (!oldest || f->last_seen_ns < oldest->last_seen_ns) {
 			oldest = f;
+			os = k;
+		}
 	}
-	f = free_slot ? free_slot : idle ? idle : oldest;
+	slot = free_slot ? fs : idle ? is : os;
 	if (free_slot)
 		c->flows_used++;
 	else
 		c->evictions++;
+	f = &c->flows[slot];
 	aqm_zero(f, sizeof(*f));
 	f->used = 1;
 	f->hash = hash;
-	return f;
+	return slot;
+}
+
+/* The slot of the flow's entry, claimed if need be. Fast path: the flow sits
+ * in its home slot (the first one flow_get_slow would look at). */
+static inline uint32_t flow_get(struct ckcd *c, uint32_t hash)
+{
+	uint32_t s = flow_slot(c, hash);
+	const struct ckcd_flow *f = &c->flows[s];
+
+	if (__builtin_expect(f->used && f->hash == hash, 1))
+		return s;
+	return flow_get_slow(c, hash, s);
 }
 
 /* mu_i = bytes admitted in the last complete window / window length. */
@@ -301,7 +336,8 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 	int64_t avg;
 
 	ckcd_tick(c, now_ns);
-	f = flow_get(c, pkt->flow_hash);
+	pkt->core_slot = flow_get(c, pkt->flow_hash);
+	f = &c->flows[pkt->core_slot];
 	flow_roll(c, f);
 	f->last_seen_ns = now_ns;
 	if (f->arr_epoch != c->epoch) {
@@ -356,7 +392,7 @@ static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 
 	ckcd_tick(c, now_ns);
 	while ((pkt = aqm_ring_pop(&c->ring)) != 0) {
-		struct ckcd_flow *f = flow_find(c, pkt->flow_hash);
+		struct ckcd_flow *f = flow_of_queued(c, pkt);
 		uint64_t sojourn = now_ns - pkt->enqueue_ns; /* d_i */
 		uint64_t dth;
 
@@ -402,7 +438,7 @@ static struct aqm_pkt *ckcd_pop_raw(struct aqm_queue *q)
 {
 	struct ckcd *c = aqm_priv(q);
 	struct aqm_pkt *pkt = aqm_ring_pop(&c->ring);
-	struct ckcd_flow *f = pkt ? flow_find(c, pkt->flow_hash) : 0;
+	struct ckcd_flow *f = pkt ? flow_of_queued(c, pkt) : 0;
 
 	if (f && f->queued)
 		f->queued--;
@@ -412,13 +448,12 @@ static struct aqm_pkt *ckcd_pop_raw(struct aqm_queue *q)
 static int ckcd_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct ckcd *c = aqm_priv(q);
-	struct ckcd_flow *f;
 
 	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt))
 		return -1;
 	aqm_account_add(q, pkt);
-	f = flow_get(c, pkt->flow_hash);
-	f->queued++;
+	pkt->core_slot = flow_get(c, pkt->flow_hash);
+	c->flows[pkt->core_slot].queued++;
 	return 0;
 }
 
