@@ -252,6 +252,77 @@ class Approaches:
 
 
 @dataclasses.dataclass(frozen=True)
+class HeavyHitters:
+    """Heavy-hitter detection from sFlow and steering into the penalized aggregate
+    (docs/sflow.md). Exactly one threshold rule applies; capacity_share and
+    fair_share_multiple take the capacity of the bottleneck port being watched."""
+    enabled: bool = False
+    source: str = "embedded"            # "embedded" collector or "sflow-rt"
+    collector: str = "127.0.0.1:6343"   # where OVS sends datagrams (embedded collector)
+    sflow_rt_url: str = "http://127.0.0.1:8008"
+    sampling: int = 64                  # OVS samples 1 in N packets
+    polling_s: int = 10                 # OVS counter polling interval
+    detector: str = "rate"              # "rate": windowed estimate; "mode": seed 003 mode of history
+    threshold_bps: int | None = None
+    capacity_share: float | None = 0.5
+    fair_share_multiple: float | None = None
+    window_s: float = 5.0
+    release_fraction: float = 0.7       # release below this fraction of the threshold
+    min_hold_s: float = 2.0
+    rec_int: int = 1                    # seed 003: record every rec_int-th sample ...
+    hist_len: int = 128                 # ... keep hist_len records ...
+    stat_int: int = 32                  # ... and take the mode every stat_int samples
+
+    FIELDS = ("enabled", "source", "collector", "sflow_rt_url", "sampling", "polling_s", "detector",
+              "threshold_bps", "capacity_share", "fair_share_multiple", "window_s", "release_fraction",
+              "min_hold_s", "rec_int", "hist_len", "stat_int")
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "HeavyHitters":
+        d = _obj(d, field, cls.FIELDS)
+        f = lambda k: f"{field}.{k}"  # noqa: E731
+        source = d.get("source", "embedded")
+        if source not in ("embedded", "sflow-rt"):
+            raise PolicyError(f"{f('source')} must be 'embedded' or 'sflow-rt'", f("source"))
+        detector = d.get("detector", "rate")
+        if detector not in ("rate", "mode"):
+            raise PolicyError(f"{f('detector')} must be 'rate' or 'mode'", f("detector"))
+        collector = d.get("collector", "127.0.0.1:6343")
+        host, _, port = collector.rpartition(":") if isinstance(collector, str) else ("", "", "")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise PolicyError(f"{f('collector')} must be host:port, e.g. 127.0.0.1:6343", f("collector"))
+        url = d.get("sflow_rt_url", "http://127.0.0.1:8008")
+        if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
+            raise PolicyError(f"{f('sflow_rt_url')} must be an http(s) URL of sFlow-RT", f("sflow_rt_url"))
+        rules = {k: d[k] for k in ("threshold_bps", "capacity_share", "fair_share_multiple")
+                 if d.get(k) is not None}
+        if not rules:
+            rules = {"capacity_share": 0.5}
+        if len(rules) != 1:
+            raise PolicyError("set exactly one of threshold_bps, capacity_share, fair_share_multiple",
+                              f(sorted(rules)[1]))
+        hh = cls(enabled=_bool(d.get("enabled", False), f("enabled")), source=source, collector=collector,
+                 sflow_rt_url=url, sampling=_int(d.get("sampling", 64), f("sampling"), 1, 1 << 20),
+                 polling_s=_int(d.get("polling_s", 10), f("polling_s"), 1, 3600), detector=detector,
+                 threshold_bps=_int(rules.get("threshold_bps"), f("threshold_bps"), 8000,
+                                    MAX_CAPACITY_BPS, optional=True),
+                 capacity_share=_num(rules.get("capacity_share"), f("capacity_share"), 0.001, 1.0,
+                                     optional=True),
+                 fair_share_multiple=_num(rules.get("fair_share_multiple"), f("fair_share_multiple"),
+                                          1.0, 1000.0, optional=True),
+                 window_s=_num(d.get("window_s", 5.0), f("window_s"), 1.0, 600.0),
+                 release_fraction=_num(d.get("release_fraction", 0.7), f("release_fraction"), 0.05, 1.0),
+                 min_hold_s=_num(d.get("min_hold_s", 2.0), f("min_hold_s"), 0.0, 3600.0),
+                 rec_int=_int(d.get("rec_int", 1), f("rec_int"), 1, 1 << 16),
+                 hist_len=_int(d.get("hist_len", 128), f("hist_len"), 1, 1 << 20),
+                 stat_int=_int(d.get("stat_int", 32), f("stat_int"), 1, 1 << 20))
+        return hh
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+
+@dataclasses.dataclass(frozen=True)
 class Aqm:
     discipline: str
     params: tuple[tuple[str, int | float], ...] = ()
@@ -314,12 +385,13 @@ class Policy:
         Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in sorted(BUILTIN_AGGREGATES))
     approaches: Approaches = Approaches()
     ports: tuple[Port, ...] = ()
+    heavy_hitters: HeavyHitters = HeavyHitters()
 
     # --- whole-document validation ---------------------------------------------------
 
     @classmethod
     def from_dict(cls, d) -> "Policy":
-        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports"))
+        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters"))
         raw_aggs = _obj(d.get("aggregates", {}), "aggregates", tuple(d.get("aggregates", {}))
                         if isinstance(d.get("aggregates", {}), dict) else ())
         aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
@@ -336,7 +408,8 @@ class Policy:
             raise PolicyError("ports must be a list", "ports")
         ports = tuple(Port.from_dict(p, f"ports[{i}]") for i, p in enumerate(ports_raw))
         policy = cls(rules=rules, aggregates=tuple(aggs[n] for n in sorted(aggs)),
-                     approaches=Approaches.from_dict(d.get("approaches", {}), "approaches"), ports=ports)
+                     approaches=Approaches.from_dict(d.get("approaches", {}), "approaches"), ports=ports,
+                     heavy_hitters=HeavyHitters.from_dict(d.get("heavy_hitters", {}), "heavy_hitters"))
         policy.check()
         return policy
 
@@ -368,6 +441,9 @@ class Policy:
                         f"meter rate {lq.rate_bps} bit/s is above the capacity of port "
                         f"{port.dpid}:{port.port} ({port.capacity_bps} bit/s)",
                         "approaches.limited_queue.rate_bps")
+        if self.heavy_hitters.enabled and not self.ports:
+            raise PolicyError("heavy-hitter detection watches bottleneck ports: declare one first "
+                              "(PUT /ports/{dpid}/{port})", "heavy_hitters.enabled")
         ports = set()
         for i, port in enumerate(self.ports):
             if (port.dpid, port.port) in ports:
@@ -385,7 +461,8 @@ class Policy:
         return {"rules": [r.to_dict() for r in self.rules],
                 "aggregates": {a.name: a.to_dict() for a in self.aggregates},
                 "approaches": self.approaches.to_dict(),
-                "ports": [p.to_dict() for p in self.ports]}
+                "ports": [p.to_dict() for p in self.ports],
+                "heavy_hitters": self.heavy_hitters.to_dict()}
 
     # --- questions the controller asks ----------------------------------------------------
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
 import threading
 import time
 
@@ -17,21 +19,34 @@ class TrafficError(RuntimeError):
 def iperf3(client, server, cc: str, duration_s: float = 3.0, port: int = 5201,
            extra: str = "") -> dict:
     """One TCP flow client -> server with congestion control `cc` (always passed with -C:
-    the kernel's default here is bbr). Returns iperf3's JSON report."""
+    the kernel's default here is bbr). Returns iperf3's JSON report.
+
+    Both ends run through node.popen(), not node.cmd(): a Mininet node's shell serves
+    one command at a time, and flows that share a host run from several threads.
+    """
     if cc not in CONGESTION_CONTROLS:
         raise ValueError(f"congestion control {cc!r}: expected one of {', '.join(CONGESTION_CONTROLS)}")
-    pidfile = f"/tmp/ckcd-iperf3-{server.name}-{port}.pid"
-    server.cmd(f"iperf3 -s -1 -D -p {port} -I {pidfile} --logfile /dev/null")
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        out = client.cmd(f"iperf3 -c {server.IP()} -p {port} -t {duration_s:g} -C {cc} -J {extra}")
+        cli = client.popen(["iperf3", "-c", server.IP(), "-p", str(port), "-t", f"{duration_s:g}",
+                            "-C", cc, "-J", *shlex.split(extra)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            out, _ = cli.communicate(timeout=duration_s + 30)
+        except subprocess.TimeoutExpired:
+            cli.kill()
+            out, _ = cli.communicate()
     finally:
-        # -1 ends the server after one client, but not if the client never arrived.
-        server.cmd(f"test -f {pidfile} && kill $(cat {pidfile}) 2>/dev/null; rm -f {pidfile}")
+        if srv.poll() is None:  # -1 ends the server after one client, but not if none came
+            srv.kill()
+        srv.wait()
+    text = out.decode(errors="replace")
     try:
-        report = json.loads(out[out.index("{"):])
+        report = json.loads(text[text.index("{"):])
     except ValueError:
-        raise TrafficError(f"iperf3 {client.name}->{server.name} gave no JSON: {out[-300:]!r}") from None
+        raise TrafficError(f"iperf3 {client.name}->{server.name} gave no JSON: {text[-300:]!r}") from None
     if "error" in report:
         raise TrafficError(f"iperf3 {client.name}->{server.name}: {report['error']}")
     return report

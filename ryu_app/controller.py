@@ -32,9 +32,10 @@ from coex import planner
 from coex.policy import Policy
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
-from ovs_config import aqm, queues
+from ovs_config import aqm, queues, sflow
 from ryu_app import discovery, flows, rest
 from ryu_app.config import CoexConfig
+from ryu_app.heavy_hitters import HeavyHitterService
 
 LLDP_INTERVAL_S = 1.0
 PATH_IDLE_TIMEOUT_S = 60
@@ -60,6 +61,9 @@ class CoexController(app_manager.RyuApp):
         self.link_base_spec: dict[tuple[int, int], str] = {}  # ckcd-link discipline before we changed it
         self.paths: dict[tuple[str, str, str], list] = {}  # (aggregate, src ip, dst ip) -> hops
         self._recent_floods: dict[bytes, float] = {}
+        self.bridge_names: dict[int, str] = {}            # dpid -> OVS bridge name (its LOCAL port)
+        self.steered: set = set()                          # flow keys steered into 'penalized'
+        self.heavy_hitters = HeavyHitterService(self)
         self.store = PolicyStore(self.config.db_path)
         self.policy, self.policy_version = self.store.load()
         self._plan_policy()
@@ -95,7 +99,42 @@ class CoexController(app_manager.RyuApp):
         for dp in list(self.datapaths.values()):
             self._sync_switch(dp)
         self._configure_ports()
+        self._configure_heavy_hitters()
         return version
+
+    def _configure_heavy_hitters(self) -> None:
+        """sFlow agents on the bridges of the bottleneck ports, detectors on the ports."""
+        hh = self.policy.heavy_hitters
+        bridges = {self.bridge_names[p.dpid] for p in self.policy.ports if p.dpid in self.bridge_names}
+        for bridge in sorted(set(self.bridge_names.values())):
+            try:
+                if hh.enabled and hh.source == "embedded" and bridge in bridges:
+                    sflow.enable_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s,
+                                       target=hh.collector)
+                elif sflow.sflow_settings(bridge) is not None:
+                    sflow.disable_sflow(bridge)
+            except (ValueError, RuntimeError) as err:
+                self.logger.error("sFlow on %s: %s", bridge, err)
+        self.heavy_hitters.configure(hh, self.policy.ports)
+
+    def steer(self, key) -> None:
+        """Put one flow into the penalized aggregate on every switch (above every rule)."""
+        self.steered.add(key)
+        for dp in list(self.datapaths.values()):
+            self._install_steering(dp, key)
+
+    def unsteer(self, key) -> None:
+        self.steered.discard(key)
+        for dp in list(self.datapaths.values()):
+            flows.delete_our_flows(dp, flows.TABLE_CLASSIFY, flows.five_tuple_match(dp.ofproto_parser, key))
+
+    def _install_steering(self, dp, key) -> None:
+        parser = dp.ofproto_parser
+        penalized = self.policy.aggregate("penalized")
+        actions = ([parser.OFPActionSetField(ip_dscp=penalized.dscp)]
+                   if self.policy.approaches.separate_queues else [])
+        flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_STEER, flows.five_tuple_match(parser, key),
+                       actions, goto=flows.TABLE_FORWARD, metadata=self.agg_ids["penalized"])
 
     def _configure_ports(self) -> None:
         """Queues (Separate Queues) on every policy port whose switch is known; clear the rest."""
@@ -194,6 +233,8 @@ class CoexController(app_manager.RyuApp):
         flows.delete_our_flows(dp)
         flows.install_base_flows(dp)
         self._install_classification(dp)
+        for key in self.steered:
+            self._install_steering(dp, key)
         flows.set_meters(dp, [m for m in self.meters if m.dpid == dp.id])
         for key, hops in self.paths.items():
             for hop in hops:
@@ -221,9 +262,13 @@ class CoexController(app_manager.RyuApp):
         for port in ev.msg.body:
             if port.port_no < dp.ofproto.OFPP_MAX:
                 self._learn_port(dp.id, port)
+            elif port.port_no == dp.ofproto.OFPP_LOCAL:
+                name = port.name.decode() if isinstance(port.name, bytes) else port.name
+                self.bridge_names[dp.id] = name
         self._send_lldp(dp)
         if any(p.dpid == dp.id for p in self.policy.ports):
             self._configure_ports()
+            self._configure_heavy_hitters()
 
     def _learn_port(self, dpid: int, port) -> None:
         self.net.add_port(dpid, port.port_no)

@@ -22,6 +22,7 @@ TABLE_FORWARD = 1
 PRIO_MISS = 0
 PRIO_DEFAULT_MARK = 1        # table 0: unclassified IPv4 gets the default aggregate's DSCP
 PRIO_RULE_BASE = 1000        # table 0: + rule priority (0..1000)
+PRIO_STEER = 2100            # table 0: a heavy hitter's 5-tuple -> the penalized aggregate
 PRIO_LLDP = 65000
 PRIO_PATH = 100              # table 1: default aggregate
 PRIO_AGG_PATH = 200          # table 1: other aggregates (metadata match)
@@ -82,6 +83,16 @@ def rule_match(parser, match) -> object:
         fields[f"{proto}_src"] = match.tp_src
     if match.tp_dst is not None:
         fields[f"{proto}_dst"] = match.tp_dst
+    return parser.OFPMatch(**fields)
+
+
+def five_tuple_match(parser, key) -> object:
+    """Exact match on one flow (a coex.sflow.FlowKey: src/dst IP, protocol, ports)."""
+    fields = {"eth_type": 0x0800, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip, "ip_proto": key.protocol}
+    proto = {6: "tcp", 17: "udp"}.get(key.protocol)
+    if proto:
+        fields[f"{proto}_src"] = key.src_port
+        fields[f"{proto}_dst"] = key.dst_port
     return parser.OFPMatch(**fields)
 
 

@@ -52,16 +52,30 @@ SCHEMAS = {
     "PortBody": {"type": "object", "additionalProperties": False, "required": ["capacity_bps"], "properties": {
         "capacity_bps": {"type": "integer", "minimum": 8000, "maximum": MAX_CAPACITY_BPS},
         "aqm": {"oneOf": [{"$ref": "#/components/schemas/Aqm"}, {"type": "null"}]}}},
+    "HeavyHitters": {"type": "object", "additionalProperties": False, "properties": {
+        "enabled": {"type": "boolean"}, "source": {"type": "string", "enum": ["embedded", "sflow-rt"]},
+        "collector": {"type": "string", "example": "127.0.0.1:6343"},
+        "sflow_rt_url": {"type": "string", "example": "http://127.0.0.1:8008"},
+        "sampling": {"type": "integer", "minimum": 1}, "polling_s": {"type": "integer", "minimum": 1},
+        "detector": {"type": "string", "enum": ["rate", "mode"]},
+        "threshold_bps": {"type": ["integer", "null"], "minimum": 8000},
+        "capacity_share": {"type": ["number", "null"], "minimum": 0.001, "maximum": 1},
+        "fair_share_multiple": {"type": ["number", "null"], "minimum": 1},
+        "window_s": {"type": "number", "minimum": 1}, "release_fraction": {"type": "number"},
+        "min_hold_s": {"type": "number", "minimum": 0}, "rec_int": {"type": "integer", "minimum": 1},
+        "hist_len": {"type": "integer", "minimum": 1}, "stat_int": {"type": "integer", "minimum": 1}},
+        "description": "Set exactly one of threshold_bps, capacity_share, fair_share_multiple."},
     "Policy": {"type": "object", "additionalProperties": False, "properties": {
         "rules": {"type": "array", "items": {"$ref": "#/components/schemas/Rule"}},
         "aggregates": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Aggregate"}},
         "approaches": {"$ref": "#/components/schemas/Approaches"},
-        "ports": {"type": "array", "items": {"type": "object"}}}},
+        "ports": {"type": "array", "items": {"type": "object"}},
+        "heavy_hitters": {"$ref": "#/components/schemas/HeavyHitters"}}},
 }
 
 REQUEST_BODIES = {"put_policy": "Policy", "create_rule": "Rule", "put_rule": "Rule",
                   "put_aggregate": "Aggregate", "put_approaches": "Approaches",
-                  "put_port": "PortBody", "put_aqm": "Aqm"}
+                  "put_port": "PortBody", "put_aqm": "Aqm", "put_hh_config": "HeavyHitters"}
 
 PATH_PARAMS = {
     "name": {"schema": NAME},

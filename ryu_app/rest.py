@@ -57,6 +57,10 @@ ROUTES = [
     ("DELETE", "/ports/{dpid}/{port}", "delete_port", True, "Forget a bottleneck port"),
     ("PUT", "/ports/{dpid}/{port}/aqm", "put_aqm", True, "Attach a queue discipline to a port"),
     ("DELETE", "/ports/{dpid}/{port}/aqm", "delete_aqm", True, "Detach the port's queue discipline"),
+    ("GET", "/heavy-hitters", "get_heavy_hitters", False,
+     "Current heavy hitters with their estimates and since when, per-port top flows, decisions"),
+    ("GET", "/heavy-hitters/config", "get_hh_config", False, "Heavy-hitter detection settings"),
+    ("PUT", "/heavy-hitters/config", "put_hh_config", True, "Change heavy-hitter detection settings"),
     ("GET", "/state", "get_state", False, "What is installed on which switch, with which backend"),
     ("GET", "/changes", "get_changes", False, "The latest accepted policy changes"),
 ]
@@ -333,6 +337,17 @@ class CoexApi:
         version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", None),
                                f"AQM on {d}:{p} removed")
         return 200, {"version": version}
+
+    # heavy hitters
+    def get_heavy_hitters(self, _):
+        return 200, self.app.heavy_hitters.report()
+
+    def get_hh_config(self, _):
+        return 200, self._doc()["heavy_hitters"]
+
+    def put_hh_config(self, body):
+        version = self._change(lambda d: d.__setitem__("heavy_hitters", body), "heavy-hitter settings set")
+        return 200, {"version": version, "heavy_hitters": self._doc()["heavy_hitters"]}
 
     # state
     def get_state(self, _):

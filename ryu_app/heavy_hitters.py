@@ -1,0 +1,218 @@
+"""Heavy hitters: sFlow samples in, steering decisions out (docs/sflow.md).
+
+One detector per bottleneck port (policy `ports`), fed only by samples whose
+output interface is that port: OVS samples whole bridges, and a flow crossing two
+bridges must not count twice. A detected flow is handed to the controller's
+steer(); a released one to unsteer(). Every decision is kept, with its time and
+the estimate that caused it, for GET /coex/v1/heavy-hitters.
+
+Sources: the embedded collector (OVS's agent sends datagrams to us) or sFlow-RT's
+REST API, polled once a second, for operators who run it.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+from ryu.lib import hub
+
+from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeOfHistoryEstimator
+from coex.policy import HeavyHitters
+from coex.sflow_collector import SFlowCollector, SFlowListener
+
+TICK_S = 0.5
+LOG_LEN = 500
+
+
+def ifindex(port_name: str) -> int | None:
+    try:
+        with open(f"/sys/class/net/{port_name}/ifindex") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def flow_dict(key) -> dict:
+    return {"src_ip": key.src_ip, "dst_ip": key.dst_ip, "protocol": key.protocol,
+            "src_port": key.src_port, "dst_port": key.dst_port}
+
+
+class PortWatch:
+    """The detectors of one bottleneck port."""
+
+    def __init__(self, dpid: int, port: int, name: str, capacity_bps: int, hh: HeavyHitters):
+        self.dpid, self.port, self.name = dpid, port, name
+        self.ifindex = ifindex(name)
+        self.detector = HeavyHitterDetector(HeavyHitterConfig(
+            threshold_bps=hh.threshold_bps, capacity_share=hh.capacity_share,
+            fair_share_multiple=hh.fair_share_multiple,
+            capacity_bps=None if hh.threshold_bps is not None else capacity_bps,
+            window_s=hh.window_s, release_fraction=hh.release_fraction, min_hold_s=hh.min_hold_s))
+        self.mode = (ModeOfHistoryEstimator(hh.rec_int, hh.hist_len, hh.stat_int)
+                     if hh.detector == "mode" else None)
+        self.mode_pick = None  # the flow the mode-of-history estimator currently names
+
+
+class HeavyHitterService:
+    def __init__(self, app):
+        self.app = app  # the CoexController: steer(), unsteer(), port_names, policy, logger
+        self.settings: HeavyHitters | None = None
+        self.watches: dict[tuple[int, int], PortWatch] = {}
+        self.collector = SFlowCollector()
+        self.collector.subscribe_flow_samples(self._on_sample)
+        self.listener: SFlowListener | None = None
+        self.log = collections.deque(maxlen=LOG_LEN)
+        self.current: dict[tuple, dict] = {}  # (flow key, port) -> decision that steered it
+        self._threads = []
+        self._generation = 0
+
+    # --- configuration ------------------------------------------------------------
+
+    def configure(self, hh: HeavyHitters, ports) -> None:
+        """(Re)start detection for the policy's settings and bottleneck ports."""
+        self.stop()
+        self.settings = hh
+        if not hh.enabled:
+            return
+        for p in ports:
+            name = self.app.port_names.get((p.dpid, p.port))
+            if name is not None:
+                self.watches[(p.dpid, p.port)] = PortWatch(p.dpid, p.port, name, p.capacity_bps, hh)
+        self._generation += 1
+        gen = self._generation
+        if hh.source == "embedded":
+            host, _, port = hh.collector.rpartition(":")
+            self.listener = SFlowListener(self.collector, host=host, port=int(port), poll_timeout_s=0.5)
+            try:
+                self.listener.open()
+            except OSError as err:
+                self.app.logger.error("sFlow collector cannot listen on %s: %s", hh.collector, err)
+                self.listener = None
+            else:
+                self._threads.append(hub.spawn(self._serve, gen))
+        else:
+            self._threads.append(hub.spawn(self._poll_sflow_rt, gen))
+        self._threads.append(hub.spawn(self._tick_loop, gen))
+
+    def stop(self) -> None:
+        self._generation += 1  # loops of an older generation end by themselves
+        if self.listener is not None:
+            self.listener.stop()
+            self.listener = None
+        for key, decision in list(self.current.items()):
+            self._release(key, decision["estimate_bps"], "detection stopped", time.monotonic())
+        self.watches.clear()
+        self._threads.clear()
+
+    # --- loops ----------------------------------------------------------------------------
+
+    def _serve(self, gen):
+        while gen == self._generation and self.listener is not None:
+            self.listener.receive_once()
+
+    def _tick_loop(self, gen):
+        while gen == self._generation:
+            now = time.monotonic()
+            for watch in list(self.watches.values()):
+                self._handle(watch, watch.detector.tick(now), now)
+            hub.sleep(TICK_S)
+
+    def _poll_sflow_rt(self, gen):
+        from ovs_config.sflowrt_client import SFlowRTClient, SFlowRTError
+        client = SFlowRTClient(self.settings.sflow_rt_url)
+        defined = False
+        while gen == self._generation:
+            try:
+                if not defined:
+                    client.define_flow()
+                    defined = True
+                active = client.active_flows()
+                now = time.monotonic()
+                for watch in list(self.watches.values()):
+                    for f in active.flows:
+                        if f.flow_key is None or f.rate_bps is None:
+                            continue
+                        if watch.ifindex is not None and f.data_source not in (str(watch.ifindex), ""):
+                            continue
+                        self._handle(watch, watch.detector.observe_rate(f.flow_key, f.rate_bps, now), now)
+            except (SFlowRTError, OSError, ValueError) as err:
+                self.app.logger.warning("sFlow-RT at %s: %s", self.settings.sflow_rt_url, err)
+                defined = False
+            hub.sleep(1.0)
+
+    # --- samples and decisions ------------------------------------------------------
+
+    def _on_sample(self, sample, datagram, now: float) -> None:
+        for watch in self.watches.values():
+            if watch.ifindex is not None and sample.output_if != watch.ifindex:
+                continue
+            events = watch.detector.observe_sample(sample, now)
+            if watch.mode is not None:
+                decision = watch.mode.observe_sample(sample)
+                if decision is not None:
+                    watch.mode_pick = decision.key
+            self._handle(watch, events, now)
+
+    def _handle(self, watch: PortWatch, events, now: float) -> None:
+        for ev in events:
+            key = (ev.key, (watch.dpid, watch.port))
+            if ev.kind == "detected":
+                if watch.mode is not None and watch.mode_pick != ev.key:
+                    # mode detector: only the most bandwidth-consuming flow (seed 003) is steered
+                    self._record("ignored", ev.key, watch, ev.estimate_bps, ev.threshold_bps,
+                                 "not the mode of the sample history", now)
+                    continue
+                if key not in self.current:
+                    decision = self._record("steered", ev.key, watch, ev.estimate_bps, ev.threshold_bps,
+                                            ev.reason, now)
+                    self.current[key] = decision
+                    self.app.steer(ev.key)
+            elif key in self.current:
+                self._release(key, ev.estimate_bps, ev.reason, now, ev.threshold_bps)
+
+    def _release(self, key, estimate_bps, reason, now, threshold_bps=None) -> None:
+        decision = self.current.pop(key)
+        flow, (dpid, port) = key
+        self.log.append({"time": time.time(), "monotonic_s": now, "decision": "released",
+                         "flow": flow_dict(flow), "dpid": dpid, "port": port,
+                         "estimate_bps": round(estimate_bps), "threshold_bps": threshold_bps,
+                         "reason": reason, "steered_for_s": round(now - decision["monotonic_s"], 3)})
+        self.app.logger.info("heavy hitter released: %s at %s:%s, %.1f Mbit/s (%s)",
+                             flow_dict(flow), dpid, port, estimate_bps / 1e6, reason)
+        if not any(k[0] == flow for k in self.current):
+            self.app.unsteer(flow)
+
+    def _record(self, what, flow, watch, estimate_bps, threshold_bps, reason, now) -> dict:
+        entry = {"time": time.time(), "monotonic_s": now, "decision": what, "flow": flow_dict(flow),
+                 "dpid": watch.dpid, "port": watch.port, "estimate_bps": round(estimate_bps),
+                 "threshold_bps": round(threshold_bps) if threshold_bps else None, "reason": reason}
+        self.log.append(entry)
+        self.app.logger.info("heavy hitter %s: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", what,
+                             entry["flow"], watch.dpid, watch.port, estimate_bps / 1e6,
+                             (threshold_bps or 0) / 1e6, reason)
+        return entry
+
+    # --- what REST shows ------------------------------------------------------------------
+
+    def report(self) -> dict:
+        now = time.monotonic()
+        current = []
+        for (flow, (dpid, port)), decision in sorted(self.current.items(), key=lambda kv: kv[1]["time"]):
+            watch = self.watches.get((dpid, port))
+            current.append({"flow": flow_dict(flow), "dpid": dpid, "port": port,
+                            "since": decision["time"], "detected_estimate_bps": decision["estimate_bps"],
+                            "estimate_bps": round(watch.detector.estimate_bps(flow, now)) if watch else None})
+        return {
+            "enabled": bool(self.settings and self.settings.enabled),
+            "source": self.settings.source if self.settings else None,
+            "ports": [{"dpid": w.dpid, "port": w.port, "name": w.name, "ifindex": w.ifindex,
+                       "threshold_bps": round(w.detector.high_threshold_bps()),
+                       "active_flows": w.detector.active_flows(),
+                       "top": [{"flow": flow_dict(k), "estimate_bps": round(v)}
+                               for k, v in w.detector.top(now, 5)]}
+                      for w in self.watches.values()],
+            "current": current,
+            "log": list(self.log)[-100:],
+            "collector": self.collector.stats() if self.listener else None,
+        }
