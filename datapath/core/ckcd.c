@@ -75,8 +75,13 @@ struct ckcd {
 	uint32_t qmin, qmax;       /* effective thresholds, packets */
 	int64_t qmin_q16, qmax_q16;
 	uint64_t pc_scale;         /* p_c (Q32) per unit of (q_avg - q_min) in Q16 */
+	uint64_t mu_mul;           /* 8e9 / window_ns if exact, else 0 (see ckcd_mu) */
+	/* mu_f = C / I and 1/(kI) for I = share_active (0: not yet computed) */
+	uint32_t share_active;
+	uint64_t share_mu_f, share_inv_kI_ns;
 	/* windows ("epochs") for mu_i and the active-flow count I */
 	uint64_t epoch_start_ns;
+	uint64_t epoch_end_ns;     /* epoch_start_ns + window_ns; 0: not started */
 	uint32_t epoch;
 	uint32_t flows_this_epoch, flows_last_epoch;
 	/* the flow table */
@@ -98,6 +103,8 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->d_ns = (uint64_t)a->v[P_D] * 1000;
 	c->rate_bps = (uint64_t)a->v[P_RATE];
 	c->window_ns = (uint64_t)a->v[P_WINDOW] * 1000;
+	if ((8 * AQM_NSEC_PER_SEC) % c->window_ns == 0)
+		c->mu_mul = 8 * AQM_NSEC_PER_SEC / c->window_ns;
 	c->dth_min_ns = (uint64_t)a->v[P_DTH_MIN] * 1000;
 	c->dth_max_ns = (uint64_t)a->v[P_DTH_MAX] * 1000;
 	c->k_milli = (uint64_t)a->v[P_K];
@@ -173,21 +180,27 @@ static void ckcd_release(struct aqm_queue *q)
 }
 
 /* Advance the measurement window; the division runs once per window. */
-static inline void ckcd_tick(struct ckcd *c, uint64_t now_ns)
+static __attribute__((noinline, cold)) void ckcd_tick_slow(struct ckcd *c, uint64_t now_ns)
 {
 	uint64_t n;
 
 	if (!c->epoch_start_ns) {
 		c->epoch_start_ns = now_ns ? now_ns : 1;
-		return;
+	} else {
+		n = (now_ns - c->epoch_start_ns) / c->window_ns;
+		c->flows_last_epoch = n == 1 ? c->flows_this_epoch : 0;
+		c->flows_this_epoch = 0;
+		c->epoch += (uint32_t)n;
+		c->epoch_start_ns += n * c->window_ns;
 	}
-	if (now_ns < c->epoch_start_ns + c->window_ns)
-		return;
-	n = (now_ns - c->epoch_start_ns) / c->window_ns;
-	c->flows_last_epoch = n == 1 ? c->flows_this_epoch : 0;
-	c->flows_this_epoch = 0;
-	c->epoch += (uint32_t)n;
-	c->epoch_start_ns += n * c->window_ns;
+	c->epoch_end_ns = c->epoch_start_ns + c->window_ns;
+}
+
+/* Per packet: one comparison (epoch_end_ns is 0 until the first packet). */
+static inline void ckcd_tick(struct ckcd *c, uint64_t now_ns)
+{
+	if (__builtin_expect(now_ns >= c->epoch_end_ns, 0))
+		ckcd_tick_slow(c, now_ns);
 }
 
 /* I: flows that arrived in the last complete window or in this one. */
@@ -283,25 +296,41 @@ static inline uint32_t flow_get(struct ckcd *c, uint32_t hash)
 	return flow_get_slow(c, hash, s);
 }
 
+/* Bytes admitted in one window as a rate: bytes * 8e9 / window_ns. When the
+ * window divides 8e9 ns (1, 2, 4, 5, 10, ..., 100 ms) and the product does not
+ * wrap, that is exactly bytes * mu_mul: no division. */
+static inline uint64_t ckcd_mu(const struct ckcd *c, uint64_t bytes)
+{
+	if (c->mu_mul && bytes <= UINT64_MAX / (8 * AQM_NSEC_PER_SEC))
+		return bytes * c->mu_mul;
+	return bytes * 8 * AQM_NSEC_PER_SEC / c->window_ns;
+}
+
 /* mu_i = bytes admitted in the last complete window / window length. */
 static inline void flow_roll(struct ckcd *c, struct ckcd_flow *f)
 {
 	if (f->bytes_epoch_id == c->epoch)
 		return;
 	if (f->bytes_epoch_id + 1 == c->epoch)
-		f->mu_bps = f->bytes_epoch * 8 * AQM_NSEC_PER_SEC / c->window_ns;
+		f->mu_bps = ckcd_mu(c, f->bytes_epoch);
 	else
 		f->mu_bps = 0;
 	f->bytes_epoch = 0;
 	f->bytes_epoch_id = c->epoch;
 }
 
-/* eq. 9: d_th = K (mu_i/mu_f)^-2 + Q, Q = -1/(k I), K = D - Q, clamped. */
-static uint64_t ckcd_compute_dth(const struct ckcd *c, uint64_t mu_bps)
+/* mu_f = C / I and 1/(kI) in ns: what d_th depends on besides mu_i. */
+static inline void ckcd_share(const struct ckcd *c, uint32_t active, uint64_t *mu_f,
+			      uint64_t *inv_kI_ns)
 {
-	uint32_t active = ckcd_active(c);
-	uint64_t mu_f = c->rate_bps / active; /* mu_f = C / I */
-	uint64_t inv_kI_ns = (AQM_NSEC_PER_SEC * 1000) / (c->k_milli * active); /* 1/(kI) */
+	*mu_f = c->rate_bps / active;
+	*inv_kI_ns = (AQM_NSEC_PER_SEC * 1000) / (c->k_milli * active);
+}
+
+/* eq. 9: d_th = K (mu_i/mu_f)^-2 + Q, Q = -1/(k I), K = D - Q, clamped. */
+static uint64_t ckcd_dth_of(const struct ckcd *c, uint64_t mu_bps, uint64_t mu_f,
+			    uint64_t inv_kI_ns)
+{
 	uint64_t ratio_q16, inv_r2_q16, k_ns = c->d_ns + inv_kI_ns;
 	int64_t dth;
 
@@ -319,11 +348,33 @@ static uint64_t ckcd_compute_dth(const struct ckcd *c, uint64_t mu_bps)
 	return (uint64_t)dth;
 }
 
+/* d_th for mu_bps with the current I (xstats: no caching, c is const). */
+static uint64_t ckcd_compute_dth(const struct ckcd *c, uint64_t mu_bps)
+{
+	uint64_t mu_f, inv_kI_ns;
+
+	ckcd_share(c, ckcd_active(c), &mu_f, &inv_kI_ns);
+	return ckcd_dth_of(c, mu_bps, mu_f, inv_kI_ns);
+}
+
+/* The same, with mu_f and 1/(kI) divided out only when I changes (once or a
+ * few times per window) instead of for every flow. */
+static __attribute__((noinline)) uint64_t ckcd_compute_dth_cached(struct ckcd *c, uint64_t mu_bps)
+{
+	uint32_t active = ckcd_active(c);
+
+	if (active != c->share_active) {
+		ckcd_share(c, active, &c->share_mu_f, &c->share_inv_kI_ns);
+		c->share_active = active;
+	}
+	return ckcd_dth_of(c, mu_bps, c->share_mu_f, c->share_inv_kI_ns);
+}
+
 static inline uint64_t flow_dth(struct ckcd *c, struct ckcd_flow *f)
 {
 	flow_roll(c, f);
 	if (f->dth_epoch != c->epoch) {
-		f->dth_ns = ckcd_compute_dth(c, f->mu_bps);
+		f->dth_ns = ckcd_compute_dth_cached(c, f->mu_bps);
 		f->dth_epoch = c->epoch;
 	}
 	return f->dth_ns;
@@ -486,7 +537,7 @@ static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 		if (f->bytes_epoch_id == c->epoch)
 			mu = f->mu_bps;
 		else if (f->bytes_epoch_id + 1 == c->epoch)
-			mu = f->bytes_epoch * 8 * AQM_NSEC_PER_SEC / c->window_ns;
+			mu = ckcd_mu(c, f->bytes_epoch);
 		else
 			mu = 0;
 		pos = aqm_put_str(buf, len, pos, " flow.");
