@@ -25,10 +25,8 @@ bench/baseline/link_forwarding.json; --update-baseline rewrites the baseline
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import sys
 import time
 
@@ -38,26 +36,11 @@ sys.path.insert(0, os.path.join(REPO, "tests", "link"))
 
 from linklab import NetLab, iperf_goodput_bps  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
+from benchlib import machine, save, side_by_side  # noqa: E402
 from ovs_config.link_daemon import DEFAULT_BINARY, LinkDaemon  # noqa: E402
 
-RESULT = os.path.join(REPO, "bench", "results", "link_forwarding.json")
-BASELINE = os.path.join(REPO, "bench", "baseline", "link_forwarding.json")
 UNLIMITED_SPEC = "ckcd limit=1000 rate_bps=100000000000 rtt_ms=1"
 SHAPED_SPEC = "ckcd limit=80 rate_bps=100000000 rtt_ms=20"
-
-
-def machine() -> dict:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -170,26 +153,8 @@ def main() -> int:
         print(f"{DEFAULT_BINARY} missing: make -C datapath", file=sys.stderr)
         return 1
     r = run(args.seconds, args.repeat)
-    os.makedirs(os.path.dirname(RESULT), exist_ok=True)
-    with open(RESULT, "w") as f:
-        json.dump(r, f, indent=2)
-        f.write("\n")
-    base = None
-    if os.path.exists(BASELINE):
-        with open(BASELINE) as f:
-            base = json.load(f)
-    now, was = flat(r), flat(base) if base else {}
-    print(f"{'metric':32} {'now':>12} {'baseline':>12}")
-    for k, v in now.items():
-        print(f"{k:32} {v:>12} {was.get(k, '-'):>12}")
-    if base:
-        print(f"baseline: {base['machine']['cpu_model']}, {base['machine']['nproc']} cpus, "
-              f"{base['machine']['date']}")
-    if args.update_baseline:
-        with open(BASELINE, "w") as f:
-            json.dump(r, f, indent=2)
-            f.write("\n")
-        print(f"baseline updated: {BASELINE}")
+    base = save("link_forwarding", r, args.update_baseline)
+    side_by_side(flat(r), flat(base) if base else {}, base.get("machine"))
     return 0
 
 

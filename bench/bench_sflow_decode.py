@@ -28,12 +28,9 @@ threshold; p95 detection latency <= 1 s.
 from __future__ import annotations
 
 import argparse
-import datetime
 import heapq
-import json
 import math
 import os
-import platform
 import random
 import statistics
 import sys
@@ -45,10 +42,9 @@ sys.path.insert(0, REPO)
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector  # noqa: E402
 from coex.sflow import FlowKey, FlowSample, decode_datagram  # noqa: E402
 from coex.sflow_collector import SFlowCollector  # noqa: E402
+from benchlib import fmt, machine, save  # noqa: E402
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "sflow")
-RESULT = os.path.join(REPO, "bench", "results", "sflow.json")
-BASELINE = os.path.join(REPO, "bench", "baseline", "sflow.json")
 
 SCENARIOS = {
     # capacity, threshold share, elephants, mice, elephant rate range (x threshold)
@@ -59,23 +55,6 @@ SAMPLINGS = (64, 256)
 SIM_S = 60.0
 TICK_S = 0.25
 
-
-def machine() -> dict:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-            "python": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-
-
-# ----------------------------------------------------------------------- decode rate
 
 def decode_rate(repeat: int, passes_per_round: int = 50) -> dict:
     """Best rate over many short rounds: the VM shares its cores with other work, and the
@@ -220,14 +199,6 @@ def detection(seeds: int) -> dict:
 
 # ----------------------------------------------------------------------- report
 
-def fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3f}" if v < 100 else f"{v:,.0f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=60, help="decode-rate rounds (best kept)")
@@ -239,14 +210,7 @@ def main() -> int:
                                   "min_samples 4, release 0.7, hold 2 s), capacity_share mode",
                       "sim_s": SIM_S, "tick_s": TICK_S, "scenarios": SCENARIOS},
            "decode": decode_rate(a.repeat), "detection": detection(a.seeds)}
-    os.makedirs(os.path.dirname(RESULT), exist_ok=True)
-    with open(RESULT, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    base = {}
-    if os.path.exists(BASELINE):
-        with open(BASELINE) as f:
-            base = json.load(f)
+    base = save("sflow", doc, a.update_baseline)
     print(f"decode rate, one core, {doc['decode']['datagrams']} real OVS datagrams "
           f"({doc['decode']['mean_samples_per_datagram']} samples, "
           f"{doc['decode']['mean_bytes_per_datagram']} bytes each on average)")
@@ -264,13 +228,6 @@ def main() -> int:
                 ("precision", "recall", "latency_p50_s", "latency_p95_s", "latency_max_s")]
         print(f"{key:<16} {r['threshold_bps'] / 1e6:>10.0f} {cols[0]:>15} {cols[1]:>15} "
               f"{cols[2]:>13} {cols[3]:>13} {cols[4]:>13}")
-    print(f"results: {os.path.relpath(RESULT, REPO)}")
-    if a.update_baseline:
-        os.makedirs(os.path.dirname(BASELINE), exist_ok=True)
-        with open(BASELINE, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        print(f"baseline updated: {os.path.relpath(BASELINE, REPO)}")
     return 0
 
 

@@ -267,6 +267,7 @@ class HeavyHitters:
     capacity_share: float | None = 0.5
     fair_share_multiple: float | None = None
     window_s: float = 5.0
+    min_window_s: float = 1.0           # a young flow's bytes are divided by at least this
     release_fraction: float = 0.7       # release below this fraction of the threshold
     min_hold_s: float = 2.0
     rec_int: int = 1                    # seed 003: record every rec_int-th sample ...
@@ -274,7 +275,8 @@ class HeavyHitters:
     stat_int: int = 32                  # ... and take the mode every stat_int samples
 
     FIELDS = ("enabled", "source", "collector", "sflow_rt_url", "sampling", "polling_s", "detector",
-              "threshold_bps", "capacity_share", "fair_share_multiple", "window_s", "release_fraction",
+              "threshold_bps", "capacity_share", "fair_share_multiple", "window_s", "min_window_s",
+              "release_fraction",
               "min_hold_s", "rec_int", "hist_len", "stat_int")
 
     @classmethod
@@ -311,11 +313,14 @@ class HeavyHitters:
                  fair_share_multiple=_num(rules.get("fair_share_multiple"), f("fair_share_multiple"),
                                           1.0, 1000.0, optional=True),
                  window_s=_num(d.get("window_s", 5.0), f("window_s"), 1.0, 600.0),
+                 min_window_s=_num(d.get("min_window_s", 1.0), f("min_window_s"), 0.1, 600.0),
                  release_fraction=_num(d.get("release_fraction", 0.7), f("release_fraction"), 0.05, 1.0),
                  min_hold_s=_num(d.get("min_hold_s", 2.0), f("min_hold_s"), 0.0, 3600.0),
                  rec_int=_int(d.get("rec_int", 1), f("rec_int"), 1, 1 << 16),
                  hist_len=_int(d.get("hist_len", 128), f("hist_len"), 1, 1 << 20),
                  stat_int=_int(d.get("stat_int", 32), f("stat_int"), 1, 1 << 20))
+        if hh.min_window_s > hh.window_s:
+            raise PolicyError("min_window_s must not exceed window_s", f("min_window_s"))
         return hh
 
     def to_dict(self) -> dict:

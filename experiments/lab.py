@@ -162,3 +162,19 @@ def mininet_net(topo, controller: Controller, discovery_wait_s: float = 2.5):
         except Exception as err:  # a half-built net still has to go
             print(f"mininet stop failed ({err}); cleaning up", file=sys.stderr)
             cleanup()
+
+
+@contextlib.contextmanager
+def controlled_net(topo, workdir: str, of_port: int = 6653, rest_port: int = 8080,
+                   discovery_wait_s: float = 2.5):
+    """The real controller (its policy in workdir) and a Mininet net under it; yields
+    (net, controller, REST client). Needs the private OVS started; all torn down always."""
+    from experiments.rest_client import CoexClient
+
+    ctl = Controller(of_port=of_port, rest_port=rest_port, log_path=os.path.join(workdir, "ryu.log"),
+                     db_path=os.path.join(workdir, "policy.sqlite")).start()
+    try:
+        with mininet_net(topo, ctl, discovery_wait_s=discovery_wait_s) as net:
+            yield net, ctl, CoexClient(ctl.rest_url)
+    finally:
+        ctl.stop()

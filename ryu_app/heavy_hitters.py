@@ -48,7 +48,7 @@ class PortWatch:
             threshold_bps=hh.threshold_bps, capacity_share=hh.capacity_share,
             fair_share_multiple=hh.fair_share_multiple,
             capacity_bps=None if hh.threshold_bps is not None else capacity_bps,
-            window_s=hh.window_s, release_fraction=hh.release_fraction, min_hold_s=hh.min_hold_s))
+            window_s=hh.window_s, min_window_s=hh.min_window_s, release_fraction=hh.release_fraction, min_hold_s=hh.min_hold_s))
         self.mode = (ModeOfHistoryEstimator(hh.rec_int, hh.hist_len, hh.stat_int)
                      if hh.detector == "mode" else None)
         self.mode_pick = None  # the flow the mode-of-history estimator currently names
