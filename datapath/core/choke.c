@@ -29,9 +29,7 @@ struct choke {
 	struct aqm_red_avg avg;
 	uint32_t limit;
 	int64_t min_q16, max_q16;
-	uint64_t pb_scale;
-	int64_t count;
-	uint32_t r_q32;
+	struct aqm_red_mark mark;
 	uint64_t matched, prob_drops, forced_drops;
 };
 
@@ -46,8 +44,8 @@ static int choke_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	c->min_q16 = a->v[P_MIN] << 16;
 	c->max_q16 = a->v[P_MAX] << 16;
 	maxp_q32 = ((uint64_t)a->v[P_MAXP] << 32) / 1000000;
-	c->pb_scale = maxp_q32 / (uint64_t)(a->v[P_MAX] - a->v[P_MIN]);
-	c->count = -1;
+	c->mark.pb_scale = maxp_q32 / (uint64_t)(a->v[P_MAX] - a->v[P_MIN]);
+	c->mark.count = -1;
 	aqm_red_avg_init(&c->avg, AQM_W_ONE >> a->v[P_WLOG], (uint64_t)a->v[P_RATE],
 			 (uint32_t)a->v[P_AVPKT]);
 	if (aqm_ring_alloc(&c->ring, &q->env, c->limit)) {
@@ -72,7 +70,7 @@ static int choke_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 	aqm_red_avg_update(&c->avg, q->qlen_pkts, now_ns);
 	avg = c->avg.avg_q16;
 	if (avg <= c->min_q16) {
-		c->count = -1;
+		c->mark.count = -1;
 	} else {
 		uint32_t idx;
 		struct aqm_pkt *victim = aqm_ring_random(&c->ring, q, &idx);
@@ -88,25 +86,15 @@ static int choke_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 			return AQM_DROPPED;
 		}
 		if (avg > c->max_q16) {
-			c->count = -1;
+			c->mark.count = -1;
 			c->forced_drops++;
 			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
 			return AQM_DROPPED;
 		}
-		if (++c->count) {
-			uint64_t pb_q32 = ((uint64_t)(avg - c->min_q16) * c->pb_scale) >> 16;
-
-			if (c->count > (1LL << 30))
-				c->count = 1LL << 30;
-			if ((uint64_t)c->count * pb_q32 >= c->r_q32) {
-				c->count = 0;
-				c->r_q32 = q->env.random_u32(q->env.ctx);
-				c->prob_drops++;
-				aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-				return AQM_DROPPED;
-			}
-		} else {
-			c->r_q32 = q->env.random_u32(q->env.ctx);
+		if (aqm_red_mark(&c->mark, avg - c->min_q16, &q->env)) {
+			c->prob_drops++;
+			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+			return AQM_DROPPED;
 		}
 	}
 	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt)) {
@@ -152,7 +140,7 @@ static size_t choke_xstats(const struct aqm_queue *q, char *buf, size_t len, siz
 	const struct choke *c = aqm_priv(q);
 
 	pos = aqm_put_kfixed(buf, len, pos, "q_avg", (c->avg.avg_q16 * 1000) >> 16, 3);
-	pos = aqm_put_kvi(buf, len, pos, "count", c->count);
+	pos = aqm_put_kvi(buf, len, pos, "count", c->mark.count);
 	pos = aqm_put_kv(buf, len, pos, "matched", c->matched);
 	pos = aqm_put_kv(buf, len, pos, "prob_drops", c->prob_drops);
 	return aqm_put_kv(buf, len, pos, "forced_drops", c->forced_drops);

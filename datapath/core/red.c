@@ -27,9 +27,7 @@ struct red {
 	struct aqm_red_avg avg;
 	uint32_t limit;
 	int64_t min_q16, max_q16;
-	uint64_t pb_scale; /* p_b (Q32) per unit of (q_avg - min) in Q16 */
-	int64_t count;     /* packets since the last drop; -1 outside [min, max) */
-	uint32_t r_q32;    /* R */
+	struct aqm_red_mark mark;
 	uint64_t prob_drops, forced_drops;
 };
 
@@ -68,8 +66,8 @@ static int red_init(struct aqm_queue *q, const struct aqm_args *a, char *err, si
 	r->min_q16 = a->v[P_MIN] << 16;
 	r->max_q16 = a->v[P_MAX] << 16;
 	maxp_q32 = ((uint64_t)a->v[P_MAXP] << 32) / 1000000;
-	r->pb_scale = maxp_q32 / (uint64_t)(a->v[P_MAX] - a->v[P_MIN]);
-	r->count = -1;
+	r->mark.pb_scale = maxp_q32 / (uint64_t)(a->v[P_MAX] - a->v[P_MIN]);
+	r->mark.count = -1;
 	aqm_red_avg_init(&r->avg, AQM_W_ONE >> a->v[P_WLOG], (uint64_t)a->v[P_RATE],
 			 (uint32_t)a->v[P_AVPKT]);
 	return 0;
@@ -83,26 +81,16 @@ static int red_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns
 	aqm_red_avg_update(&r->avg, q->qlen_pkts, now_ns);
 	avg = r->avg.avg_q16;
 	if (avg < r->min_q16) {
-		r->count = -1;
+		r->mark.count = -1;
 	} else if (avg >= r->max_q16) {
-		r->count = -1;
+		r->mark.count = -1;
 		r->forced_drops++;
 		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
 		return AQM_DROPPED;
-	} else if (++r->count) {
-		uint64_t pb_q32 = ((uint64_t)(avg - r->min_q16) * r->pb_scale) >> 16;
-
-		if (r->count > (1LL << 30))
-			r->count = 1LL << 30;
-		if ((uint64_t)r->count * pb_q32 >= r->r_q32) {
-			r->count = 0;
-			r->r_q32 = q->env.random_u32(q->env.ctx);
-			r->prob_drops++;
-			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-			return AQM_DROPPED;
-		}
-	} else {
-		r->r_q32 = q->env.random_u32(q->env.ctx);
+	} else if (aqm_red_mark(&r->mark, avg - r->min_q16, &q->env)) {
+		r->prob_drops++;
+		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+		return AQM_DROPPED;
 	}
 	if (q->qlen_pkts >= r->limit) {
 		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
@@ -149,7 +137,7 @@ static size_t red_xstats(const struct aqm_queue *q, char *buf, size_t len, size_
 	const struct red *r = aqm_priv(q);
 
 	pos = aqm_put_kfixed(buf, len, pos, "q_avg", (r->avg.avg_q16 * 1000) >> 16, 3);
-	pos = aqm_put_kvi(buf, len, pos, "count", r->count);
+	pos = aqm_put_kvi(buf, len, pos, "count", r->mark.count);
 	pos = aqm_put_kv(buf, len, pos, "prob_drops", r->prob_drops);
 	return aqm_put_kv(buf, len, pos, "forced_drops", r->forced_drops);
 }

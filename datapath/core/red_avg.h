@@ -72,6 +72,35 @@ static inline void aqm_red_avg_start_idle(struct aqm_red_avg *r, uint64_t now_ns
 	r->idle_since_ns = now_ns ? now_ns : 1;
 }
 
+/* RED's drop decision between the thresholds, shared by red and choke (the Linux
+ * qdiscs share red_action() the same way). Floyd & Jacobson's count method: drops
+ * are spread uniformly by dropping when count * p_b >= R, R drawn afresh after each
+ * drop and when count restarts. count is -1 while q_avg is outside [min, max). */
+struct aqm_red_mark {
+	uint64_t pb_scale; /* p_b (Q32) per unit of (q_avg - min) in Q16 */
+	int64_t count;     /* packets since the last drop; -1 outside [min, max) */
+	uint32_t r_q32;    /* R */
+};
+
+/* 1 when the arriving packet is to be dropped; above_min_q16 = q_avg - min (Q16). */
+static inline int aqm_red_mark(struct aqm_red_mark *m, int64_t above_min_q16, const struct aqm_env *env)
+{
+	if (++m->count) {
+		uint64_t pb_q32 = ((uint64_t)above_min_q16 * m->pb_scale) >> 16;
+
+		if (m->count > (1LL << 30))
+			m->count = 1LL << 30;
+		if ((uint64_t)m->count * pb_q32 >= m->r_q32) {
+			m->count = 0;
+			m->r_q32 = env->random_u32(env->ctx);
+			return 1;
+		}
+	} else {
+		m->r_q32 = env->random_u32(env->ctx);
+	}
+	return 0;
+}
+
 /* red.c: min < max <= limit, or an error naming 'max'. Shared with choke. */
 int aqm_red_check_thresholds(const char *name, int64_t limit, int64_t min, int64_t max,
 			     char *err, size_t errlen);
