@@ -17,10 +17,8 @@ rewrites the baseline (commit it). Never asserts on timings: read the table.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -28,8 +26,8 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "datapath", "build", "aqm-bench")
-RESULT = os.path.join(REPO, "bench", "results", "aqm_replay.json")
-BASELINE = os.path.join(REPO, "bench", "baseline", "aqm_replay.json")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import machine, save  # noqa: E402
 
 CASES = {
     "droptail": "droptail limit=80",
@@ -40,20 +38,6 @@ CASES = {
     "bands": "bands weights=1,1 map=46:1 | ckcd limit=80 | droptail limit=80",
 }
 FLOWS = (2, 100)
-
-
-def machine() -> dict:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def run_once(spec: str, flows: int, packets: int) -> dict:
@@ -113,14 +97,7 @@ def main() -> int:
            "ir_unit": ("instructions/packet (callgrind, marginal between %d and %d packets)"
                        % (CALLGRIND_PACKETS, 2 * CALLGRIND_PACKETS)) if a.callgrind else None,
            "load": 1.1, "rate_bps": 100_000_000, "machine": machine(), "results": results}
-    os.makedirs(os.path.dirname(RESULT), exist_ok=True)
-    with open(RESULT, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    base = {}
-    if os.path.exists(BASELINE):
-        with open(BASELINE) as f:
-            base = json.load(f).get("results", {})
+    base = save("aqm_replay", doc, a.update_baseline).get("results", {})
     print(f"{'case':<14} {'ns/pkt':>8} {'baseline':>9} {'ratio':>6} {'x droptail':>10} {'mean qlen':>9}"
           + (f" {'Ir/pkt':>8} {'baseline':>9} {'x droptail':>10}" if a.callgrind else ""))
     for key, r in results.items():
@@ -134,13 +111,6 @@ def main() -> int:
             line += (f" {r['ir_per_pkt']:>8.1f} {bi if bi is not None else '-':>9} "
                      f"{r['ir_per_pkt'] / dt['ir_per_pkt']:>10.2f}")
         print(line)
-    print(f"results: {os.path.relpath(RESULT, REPO)}")
-    if a.update_baseline:
-        os.makedirs(os.path.dirname(BASELINE), exist_ok=True)
-        with open(BASELINE, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        print(f"baseline updated: {os.path.relpath(BASELINE, REPO)}")
     return 0
 
 
