@@ -19,6 +19,7 @@ import re
 
 BUILTIN_AGGREGATES = ("low_delay", "queue_filling", "penalized", "default")
 AQM_DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")
+RATE_AWARE = ("red", "choke", "ckcd")  # disciplines with a rate_bps parameter
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 MATCH_FIELDS = ("ipv4_src", "ipv4_dst", "ip_proto", "tp_src", "tp_dst", "dscp", "eth_src")
 MAX_RULES = 1000
@@ -349,9 +350,14 @@ class Aqm:
         # The datapath validates ranges per discipline when the spec is applied.
         return cls(disc, tuple((k, int(v) if float(v).is_integer() else v) for k, v in items))
 
-    def spec(self) -> str:
-        """The discipline spec ckcd-link takes: 'ckcd limit=80 ...'."""
-        return " ".join([self.discipline] + [f"{k}={v}" for k, v in self.params])
+    def spec(self, capacity_bps: int | None = None) -> str:
+        """The discipline spec ckcd-link takes: 'ckcd limit=80 ...'. Disciplines that need the
+        link rate (ckcd's C, RED's and CHOKe's idle decay) get the port's capacity unless the
+        params set rate_bps themselves."""
+        params = dict(self.params)
+        if capacity_bps is not None and self.discipline in RATE_AWARE and "rate_bps" not in params:
+            params["rate_bps"] = capacity_bps
+        return " ".join([self.discipline] + [f"{k}={v}" for k, v in params.items()])
 
     def to_dict(self) -> dict:
         return {"discipline": self.discipline, "params": dict(self.params)}

@@ -176,7 +176,7 @@ class CoexController(app_manager.RyuApp):
             return
         if key not in self.link_base_spec:
             self.link_base_spec[key] = aqm.current_discipline(name) or "droptail limit=1000"
-        band = port.aqm.spec() if port.aqm else self.link_base_spec[key]
+        band = port.aqm.spec(port.capacity_bps) if port.aqm else self.link_base_spec[key]
         if self.policy.approaches.separate_queues:
             spec = queues.bands_spec(planner.queue_plan(self.policy, port), band_discipline=band)
         else:

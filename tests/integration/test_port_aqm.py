@@ -46,9 +46,10 @@ def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
     assert egress(link).startswith("droptail limit=80")
 
     api.ok("PUT", "/ports/1/3/aqm", {"discipline": "ckcd", "params": {"limit": 80}})
-    assert egress(link).startswith("ckcd limit=80")
+    # The controller fills in the link rate ckcd needs for C (its fair share) from the port.
+    assert egress(link).startswith("ckcd limit=80") and f"rate_bps={LINK_BPS}" in egress(link)
     [port] = api.ok("GET", "/state")["ports"]
-    assert port["queue_backend"] == "ckcd-link" and port["discipline"] == "ckcd limit=80"
+    assert port["queue_backend"] == "ckcd-link" and port["discipline"] == f"ckcd limit=80 rate_bps={LINK_BPS}"
 
     for rule in RULES:
         api.ok("POST", "/rules", rule)

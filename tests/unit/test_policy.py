@@ -26,6 +26,7 @@ def test_round_trip_keeps_the_document():
     p = Policy.from_dict(doc)
     assert Policy.from_dict(p.to_dict()) == p
     assert p.ports[0].aqm.spec() == "ckcd limit=80"
+    assert p.ports[0].aqm.spec(50_000_000) == "ckcd limit=80 rate_bps=50000000"
     assert p.rules[0].match.ipv4_src == "10.0.0.1/32"
 
 
