@@ -1,7 +1,10 @@
 """`ckcd-coex`: the lab's command line.
 
-  ckcd-coex demo     bring up the lab, run the short comparison, print the table, tear down
-  ckcd-coex clean    remove what a crashed run left: private OVS, controller, Mininet leftovers
+  ckcd-coex demo               BBR vs CUBIC, DropTail vs CKCD, 30 s each: table + results/demo/report.md
+  ckcd-coex run [SCENARIO...]  run scenarios (built-in names, groups seed000/seed001/all, or TOML files)
+  ckcd-coex report DIR         re-render DIR's report, CSV, JSON and plots from its saved runs
+  ckcd-coex list               the built-in scenarios, their cases and run time
+  ckcd-coex clean              remove what a crashed run left: private OVS, controller, Mininet leftovers
 """
 
 from __future__ import annotations
@@ -23,6 +26,90 @@ def cmd_demo(args) -> int:
     return run_demo(duration_s=args.duration, out_dir=args.out)
 
 
+GROUPS = {
+    "seed000": ["bbr_cubic", "bbr_cubic_reno", "mixed15", "intra_cubic", "intra_bbr"],
+    "seed001": ["coex_queues", "coex_queues_paced", "coex_paths"],
+}
+
+
+def _scenarios(names, duration, repeat, only):
+    from experiments.scenario import builtin_names, resolve
+
+    names = list(names) or GROUPS["seed000"]
+    expanded = []
+    for n in names:
+        if n == "all":
+            expanded += [b for b in builtin_names() if b != "demo"]
+        else:
+            expanded += GROUPS.get(n, [n])
+    out = []
+    for n in dict.fromkeys(expanded):
+        sc = resolve(n)
+        if duration:
+            sc = sc.with_duration(duration)
+        if repeat:
+            sc.repeat = repeat
+        if only:
+            sc = sc.restricted(only)
+            if sc is None:
+                continue
+        out.append(sc)
+    return out
+
+
+def _only(value: str | None) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def cmd_run(args) -> int:
+    import shlex
+
+    from experiments.report import write_report
+    from experiments.runner import run_batch
+
+    scenarios = _scenarios(args.scenarios, args.duration, args.repeat, _only(args.only))
+    if not scenarios:
+        print(f"ckcd-coex run: --only {args.only} matches no case", file=sys.stderr)
+        return 2
+    records = run_batch(scenarios, args.out)
+    out = write_report(args.out, records, command="ckcd-coex " + shlex.join(sys.argv[1:]))
+    from experiments.report import headline_table
+    if out["headline"]:
+        print("\n".join(headline_table(out["headline"])))
+    print(f"report: {os.path.abspath(os.path.join(args.out, 'report.md'))}")
+    return 1 if any(e["failed"] for e in out["summary"]) else 0
+
+
+def cmd_report(args) -> int:
+    from experiments.report import write_report
+    from experiments.runner import load_records
+
+    records = load_records(args.dir)
+    if not records:
+        return 1
+    out = write_report(args.dir, records, command=None)
+    print(f"report: {os.path.abspath(os.path.join(args.dir, 'report.md'))} ({len(records)} runs, "
+          f"{sum(len(p) for p in out['plots'].values())} plots)")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from experiments.runner import RUN_OVERHEAD_S
+    from experiments.scenario import builtin_names, resolve
+
+    total = 0.0
+    for name in builtin_names():
+        sc = resolve(name)
+        t = len(sc.cases()) * sc.repeat * (sc.duration_s + RUN_OVERHEAD_S)
+        total += t if name != "demo" else 0
+        print(f"{name:18s} {len(sc.cases())} cases x {sc.duration_s:g} s  ~{t / 60:.0f} min  "
+              f"{', '.join(c.name for c in sc.cases())}  - {sc.title}")
+    for g, members in GROUPS.items():
+        print(f"group {g}: {' '.join(members)}")
+    print(f"all (without demo): ~{total / 60:.0f} min")
+    return 0
+
+
 def cmd_clean(args) -> int:
     from ovs_config.private_ovs import PrivateOVS
 
@@ -42,18 +129,36 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="short BBR-vs-CUBIC run with a printed table and a report")
-    demo.add_argument("--duration", type=float, default=10.0, help="seconds per traffic run (default 10)")
+    demo.add_argument("--duration", type=float, default=30.0, help="seconds per traffic run (default 30)")
     demo.add_argument("--out", default="results/demo", help="report directory (default results/demo)")
     demo.set_defaults(func=cmd_demo)
+    run = sub.add_parser("run", help="run scenarios and write results, CSV, plots and a report")
+    run.add_argument("scenarios", nargs="*", help="built-in names, groups (seed000, seed001, all) or TOML "
+                     "files (default: seed000)")
+    run.add_argument("--duration", type=float, help="seconds per run (start/stop times scale with it)")
+    run.add_argument("--repeat", type=int, help="runs per case (default: the scenario's, 1)")
+    run.add_argument("--only", help="comma-separated disciplines, approaches or case names to keep, "
+                     "e.g. droptail,ckcd")
+    run.add_argument("--out", default="results/run", help="results directory (default results/run)")
+    run.set_defaults(func=cmd_run, needs_root=True)
+    report = sub.add_parser("report", help="re-render the report of a results directory from its saved runs")
+    report.add_argument("dir")
+    report.set_defaults(func=cmd_report, needs_root=False)
+    lst = sub.add_parser("list", help="the built-in scenarios")
+    lst.set_defaults(func=cmd_list, needs_root=False)
     clean = sub.add_parser("clean", help="stop and remove everything a lab run may have left")
     clean.set_defaults(func=cmd_clean)
     args = parser.parse_args(argv)
-    if os.geteuid() != 0:
+    if getattr(args, "needs_root", True) and os.geteuid() != 0:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # teardown runs on kill as on Ctrl-C
+    from experiments.scenario import ScenarioError
     try:
         return args.func(args)
+    except ScenarioError as err:
+        print(f"ckcd-coex: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ckcd-coex: interrupted; the lab was torn down", file=sys.stderr)
         return 130

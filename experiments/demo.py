@@ -1,75 +1,56 @@
-"""The short demo behind `make demo`.
+"""The short demo behind `make demo`: seed 000's first experiment, shortened.
 
-Today: the controller forwarding over the private userspace OVS in the CKCD
-dumbbell, one BBR and one CUBIC flow at once (h1 -> h3, h2 -> h4), a printed
-table and a Markdown report. The bottleneck link with delay and the AQMs
-(ckcd-link) replaces the plain s1-s2 link when the experiment runner lands.
+BBR (h1 -> h3) and CUBIC (h2 -> h4) share the dumbbell's bottleneck, ckcd-link at 100 Mbit/s,
+10 ms each way, an 80-packet buffer, forwarded by the private userspace OVS under
+`ryu-manager ckcd_coex`: once with DropTail, once with CKCD, 30 s each. Prints the comparison
+and writes the report (Markdown, CSV, JSON, plots) under results/demo.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import threading
 import time
 
-from experiments.lab import Controller, mininet_net
-from experiments.metrics import jain_index
-from experiments.traffic import goodput_bps, iperf3, sender_cc
-from ovs_config.lablock import lab_lock
-from ovs_config.private_ovs import PrivateOVS
-from topologies.dumbbell import Dumbbell
+from experiments.analysis import fmt
+from experiments.report import write_report
+from experiments.runner import run_batch
+from experiments.scenario import resolve
 
 
 def _step(msg: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def run_demo(duration_s: float = 10.0, out_dir: str = "results/demo") -> int:
-    os.makedirs(out_dir, exist_ok=True)
-    _step("waiting for the lab lock (one lab per machine)")
-    with lab_lock():
-        _step("starting the private Open vSwitch (userspace datapath)")
-        with PrivateOVS():
-            ctl_log = os.path.abspath(os.path.join(out_dir, "controller.log"))
-            if os.path.exists(ctl_log):
-                os.unlink(ctl_log)
-            _step("starting ryu-manager ckcd_coex")
-            with Controller(log_path=ctl_log) as ctl:
-                _step("starting Mininet: the CKCD dumbbell h1,h2 - s1 - s2 - h3,h4")
-                with mininet_net(Dumbbell(), ctl) as net:
-                    loss = net.pingAll(timeout=2)
-                    _step(f"pingall: {loss:.0f} % loss")
-                    h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
-                    _step(f"BBR h1->h3 and CUBIC h2->h4 together for {duration_s:g} s")
-                    reports = {}
+def demo_table(summary: list[dict]) -> str:
+    rows = ["| discipline | BBR Mbit/s | CUBIC Mbit/s | Jain | total Mbit/s | utilization | queueing delay mean / p99 ms "
+            "| ping RTT mean ms | trusted |", "|---|---|---|---|---|---|---|---|---|"]
+    for e in summary:
+        c = e["classes"]
+        rows.append(f"| {e['case']} | {fmt(c.get('bbr', {}).get('mean_mbps', {}).get('mean'))} | "
+                    f"{fmt(c.get('cubic', {}).get('mean_mbps', {}).get('mean'))} | {fmt(e['jain']['mean'], 3)} | "
+                    f"{fmt(e['total_mbps']['mean'])} | {fmt(e['utilization']['mean'] and 100 * e['utilization']['mean'], 0)} % | "
+                    f"{fmt(e['queue_delay_mean_ms']['mean'], 2)} / {fmt(e['queue_delay_p99_ms']['mean'], 2)} | "
+                    f"{fmt(e['rtt_mean_ms']['mean'])} | {'yes' if e['trusted'] == e['runs'] else 'NO'} |")
+    return "\n".join(rows)
 
-                    def flow(name, client, server, cc, port):
-                        reports[name] = iperf3(client, server, cc, duration_s, port=port)
 
-                    threads = [threading.Thread(target=flow, args=("bbr", h1, h3, "bbr", 5301)),
-                               threading.Thread(target=flow, args=("cubic", h2, h4, "cubic", 5302))]
-                    for t in threads:
-                        t.start()
-                    for t in threads:
-                        t.join()
-    rows = [(name, sender_cc(r), goodput_bps(r) / 1e6) for name, r in sorted(reports.items())]
-    jain = jain_index([mbps for *_, mbps in rows])
-    table = ["| flow | congestion control | goodput (Mbit/s) |", "|---|---|---|"]
-    table += [f"| {name} | {cc} | {mbps:.1f} |" for name, cc, mbps in rows]
-    table.append(f"\nJain's fairness index: {jain:.3f} (1 = equal shares)")
-    print("\n".join(table))
-    report = os.path.join(out_dir, "report.md")
-    with open(report, "w") as f:
-        f.write(f"# ckcd-coex demo, {datetime.datetime.now().isoformat(timespec='seconds')}\n\n")
-        f.write("Dumbbell h1,h2 - s1 - s2 - h3,h4 on the private userspace OVS, forwarded by "
-                "`ryu-manager ckcd_coex`; no bottleneck emulation yet (unshaped veths, ~0.3 ms RTT), "
-                "so this shows forwarding, not the BBR/CUBIC unfairness of a small buffer.\n\n")
-        f.write(f"Pingall loss: {loss:.0f} %. Each flow ran {duration_s:g} s.\n\n")
-        f.write("\n".join(table) + "\n")
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump({"pingall_loss_pct": loss, "duration_s": duration_s, "jain": jain,
-                   "flows": [{"name": n, "cc": cc, "goodput_mbps": m} for n, cc, m in rows]}, f, indent=2)
-    _step(f"lab torn down; report: {os.path.abspath(report)}")
-    return 0 if loss == 0 else 1
+def run_demo(duration_s: float = 30.0, out_dir: str = "results/demo") -> int:
+    scenario = resolve("demo")
+    if duration_s != scenario.duration_s:
+        scenario = scenario.with_duration(duration_s)
+    _step(f"BBR vs CUBIC through ckcd-link (100 Mbit/s, 10 ms, 80 packets), DropTail then CKCD, "
+          f"{duration_s:g} s each; lab: private OVS, ryu-manager ckcd_coex, Mininet dumbbell")
+    records = run_batch([scenario], out_dir, log=_step)
+    out = write_report(out_dir, records, command=f"ckcd-coex demo --duration {duration_s:g}")
+    print()
+    print(demo_table(out["summary"]))
+    for h in out["headline"]:
+        print(f"\nCKCD vs DropTail: fairness {100 * h['fairness_gain']:+.0f} % (paper: up to +62 %), queueing delay "
+              f"{-100 * h['queue_delay_reduction']:+.0f} % (paper: latency up to -92 %), utilization "
+              f"{100 * h['utilization_ckcd']:.0f} % (paper: 96 %)" if h["queue_delay_reduction"] is not None else "")
+    untrusted = [e for e in out["summary"] if e["trusted"] < e["runs"]]
+    for e in untrusted:
+        print(f"untrusted {e['case']}: {'; '.join(e['untrusted_reasons'] or e['errors'])}")
+    print(f"\nreport: {os.path.abspath(os.path.join(out_dir, 'report.md'))} (plots in {os.path.abspath(out_dir)}/plots)")
+    failed = any(e["failed"] for e in out["summary"])
+    return 1 if failed else 0

@@ -1,0 +1,219 @@
+"""Metrics of a run record, and their means and 95 % confidence intervals over repeats.
+
+Everything is computed from what a run saved (run.json), so `ckcd-coex report DIR` can
+recompute it. Means are taken over the scenario's measurement window (Scenario.measure_window_s:
+after the last flow joined plus the warm-up, until the first flow stops).
+
+Definitions (docs/experiments.md has the reasons):
+- throughput of a flow: iperf3's receiver goodput per second (TCP payload), averaged over the
+  window; a flow's share of the wire is 1514/1448 of it;
+- utilization: sum of the flows' goodput over the capacity of the emulated links (seed 000's
+  "summarized throughput of all the flows over the link capacity"); the TCP ceiling is
+  1448/1514 = 95.6 %. `busy` per link is the wire view (frame bytes sent / rate);
+- queueing delay: ckcd-link's sojourn (arrival -> start of serialization) of the bottleneck
+  direction; the mean over all dequeued frames in the window (the 100 ms log), p50/p95/p99 over
+  the dequeue samples;
+- RTT: ping from the scenario's ping source every 0.2 s (base RTT = 2 x delay); per flow also the
+  sender's smoothed RTT (tcp_info, iperf3);
+- drops by reason: ckcd-link's counters (log deltas summed over the window).
+"""
+
+from __future__ import annotations
+
+from experiments.metrics import in_window, jain_index, mean_ci95, percentile
+from experiments.scenario import Scenario
+from ovs_config.link_daemon import schedule_kept
+
+CPU_SATURATED_PCT = 90.0        # a sample above this is saturated ...
+CPU_SATURATED_MAX_FRACTION = 0.10  # ... and more than this fraction of them makes the run untrusted
+
+
+def fmt(value, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _stats(values: list) -> dict:
+    if not values:
+        return {"mean": None, "p50": None, "p95": None, "p99": None, "n": 0}
+    return {"mean": sum(values) / len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
+            "p99": percentile(values, 99), "n": len(values)}
+
+
+def run_metrics(record: dict) -> dict:
+    scenario = Scenario.from_dict(record["scenario"])
+    w0, w1 = scenario.measure_window_s
+    rate_bps = scenario.link.rate_bps
+    flows = []
+    for f in record["flows"]:
+        goodput = in_window(f["goodput"], w0, w1)
+        srtt = in_window(f["srtt"], w0, w1)
+        flows.append({"label": f["label"], "cc": f["cc"], "aggregate": f.get("aggregate"),
+                      "mean_mbps": sum(goodput) / len(goodput) if goodput else (None if f["error"] else 0.0),
+                      "srtt_ms": _stats(srtt), "retransmits": f.get("retransmits"),
+                      "link_drops": sum(sum(d.values()) for d in (f.get("link_drops") or {}).values()),
+                      "error": f["error"]})
+    rates = [f["mean_mbps"] or 0.0 for f in flows]
+    total = sum(rates)
+    capacity_mbps = rate_bps * len(record["links"]) / 1e6
+
+    classes = {}
+    for key, attr in (("classes", "cc"), ("aggregates", "aggregate")):
+        groups: dict = {}
+        for f, r in zip(flows, rates):
+            if f[attr]:
+                groups.setdefault(f[attr], []).append((r, f))
+        classes[key] = {name: {"flows": len(g), "total_mbps": sum(r for r, _ in g),
+                               "mean_mbps": sum(r for r, _ in g) / len(g), "jain": jain_index([r for r, _ in g]),
+                               "srtt_ms": _mean([f["srtt_ms"]["mean"] for _, f in g])}
+                        for name, g in sorted(groups.items())}
+
+    links = {}
+    all_sojourn, weighted_sum, weighted_n = [], 0.0, 0
+    drops: dict = {}
+    for name, link in record["links"].items():
+        rows = [r for r in link["series"] if w0 <= r["t"] <= w1]
+        tx_bytes = sum(r["tx_bytes"] for r in rows)
+        span = sum(r["interval_s"] for r in rows)
+        wsum = sum(r["sojourn_ms"] * r["sojourn_count"] for r in rows if r["sojourn_ms"] is not None)
+        wn = sum(r["sojourn_count"] for r in rows if r["sojourn_ms"] is not None)
+        link_drops: dict = {}
+        for r in rows:
+            for reason, n in r["drops"].items():
+                link_drops[reason] = link_drops.get(reason, 0) + n
+                drops[reason] = drops.get(reason, 0) + n
+        samples = in_window(link["sojourn_samples"], w0, w1)
+        all_sojourn += samples
+        weighted_sum += wsum
+        weighted_n += wn
+        final = link.get("final")
+        sched = _schedule(final)
+        links[name] = {"busy": tx_bytes * 8 / (rate_bps * span) if span else None,
+                       "queue_delay_ms": dict(_stats(samples), mean=wsum / wn if wn else None),
+                       "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
+                       "drops": link_drops, "schedule": sched, "schedule_kept": sched["kept"]}
+    queue_delay = dict(_stats(all_sojourn), mean=weighted_sum / weighted_n if weighted_n else None)
+    rtt = _stats(in_window(record.get("ping", []), w0, w1))
+
+    cpu_rows = record.get("cpu", [])
+    busy = [r[1] for r in cpu_rows]
+    saturated = sum(1 for b in busy if b > CPU_SATURATED_PCT) / len(busy) if busy else 0.0
+    cpu = {"mean_pct": _mean(busy), "p95_pct": percentile(busy, 95), "saturated_fraction": saturated,
+           "steal_mean_pct": _mean([r[2] for r in cpu_rows]),
+           "vswitchd_core_pct": _mean([r[3] for r in cpu_rows if r[3] is not None]),
+           "links_core_pct": _mean([r[4] for r in cpu_rows])}
+
+    reasons = []
+    if saturated > CPU_SATURATED_MAX_FRACTION:
+        reasons.append(f"CPU above {CPU_SATURATED_PCT:.0f} % in {100 * saturated:.0f} % of the seconds "
+                       f"(limit {100 * CPU_SATURATED_MAX_FRACTION:.0f} %)")
+    for name, link in links.items():
+        s = link["schedule"]
+        if s["kept"] is None:
+            reasons.append(f"{name}: no final stats from ckcd-link")
+        elif not s["kept"]:
+            reasons.append(f"{name}: ckcd-link fell behind its schedule ({100 * s['late_over_1ms_fraction']:.1f} % "
+                           f"of releases > 1 ms late, mean {s['late_mean_us']:.0f} us)")
+    for f in flows:
+        if f["error"]:
+            reasons.append(f"flow {f['label']}: {f['error']}")
+    return {"window_s": [w0, w1], "flows": flows, **classes, "jain": jain_index(rates), "total_mbps": total,
+            "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
+            "queue_delay_ms": queue_delay, "rtt_ms": rtt, "drops": drops, "links": links, "cpu": cpu,
+            "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def _schedule(final: dict | None) -> dict:
+    if not final or "dirs" not in final:
+        return {"kept": None, "late_mean_us": None, "late_over_1ms_fraction": None}
+    releases = sum(d["schedule"]["releases"] for d in final["dirs"].values())
+    late = sum(d["schedule"]["late_over_1ms"] for d in final["dirs"].values())
+    late_sum = sum(d["schedule"]["late_mean_us"] * d["schedule"]["releases"] for d in final["dirs"].values())
+    return {"kept": schedule_kept(final), "late_mean_us": late_sum / releases if releases else 0.0,
+            "late_over_1ms_fraction": late / releases if releases else 0.0}
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+# --- over repeats --------------------------------------------------------------------------------
+
+# The scalar metrics summarised per case: name -> how to read it from a run's metrics.
+SCALARS = {
+    "jain": lambda m: m["jain"],
+    "total_mbps": lambda m: m["total_mbps"],
+    "utilization": lambda m: m["utilization"],
+    "queue_delay_mean_ms": lambda m: m["queue_delay_ms"]["mean"],
+    "queue_delay_p95_ms": lambda m: m["queue_delay_ms"]["p95"],
+    "queue_delay_p99_ms": lambda m: m["queue_delay_ms"]["p99"],
+    "rtt_mean_ms": lambda m: m["rtt_ms"]["mean"],
+    "rtt_p95_ms": lambda m: m["rtt_ms"]["p95"],
+    "rtt_p99_ms": lambda m: m["rtt_ms"]["p99"],
+    "drops": lambda m: sum(m["drops"].values()),
+    "cpu_mean_pct": lambda m: m["cpu"]["mean_pct"],
+}
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    """One entry per (scenario, case), in run order: mean and 95 % CI of each scalar, per CC
+    class and aggregate, drops by reason, and how many runs were trusted."""
+    groups: dict = {}
+    for rec in records:
+        key = (rec["scenario"]["name"], rec["case"]["name"])
+        groups.setdefault(key, []).append(rec)
+    out = []
+    for (scenario, case), recs in groups.items():
+        ok = [r for r in recs if r.get("metrics")]
+        entry = {"scenario": scenario, "case": case, "discipline": recs[0]["case"]["discipline"],
+                 "approach": recs[0]["case"]["approach"], "runs": len(recs), "failed": len(recs) - len(ok),
+                 "trusted": sum(1 for r in ok if r["metrics"]["fidelity"]["trusted"]),
+                 "untrusted_reasons": sorted({why for r in ok for why in r["metrics"]["fidelity"]["reasons"]}),
+                 "errors": [r["error"] for r in recs if r.get("error")]}
+        for name, read in SCALARS.items():
+            entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
+        for group in ("classes", "aggregates"):
+            names = sorted({n for r in ok for n in r["metrics"][group]})
+            entry[group] = {n: {"mean_mbps": mean_ci95([r["metrics"][group][n]["mean_mbps"] for r in ok
+                                                         if n in r["metrics"][group]]),
+                                "total_mbps": mean_ci95([r["metrics"][group][n]["total_mbps"] for r in ok
+                                                          if n in r["metrics"][group]]),
+                                "srtt_ms": mean_ci95([r["metrics"][group][n]["srtt_ms"] for r in ok
+                                                      if n in r["metrics"][group]])}
+                            for n in names}
+        reasons = sorted({k for r in ok for k in r["metrics"]["drops"]})
+        entry["drops_by_reason"] = {k: mean_ci95([r["metrics"]["drops"].get(k, 0) for r in ok]) for k in reasons}
+        out.append(entry)
+    return out
+
+
+# --- against the paper ------------------------------------------------------------------------------
+
+PAPER = {"fairness_gain": 0.62, "latency_reduction": 0.92, "utilization": 0.96}
+
+
+def headline(summary: list[dict]) -> list[dict]:
+    """Per scenario that ran both DropTail and CKCD (no approach): seed 000's headline numbers,
+    ours. Fairness gain = Jain(CKCD)/Jain(DropTail) - 1; latency reduction = 1 - CKCD/DropTail,
+    once for the mean queueing delay and once for the mean ping RTT; CKCD's utilization."""
+    by = {(e["scenario"], e["case"]): e for e in summary}
+    rows = []
+    for scenario in dict.fromkeys(e["scenario"] for e in summary):
+        dt, ck = by.get((scenario, "droptail")), by.get((scenario, "ckcd"))
+        if not dt or not ck or dt["jain"]["mean"] is None or ck["jain"]["mean"] is None:
+            continue
+
+        def reduction(key):
+            a, b = dt[key]["mean"], ck[key]["mean"]
+            return None if a in (None, 0) or b is None else 1 - b / a
+        rows.append({"scenario": scenario, "jain_droptail": dt["jain"]["mean"], "jain_ckcd": ck["jain"]["mean"],
+                     "fairness_gain": ck["jain"]["mean"] / dt["jain"]["mean"] - 1,
+                     "queue_delay_droptail_ms": dt["queue_delay_mean_ms"]["mean"],
+                     "queue_delay_ckcd_ms": ck["queue_delay_mean_ms"]["mean"],
+                     "queue_delay_reduction": reduction("queue_delay_mean_ms"),
+                     "rtt_droptail_ms": dt["rtt_mean_ms"]["mean"], "rtt_ckcd_ms": ck["rtt_mean_ms"]["mean"],
+                     "rtt_reduction": reduction("rtt_mean_ms"),
+                     "utilization_droptail": dt["utilization"]["mean"],
+                     "utilization_ckcd": ck["utilization"]["mean"],
+                     "trusted": dt["trusted"] == dt["runs"] and ck["trusted"] == ck["runs"]})
+    return rows

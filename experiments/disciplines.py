@@ -1,0 +1,55 @@
+"""Queue discipline specs for ckcd-link with seed 000's Table II parameters.
+
+Table II gives the buffer (80 packets) for all five, Δ = 100 ms and D = 5 ms for CoDel
+and CKCD, and the bandwidth (100 Mbit/s) for RED, CHOKe and CKCD. The derived values
+follow docs/ckcd.md ("The baselines"): RED/CHOKe min = B/4, max = 3 min, max_p = 0.1,
+wlog 9; CKCD's rate_bps and rtt_ms are the emulated link's (its BDP and fair share need
+them); CoDel target/interval are D/Δ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")
+
+# The parameter names each discipline accepts (datapath/core, `ckcd-replay --describe`).
+KNOWN_PARAMS = {
+    "droptail": ("limit",),
+    "red": ("limit", "min", "max", "max_p", "wlog", "rate_bps", "avpkt"),
+    "codel": ("limit", "target_ms", "interval_ms"),
+    "choke": ("limit", "min", "max", "max_p", "wlog", "rate_bps", "avpkt"),
+    "ckcd": ("limit", "delta_ms", "d_ms", "omega", "rate_bps", "rtt_ms", "avpkt", "qmin", "qmax", "k",
+             "dth_min_ms", "dth_max_ms", "window_ms", "flows"),
+}
+
+
+def table_ii_params(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: int) -> dict[str, Any]:
+    if discipline == "droptail":
+        return {"limit": buffer_pkts}
+    if discipline in ("red", "choke"):
+        low = max(1, buffer_pkts // 4)
+        return {"limit": buffer_pkts, "min": low, "max": min(3 * low, buffer_pkts), "max_p": 0.1, "wlog": 9,
+                "rate_bps": rate_bps}
+    if discipline == "codel":
+        return {"limit": buffer_pkts, "target_ms": 5, "interval_ms": 100}
+    if discipline == "ckcd":
+        return {"limit": buffer_pkts, "delta_ms": 100, "d_ms": 5, "rate_bps": rate_bps, "rtt_ms": _num(rtt_ms)}
+    raise ValueError(f"unknown discipline {discipline!r} (known: {', '.join(DISCIPLINES)})")
+
+
+def discipline_spec(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: int,
+                    overrides: dict[str, Any] | None = None) -> str:
+    """The ckcd-link --qdisc spec, e.g. "ckcd limit=80 delta_ms=100 d_ms=5 rate_bps=100000000 rtt_ms=20"."""
+    params = table_ii_params(discipline, rate_bps, rtt_ms, buffer_pkts)
+    for key, value in (overrides or {}).items():
+        if key not in KNOWN_PARAMS[discipline]:
+            raise ValueError(f"{discipline} has no parameter {key!r} (known: {' '.join(KNOWN_PARAMS[discipline])})")
+        params[key] = value
+    return " ".join([discipline] + [f"{k}={_num(v)}" for k, v in params.items()])
+
+
+def _num(value) -> str | Any:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,0 +1,320 @@
+"""Results on disk: results.json, summary.csv, flows.csv, report.md and PNG plots.
+
+`write_report(out_dir, records)` renders everything from the run records; `ckcd-coex report DIR`
+calls it on the records saved under DIR/runs, so a report can be re-rendered (or rendered with a
+changed warm-up or plot style) without running the lab again.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import os
+import platform
+
+from experiments import analysis
+from experiments.analysis import PAPER, fmt
+
+CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
+CASE_ORDER = ("droptail", "red", "codel", "choke", "ckcd")
+
+
+def write_report(out_dir: str, records: list[dict], command: str | None = None) -> dict:
+    """Recompute metrics from the records, write every output file; returns the summary."""
+    for rec in records:
+        if not rec.get("error"):
+            rec["metrics"] = analysis.run_metrics(rec)
+    summary = analysis.summarize(records)
+    head = analysis.headline(summary)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump({"generated": datetime.datetime.now().isoformat(timespec="seconds"), "command": command,
+                   "paper": PAPER, "headline": head, "summary": summary,
+                   "runs": [{"scenario": r["scenario"]["name"], "case": r["case"]["name"], "rep": r["rep"],
+                             "qdisc": r.get("qdisc"), "error": r.get("error"), "metrics": r.get("metrics")}
+                            for r in records]}, f, indent=1)
+    _summary_csv(os.path.join(out_dir, "summary.csv"), summary)
+    _flows_csv(os.path.join(out_dir, "flows.csv"), records)
+    plots = _plots(out_dir, records, summary)
+    _markdown(os.path.join(out_dir, "report.md"), records, summary, head, plots, command)
+    return {"summary": summary, "headline": head, "plots": plots}
+
+
+# --- CSV ---------------------------------------------------------------------------------------------
+
+def _summary_csv(path: str, summary: list[dict]) -> None:
+    classes = sorted({c for e in summary for c in e["classes"]})
+    aggs = sorted({a for e in summary for a in e["aggregates"]})
+    head = ["scenario", "case", "discipline", "approach", "runs", "trusted"]
+    for name in analysis.SCALARS:
+        head += [name, f"{name}_ci95"]
+    head += [f"{c}_mean_mbps" for c in classes] + [f"{a}_total_mbps" for a in aggs] + [f"{a}_srtt_ms" for a in aggs]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(head)
+        for e in summary:
+            row = [e["scenario"], e["case"], e["discipline"], e["approach"], e["runs"], e["trusted"]]
+            for name in analysis.SCALARS:
+                row += [_csv_num(e[name]["mean"]), _csv_num(e[name]["ci95"])]
+            row += [_csv_num(e["classes"].get(c, {}).get("mean_mbps", {}).get("mean")) for c in classes]
+            row += [_csv_num(e["aggregates"].get(a, {}).get("total_mbps", {}).get("mean")) for a in aggs]
+            row += [_csv_num(e["aggregates"].get(a, {}).get("srtt_ms", {}).get("mean")) for a in aggs]
+            w.writerow(row)
+
+
+def _flows_csv(path: str, records: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["scenario", "case", "rep", "flow", "cc", "aggregate", "mean_mbps", "srtt_mean_ms",
+                    "srtt_p95_ms", "retransmits", "link_drops", "error"])
+        for r in records:
+            for fl in (r.get("metrics") or {}).get("flows", []):
+                w.writerow([r["scenario"]["name"], r["case"]["name"], r["rep"], fl["label"], fl["cc"],
+                            fl["aggregate"] or "", _csv_num(fl["mean_mbps"]), _csv_num(fl["srtt_ms"]["mean"]),
+                            _csv_num(fl["srtt_ms"]["p95"]), fl["retransmits"], fl["link_drops"], fl["error"] or ""])
+
+
+def _csv_num(v):
+    return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
+
+
+# --- plots --------------------------------------------------------------------------------------------
+
+def _plots(out_dir: str, records: list[dict], summary: list[dict]) -> dict:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot_dir = os.path.join(out_dir, "plots")
+    os.makedirs(plot_dir, exist_ok=True)
+    plots: dict = {}
+    scenarios = list(dict.fromkeys(r["scenario"]["name"] for r in records))
+    for name in scenarios:
+        first = {}
+        for r in records:  # the first good repeat of each case
+            if r["scenario"]["name"] == name and r.get("metrics") and r["case"]["name"] not in first:
+                first[r["case"]["name"]] = r
+        if not first:
+            continue
+        plots[name] = []
+        path = os.path.join(plot_dir, f"{name}_timeseries.png")
+        _timeseries(plt, path, list(first.values()))
+        plots[name].append(os.path.relpath(path, out_dir))
+        entries = [e for e in summary if e["scenario"] == name and e["jain"]["n"]]
+        if entries:
+            path = os.path.join(plot_dir, f"{name}_bars.png")
+            _bars(plt, path, entries)
+            plots[name].append(os.path.relpath(path, out_dir))
+    return plots
+
+
+def _timeseries(plt, path: str, records: list[dict]) -> None:
+    """Seed 000 Fig. 5(a)-(e) / Fig. 8: throughput of each flow and delay over time, one row per case."""
+    n = len(records)
+    fig, axes = plt.subplots(n, 2, figsize=(12, 2.6 * n), squeeze=False)
+    for row, rec in zip(axes, records):
+        ax_t, ax_d = row
+        m = rec["metrics"]
+        many = len(rec["flows"]) > 5
+        seen = set()
+        for f in rec["flows"]:
+            if not f["goodput"]:
+                continue
+            t, v = zip(*f["goodput"])
+            color = CC_COLORS.get(f["cc"]) if many else None
+            label = f["cc"] if many else f["label"]
+            ax_t.plot(t, v, lw=1, color=color, label=None if label in seen else label)
+            seen.add(label)
+        ax_t.axvspan(*m["window_s"], color="0.93", zorder=0)
+        ax_t.set_ylabel("Mbit/s")
+        ax_t.set_title(f"{rec['case']['name']}: throughput (Jain {m['jain']:.2f})", fontsize=9)
+        ax_t.legend(fontsize=7, loc="upper right", ncol=3)
+        for name, link in rec["links"].items():
+            pts = _smooth([(r["t"], r["sojourn_ms"]) for r in link["series"] if r["sojourn_ms"] is not None], 1.0)
+            if pts:
+                t, v = zip(*pts)
+                ax_d.plot(t, v, lw=1, label=f"queueing delay {name}")
+        if rec.get("ping"):
+            t, v = zip(*rec["ping"])
+            ax_d.plot(t, v, lw=0.7, color="0.4", label="ping RTT")
+        ax_d.axvspan(*m["window_s"], color="0.93", zorder=0)
+        ax_d.set_ylabel("ms")
+        ax_d.set_ylim(bottom=0)
+        ax_d.set_title(f"{rec['case']['name']}: delay (queue mean {fmt(m['queue_delay_ms']['mean'])} ms, "
+                       f"RTT {fmt(m['rtt_ms']['mean'])} ms)", fontsize=9)
+        ax_d.legend(fontsize=7, loc="upper right")
+    for ax in axes[-1]:
+        ax.set_xlabel("time (s); shaded: measurement window")
+    sc = records[0]["scenario"]
+    fig.suptitle(f"{sc['title']} - {sc['link']['rate_bps'] / 1e6:g} Mbit/s, {sc['link']['delay_ms']:g} ms, "
+                 f"{sc['link']['buffer_pkts']} packets", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _smooth(points, width_s: float):
+    """Means over consecutive width_s bins (the 100 ms log is too jagged to read)."""
+    out, acc, start = [], [], None
+    for t, v in points:
+        if start is None:
+            start = t
+        if t - start >= width_s and acc:
+            out.append((start + width_s / 2, sum(acc) / len(acc)))
+            acc, start = [], t
+        acc.append(v)
+    if acc:
+        out.append((start + width_s / 2, sum(acc) / len(acc)))
+    return out
+
+
+def _bars(plt, path: str, entries: list[dict]) -> None:
+    """Seed 000 Fig. 5(f)(g), 6, 7: fairness, throughput per class, delay per case, with 95 % CIs."""
+    import numpy as np
+
+    names = [e["case"] for e in entries]
+    x = np.arange(len(names))
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(14, 3.6))
+
+    def err(stat):
+        return 0 if stat["ci95"] is None else stat["ci95"]
+    a1.bar(x, [e["jain"]["mean"] for e in entries], yerr=[err(e["jain"]) for e in entries], color="tab:purple")
+    a1.set_ylim(0, 1.05)
+    a1.set_title("Jain's fairness index", fontsize=9)
+    groups = sorted({c for e in entries for c in (e["aggregates"] or e["classes"])})
+    key = "aggregates" if any(e["aggregates"] for e in entries) else "classes"
+    width = 0.8 / (len(groups) + 1)
+    for k, g in enumerate(groups):
+        vals = [e[key].get(g, {}).get("total_mbps", {}).get("mean") or 0 for e in entries]
+        a2.bar(x + (k - len(groups) / 2) * width, vals, width, label=g, color=CC_COLORS.get(g))
+    a2.bar(x + (len(groups) / 2) * width, [e["total_mbps"]["mean"] for e in entries], width,
+           yerr=[err(e["total_mbps"]) for e in entries], label="total", color="0.6")
+    a2.set_title(f"throughput per {'aggregate' if key == 'aggregates' else 'congestion control'} (Mbit/s)",
+                 fontsize=9)
+    a2.legend(fontsize=7)
+    w = 0.38
+    a3.bar(x - w / 2, [e["queue_delay_mean_ms"]["mean"] or 0 for e in entries], w,
+           yerr=[err(e["queue_delay_mean_ms"]) for e in entries], label="queueing delay (mean)")
+    a3.bar(x + w / 2, [e["rtt_mean_ms"]["mean"] or 0 for e in entries], w,
+           yerr=[err(e["rtt_mean_ms"]) for e in entries], label="ping RTT (mean)")
+    a3.set_title("delay (ms)", fontsize=9)
+    a3.legend(fontsize=7)
+    for ax in (a1, a2, a3):
+        ax.set_xticks(x)
+        ax.set_xticklabels(names, rotation=20, fontsize=8)
+    fig.suptitle(entries[0]["scenario"], fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# --- Markdown -------------------------------------------------------------------------------------------
+
+def _ci(stat: dict, digits: int = 1, scale: float = 1.0) -> str:
+    if stat["mean"] is None:
+        return "n/a"
+    s = f"{stat['mean'] * scale:.{digits}f}"
+    return s + (f" ± {stat['ci95'] * scale:.{digits}f}" if stat["ci95"] is not None else "")
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{100 * v:+.0f} %"
+
+
+def headline_table(head: list[dict]) -> list[str]:
+    lines = ["| scenario | Jain DropTail | Jain CKCD | fairness vs DropTail (paper: up to +62 %) | "
+             "queueing delay DropTail → CKCD (paper: up to −92 % latency) | ping RTT DropTail → CKCD | "
+             "CKCD utilization (paper: 96 %) | trusted |", "|---|---|---|---|---|---|---|---|"]
+    for h in head:
+        lines.append(
+            f"| {h['scenario']} | {h['jain_droptail']:.3f} | {h['jain_ckcd']:.3f} | {_pct(h['fairness_gain'])} | "
+            f"{fmt(h['queue_delay_droptail_ms'], 2)} → {fmt(h['queue_delay_ckcd_ms'], 2)} ms "
+            f"({_pct(h['queue_delay_reduction'] and -h['queue_delay_reduction'])}) | "
+            f"{fmt(h['rtt_droptail_ms'])} → {fmt(h['rtt_ckcd_ms'])} ms "
+            f"({_pct(h['rtt_reduction'] and -h['rtt_reduction'])}) | "
+            f"{fmt(h['utilization_ckcd'] and 100 * h['utilization_ckcd'], 0)} % | {'yes' if h['trusted'] else 'NO'} |")
+    return lines
+
+
+def case_table(entries: list[dict]) -> list[str]:
+    groups = sorted({g for e in entries for g in e["classes"]})
+    aggs = sorted({a for e in entries for a in e["aggregates"]})
+    head = ["case", "Jain"] + [f"{g} Mbit/s/flow" for g in groups] + [f"{a} Mbit/s, sRTT ms" for a in aggs] + \
+           ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops",
+            "CPU %", "trusted"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        drops = ", ".join(f"{k} {v['mean']:.0f}" for k, v in e["drops_by_reason"].items() if v["mean"]) or "0"
+        cells = [e["case"], _ci(e["jain"], 3)]
+        cells += [_ci(e["classes"][g]["mean_mbps"]) if g in e["classes"] else "" for g in groups]
+        cells += [f"{_ci(e['aggregates'][a]['total_mbps'])}, {_ci(e['aggregates'][a]['srtt_ms'])}"
+                  if a in e["aggregates"] else "" for a in aggs]
+        cells += [_ci(e["total_mbps"]), _ci(e["utilization"], 0, 100) + " %",
+                  " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
+                                                            "queue_delay_p99_ms")),
+                  " / ".join(fmt(e[k]["mean"]) for k in ("rtt_mean_ms", "rtt_p95_ms", "rtt_p99_ms")),
+                  drops, fmt(e["cpu_mean_pct"]["mean"], 0), f"{e['trusted']}/{e['runs']}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _markdown(path: str, records, summary, head, plots, command) -> None:
+    lines = ["# ckcd-coex experiment report", "",
+             f"Generated {datetime.datetime.now().isoformat(timespec='seconds')} on {platform.node()} "
+             f"({os.cpu_count()} cores, Linux {platform.release()})."]
+    if command:
+        lines += ["", f"Command: `{command}`"]
+    lines += ["", "Values are means over repeats ± the half-width of the 95 % confidence interval (Student's t; "
+              "no ± with one repeat), over each scenario's measurement window (warm-up skipped). Throughput is "
+              "TCP goodput (the ceiling is 95.6 % of the link rate); queueing delay is ckcd-link's sojourn "
+              "time at the bottleneck; RTT is ping's (base RTT = 2 × the link delay). See docs/experiments.md."]
+    if head:
+        lines += ["", "## Against the paper (seed 000, CKCD vs DropTail)", ""] + headline_table(head)
+        lines += ["", "The paper's latency is end-to-end delay measured on its own testbed; here the base RTT of "
+                  "20 ms is the same for every discipline, so the reduction of the *queueing* delay is the "
+                  "comparable number and the RTT reduction is bounded by the 20 ms floor."]
+    for name in dict.fromkeys(e["scenario"] for e in summary):
+        entries = [e for e in summary if e["scenario"] == name]
+        sc = next(r["scenario"] for r in records if r["scenario"]["name"] == name)
+        w = next((r["metrics"]["window_s"] for r in records if r["scenario"]["name"] == name and r.get("metrics")),
+                 None)
+        flows = ", ".join(f"{f['label']} {f['src']}→{f['dst']}"
+                          + (f" [{f['aggregate']}]" if f.get("aggregate") else "")
+                          + (f" at {f['rate_bps'] / 1e6:g} Mbit/s" if f.get("rate_bps") else "")
+                          + (f" {f['start_s']:g}-{f['stop_s']:g} s" if f["start_s"] or f["stop_s"] != sc["duration_s"]
+                             else "") for f in sc["flows"])
+        lines += ["", f"## {sc['title']} (`{name}`)", "",
+                  f"{sc['source']}. Topology {sc['topology']}; link {sc['link']['rate_bps'] / 1e6:g} Mbit/s, "
+                  f"{sc['link']['delay_ms']:g} ms each way, buffer {sc['link']['buffer_pkts']} packets; "
+                  f"{sc['duration_s']:g} s per run"
+                  + (f", measured over {w[0]:g}-{w[1]:g} s" if w else "") + f". Flows: {flows}."]
+        if sc.get("notes"):
+            lines += ["", sc["notes"]]
+        lines += [""] + case_table(entries)
+        for p in plots.get(name, []):
+            lines += ["", f"![{os.path.basename(p)}]({p})"]
+    bad = [(r, r["metrics"]["fidelity"]["reasons"]) for r in records
+           if r.get("metrics") and not r["metrics"]["fidelity"]["trusted"]]
+    failed = [r for r in records if r.get("error")]
+    lines += ["", "## Fidelity", ""]
+    if not bad and not failed:
+        lines.append("Every run was trusted: the CPU was never saturated for more than 10 % of a run and ckcd-link "
+                     "kept its schedule (≤ 5 % of releases more than 1 ms late, mean ≤ 1 ms).")
+    for r, reasons in bad:
+        lines.append(f"- untrusted: {r['scenario']['name']}/{r['case']['name']} rep {r['rep']}: {'; '.join(reasons)}")
+    for r in failed:
+        lines.append(f"- failed: {r['scenario']['name']}/{r['case']['name']} rep {r['rep']}: {r['error']}")
+    cpu = [r["metrics"]["cpu"] for r in records if r.get("metrics")]
+    if cpu:
+        lines += ["", f"CPU over all runs: machine {fmt(_avg(c['mean_pct'] for c in cpu), 0)} % of "
+                  f"{os.cpu_count()} cores on average (steal {fmt(_avg(c['steal_mean_pct'] for c in cpu), 1)} %), "
+                  f"ovs-vswitchd {fmt(_avg(c['vswitchd_core_pct'] for c in cpu), 0)} % of a core, ckcd-link "
+                  f"{fmt(_avg(c['links_core_pct'] for c in cpu), 0)} % of a core."]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _avg(values):
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None

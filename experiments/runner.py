@@ -1,0 +1,430 @@
+"""The experiment runner: scenarios -> lab runs -> raw records on disk.
+
+For each case (discipline x approach) and repeat, a fresh lab on the shared private OVS:
+
+  ryu-manager ckcd_coex  +  Mininet topology  +  ckcd-link on every emulated link
+  -> pingall (ARP, host learning, paths) -> CoEx policy through REST (scenarios with
+  aggregates) -> tcp_metrics flushed on every host -> iperf3 servers, ping, samplers
+  -> clients started at their start times -> wait -> collect -> tear down.
+
+Every piece is a context manager or is killed in a `finally`, so Ctrl-C, SIGTERM (mapped to
+KeyboardInterrupt by the CLI) and failures leave nothing behind. The whole batch holds the
+lab lock: one lab per machine.
+
+What a run collects (all times in seconds since the run's t0, when the first client may start):
+- per flow: iperf3 JSON (client with --get-server-output): receiver goodput per second, the
+  sender's smoothed RTT (tcp_info) per second, retransmits; per-flow drops from ckcd-link;
+- per link: ckcd-link's 100 ms log (queue length, sojourn, delivered bytes, drops by reason),
+  its dequeue samples (sojourn percentiles), final stats (schedule keeping);
+- ping RTT from the scenario's ping source to its destination every 0.2 s;
+- the machine's CPU from /proc/stat every second (and vswitchd's and ckcd-link's share).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+from experiments import analysis
+from experiments.lab import Controller, mininet_net
+from experiments.progress import Progress
+from experiments.rest_client import CoexClient
+from experiments.scenario import Case, Scenario
+from experiments.topos import topology
+from ovs_config.bottleneck import SwitchLink
+from ovs_config.lablock import lab_lock
+from ovs_config.link_daemon import LinkControl
+from ovs_config.private_ovs import PrivateOVS
+
+OF_PORT, REST_PORT = 16700, 18200  # not the defaults: a user's own controller may use 6653/8080
+LOG_INTERVAL_MS = 100
+SAMPLE_PERIOD_S = 0.5  # samples(n=1024) every 0.5 s: all dequeues up to 2048/s, a fair sample above
+RUN_OVERHEAD_S = 15.0  # bring-up and tear-down per run, for the first time estimate
+FLOW_GRACE_S = 20.0
+MAX_STORED_SAMPLES = 30000
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def run_dir_of(out_dir: str, scenario: Scenario, case: Case, rep: int) -> str:
+    return os.path.join(out_dir, "runs", scenario.name, case.name, f"rep{rep}")
+
+
+def run_batch(scenarios: list[Scenario], out_dir: str, log=print) -> list[dict]:
+    """Run every case of every scenario `repeat` times; return the run records (also on disk)."""
+    plan = [(s, c, r) for s in scenarios for c in s.cases() for r in range(1, s.repeat + 1)]
+    progress = Progress([s.duration_s for s, _, _ in plan], RUN_OVERHEAD_S)
+    records = []
+    log(f"[runner] {len(plan)} runs, about {progress.fmt(progress.remaining_s())} "
+        f"(waiting for the lab lock: one lab per machine)")
+    with lab_lock(timeout_s=4 * 3600), PrivateOVS():
+        for i, (scenario, case, rep) in enumerate(plan):
+            run_dir = run_dir_of(out_dir, scenario, case, rep)
+            label = f"{scenario.name}/{case.name} rep {rep}/{scenario.repeat}"
+            progress.begin_run(i, label)
+            started = time.monotonic()
+            try:
+                record = run_case(scenario, case, rep, run_dir, progress)
+            except KeyboardInterrupt:
+                progress.close()
+                raise
+            except Exception as err:  # one failed run must not lose the batch
+                record = failed_record(scenario, case, rep, f"{type(err).__name__}: {err}")
+                _write_json(os.path.join(run_dir, "run.json"), record)
+            progress.end_run(time.monotonic() - started)
+            records.append(record)
+            m = record.get("metrics") or {}
+            if record.get("error"):
+                log(f"[runner] {label}: FAILED: {record['error']}")
+            else:
+                trust = "trusted" if m["fidelity"]["trusted"] else "UNTRUSTED: " + "; ".join(m["fidelity"]["reasons"])
+                log(f"[runner] {label}: Jain {m['jain']:.3f}, total {m['total_mbps']:.1f} Mbit/s, "
+                    f"queue delay {analysis.fmt(m['queue_delay_ms']['mean'])} ms, "
+                    f"RTT {analysis.fmt(m['rtt_ms']['mean'])} ms ({trust})")
+        progress.close()
+    return records
+
+
+def failed_record(scenario: Scenario, case: Case, rep: int, error: str) -> dict:
+    return {"scenario": scenario.to_dict(), "case": {"name": case.name, "discipline": case.discipline,
+                                                    "approach": case.approach},
+            "rep": rep, "error": error, "metrics": None}
+
+
+def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: Progress | None = None) -> dict:
+    """One lab run of one case; returns the run record (written to run_dir/run.json)."""
+    os.makedirs(run_dir, exist_ok=True)
+    for old in os.listdir(run_dir):
+        os.unlink(os.path.join(run_dir, old))
+    topo, link_ends = topology(scenario.topology)
+    spec = scenario.qdisc_spec(case.discipline)
+    seed = zlib.crc32(f"{scenario.name}/{case.name}/{rep}".encode())
+    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=os.path.join(run_dir, "controller.log"),
+                     db_path=os.path.join(run_dir, "policy.sqlite"))
+    record = failed_record(scenario, case, rep, None)
+    record.update({"qdisc": spec, "seed": seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(ctl)
+        net = stack.enter_context(mininet_net(topo, ctl, discovery_wait_s=0))
+        links = {}
+        for name, bridge_a, port_a, bridge_b, port_b in link_ends:
+            links[name] = stack.enter_context(SwitchLink(
+                bridge_a, port_a, bridge_b, port_b, rate_bps=scenario.link.rate_bps,
+                delay_ms=scenario.link.delay_ms, qdisc=spec, name=name,
+                log_path=os.path.join(run_dir, f"link-{name}.jsonl"), log_interval_ms=LOG_INTERVAL_MS,
+                seed=seed))
+        time.sleep(3.0)  # LLDP (every second) finds the links through the daemons
+        loss = net.pingAll(timeout=2)
+        if loss > 0:
+            time.sleep(2.0)
+            loss = net.pingAll(timeout=2)
+            if loss > 0:
+                raise RunError(f"pingall lost {loss:.0f} % before traffic: the lab does not forward")
+        record["policy"] = apply_policy(CoexClient(ctl.rest_url), scenario, case, net, link_ends)
+        for host in net.hosts:
+            host.cmd("ip tcp_metrics flush all >/dev/null 2>&1")
+        record.update(_traffic(scenario, net, links, run_dir, progress))
+    record["error"] = None
+    record["metrics"] = analysis.run_metrics(record)
+    _write_json(os.path.join(run_dir, "run.json"), record)
+    return record
+
+
+def apply_policy(api: CoexClient, scenario: Scenario, case: Case, net, link_ends) -> dict | None:
+    """The CoEx policy of a case through the controller's REST API. Scenarios with aggregates get
+    the same rules and bottleneck ports in every case; only the approach differs."""
+    if not any(f.aggregate for f in scenario.flows):
+        return None
+    for f in scenario.flows:
+        if f.aggregate:
+            api.ok("POST", "/rules", {"name": f"flow-{f.port}", "aggregate": f.aggregate,
+                                      "match": {"ip_proto": 6, "tp_dst": f.port}})
+    ping = scenario.ping
+    if ping and ping.aggregate:  # ping shares the aggregate it measures
+        api.ok("POST", "/rules", {"name": "ping", "aggregate": ping.aggregate,
+                                  "match": {"ip_proto": 1, "ipv4_src": net.get(ping.src).IP(),
+                                            "ipv4_dst": net.get(ping.dst).IP()}})
+    for _, bridge, port, _, _ in link_ends:
+        dpid = int(bridge[1:])
+        api.ok("PUT", f"/ports/{dpid}/{port}", {"capacity_bps": scenario.link.rate_bps})
+    if case.approach == "separate_paths":
+        api.ok("PUT", "/approaches", {"separate_paths": True})
+    elif case.approach == "separate_queues":
+        api.ok("PUT", "/approaches", {"separate_queues": True})
+    elif case.approach == "limited_queue":
+        api.ok("PUT", "/approaches", {"limited_queue": {"enabled": True, "aggregate": "queue_filling",
+                                                        "fraction": scenario.limited_queue_fraction}})
+    time.sleep(0.5)
+    return api.ok("GET", "/policy")
+
+
+# --- traffic and collection ------------------------------------------------------------------
+
+def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progress | None) -> dict:
+    controls = {name: LinkControl(link.control_path) for name, link in links.items()}
+    procs: list[subprocess.Popen] = []
+    files = []
+    stop = threading.Event()
+    threads = []
+    flows = scenario.flows
+    launched: dict[int, float] = {}
+    try:
+        for f in flows:  # servers first; -1: each serves one client and exits
+            dst = net.get(f.dst)
+            procs.append(dst.popen(["iperf3", "-s", "-1", "-J", "-p", str(f.port)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        # Where each daemon's clock (log t, sample t_s) stands against ours.
+        daemon_zero = {}
+        for name, c in controls.items():
+            before = time.monotonic()
+            daemon_zero[name] = before - c.ping()["uptime_s"]
+        t0 = time.monotonic()
+        wall0 = time.time()
+        cpu = CpuSampler(t0, [_vswitchd_pid()] + [links[n].daemon.pid for n in links], stop)
+        sampler = SojournSampler(controls, daemon_zero, t0, stop)
+        threads = [threading.Thread(target=cpu.run, daemon=True),
+                   threading.Thread(target=sampler.run, daemon=True)]
+        for t in threads:
+            t.start()
+        ping_proc = None
+        if scenario.ping:
+            src, dst = net.get(scenario.ping.src), net.get(scenario.ping.dst)
+            out = open(os.path.join(run_dir, "ping.txt"), "w")
+            files.append(out)
+            ping_proc = src.popen(["ping", "-n", "-D", "-i", f"{scenario.ping.interval_s:g}",
+                                   "-w", f"{scenario.duration_s:g}", dst.IP()], stdout=out,
+                                  stderr=subprocess.STDOUT)
+            procs.append(ping_proc)
+        clients: dict[int, subprocess.Popen] = {}
+        pending = sorted(range(len(flows)), key=lambda i: flows[i].start_s)
+        end = t0 + scenario.duration_s
+        while True:
+            now = time.monotonic()
+            while pending and now >= t0 + flows[pending[0]].start_s:
+                i = pending.pop(0)
+                f = flows[i]
+                cmd = ["iperf3", "-c", net.get(f.dst).IP(), "-p", str(f.port), "-t", f"{f.duration_s:g}",
+                       "-C", f.cc, "-J", "--get-server-output", "-i", "1"]
+                if f.rate_bps:
+                    cmd += ["-b", str(f.rate_bps)]
+                out = open(os.path.join(run_dir, f"iperf3-{f.port}.json"), "w")
+                files.append(out)
+                clients[i] = net.get(f.src).popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+                procs.append(clients[i])
+                launched[i] = time.monotonic() - t0
+            if progress:
+                progress.tick(now - t0)
+            if now >= end and not pending:
+                break
+            time.sleep(0.2)
+        deadline = time.monotonic() + FLOW_GRACE_S
+        for i, proc in clients.items():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        stats = {name: c.stats("ab", max_flows=256) for name, c in controls.items()}
+    finally:
+        stop.set()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+        for t in threads:
+            t.join(timeout=5)
+        for f in files:
+            f.close()
+    finals = {name: link.stop() for name, link in links.items()}
+    return {
+        "t0_wall": wall0,
+        "flows": [_flow_record(f, launched.get(i), run_dir, stats, net) for i, f in enumerate(flows)],
+        "links": {name: _link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
+                                     sampler.values.get(name, []))
+                  for name in links},
+        "ping": _ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
+        "cpu": cpu.series,
+    }
+
+
+def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, net) -> dict:
+    rec = {"label": f.label, "cc": f.cc, "src": f.src, "dst": f.dst, "port": f.port, "aggregate": f.aggregate,
+           "start_s": f.start_s, "stop_s": f.stop_s, "rate_bps": f.rate_bps, "launched_s": launched_s,
+           "goodput": [], "srtt": [], "error": None}
+    path = os.path.join(run_dir, f"iperf3-{f.port}.json")
+    try:
+        text = open(path).read()
+        report = json.loads(text[text.index("{"):])
+    except (OSError, ValueError):
+        rec["error"] = "iperf3 gave no JSON" + (f" (it started at {launched_s:.1f} s)" if launched_s else
+                                               " (never started)")
+        return rec
+    if "error" in report:
+        rec["error"] = f"iperf3: {report['error']}"
+        return rec
+    base = launched_s or 0.0
+    server = report.get("server_output_json") or {}
+    for iv in server.get("intervals", []):
+        s = iv["sum"]
+        if s["seconds"] > 0.2:
+            rec["goodput"].append([round(base + (s["start"] + s["end"]) / 2, 3), s["bytes"] * 8 / s["seconds"] / 1e6])
+    for iv in report.get("intervals", []):
+        st = iv["streams"][0]
+        if "rtt" in st and st["seconds"] > 0.2:
+            rec["srtt"].append([round(base + (st["start"] + st["end"]) / 2, 3), st["rtt"] / 1000.0])
+    end = report["end"]
+    rec["goodput_total_mbps"] = end["sum_received"]["bits_per_second"] / 1e6
+    rec["retransmits"] = end.get("sum_sent", {}).get("retransmits")
+    rec["sender_cc"] = end.get("sender_tcp_congestion")
+    conn = report["start"]["connected"][0]
+    key = f"tcp {conn['local_host']}:{conn['local_port']}>{conn['remote_host']}:{conn['remote_port']}"
+    rec["key"] = key
+    rec["link_drops"] = {}
+    for name, st in stats.items():
+        for fl in st["dirs"]["ab"].get("flows", []):
+            if fl["key"] == key:
+                rec["link_drops"][name] = fl["drops"]
+    return rec
+
+
+def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: dict | None,
+                 sojourn_samples: list) -> dict:
+    series = []
+    path = os.path.join(run_dir, f"link-{name}.jsonl")
+    with contextlib.suppress(OSError):
+        with open(path) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if row.get("dir") != "ab":
+                    continue
+                soj = row.get("sojourn_us") or {}
+                series.append({"t": round(row["t"] + offset_s, 3), "interval_s": row["interval_s"],
+                               "qlen_pkts": row["qlen_pkts"], "tx_bytes": row["tx_bytes"],
+                               "sojourn_ms": soj["mean"] / 1000 if soj.get("count") else None,
+                               "sojourn_count": soj.get("count", 0), "drops": row.get("drops", {})})
+    ab = stats["dirs"]["ab"]
+    if len(sojourn_samples) > MAX_STORED_SAMPLES:  # an even subsample keeps the percentiles
+        step = len(sojourn_samples) / MAX_STORED_SAMPLES
+        sojourn_samples = [sojourn_samples[int(k * step)] for k in range(MAX_STORED_SAMPLES)]
+    return {"series": series, "sojourn_samples": sojourn_samples,
+            "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops",
+                                                                "tx_bytes", "sojourn_us", "schedule",
+                                                                "tx_wake", "nflows")}}
+
+
+def _ping_series(path: str, wall0: float) -> list:
+    out = []
+    with contextlib.suppress(OSError):
+        for line in open(path):
+            # [1795317446.123456] 64 bytes from 10.0.0.3: icmp_seq=1 ttl=64 time=20.4 ms
+            if line.startswith("[") and "time=" in line:
+                stamp = float(line[1:line.index("]")])
+                rtt = float(line.split("time=")[1].split()[0])
+                out.append([round(stamp - wall0, 3), rtt])
+    return out
+
+
+def _vswitchd_pid() -> int | None:
+    try:
+        with open("/run/ckcd-coex/ovs/ovs-vswitchd.pid") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class CpuSampler:
+    """The machine's CPU every second from /proc/stat: busy % of all cores (steal counts as busy:
+    the VM wanted the CPU and did not get it), and the named processes' % of one core."""
+
+    def __init__(self, t0: float, pids: list, stop: threading.Event, period_s: float = 1.0):
+        self.t0, self.pids, self.stop, self.period_s = t0, [p for p in pids if p], stop, period_s
+        self.series: list = []  # [t, busy_pct, steal_pct, vswitchd_pct_core, links_pct_core]
+        self.hz = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _stat():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + fields[4]
+        steal = fields[7] if len(fields) > 7 else 0
+        return sum(fields[:8]), idle, steal
+
+    def _proc_ticks(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            return int(rest[11]) + int(rest[12])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def run(self) -> None:
+        prev = self._stat()
+        prev_t = time.monotonic()
+        prev_p = [self._proc_ticks(p) for p in self.pids]
+        while not self.stop.wait(self.period_s):
+            cur, now = self._stat(), time.monotonic()
+            cur_p = [self._proc_ticks(p) for p in self.pids]
+            total = cur[0] - prev[0]
+            if total > 0:
+                busy = 100.0 * (total - (cur[1] - prev[1])) / total
+                steal = 100.0 * (cur[2] - prev[2]) / total
+                core = [100.0 * (c - p) / self.hz / (now - prev_t) for c, p in zip(cur_p, prev_p)]
+                self.series.append([round(now - self.t0, 2), round(busy, 1), round(steal, 1),
+                                    round(core[0], 1) if core else None, round(sum(core[1:]), 1)])
+            prev, prev_t, prev_p = cur, now, cur_p
+
+
+class SojournSampler:
+    """ckcd-link's last 1024 dequeues of the bottleneck direction every SAMPLE_PERIOD_S: every
+    dequeue up to ~2000 packets/s, an evenly spread sample above (100 Mbit/s is ~8300/s)."""
+
+    def __init__(self, controls: dict, daemon_zero: dict, t0: float, stop: threading.Event):
+        self.controls, self.daemon_zero, self.t0, self.stop = controls, daemon_zero, t0, stop
+        self.values: dict[str, list] = {name: [] for name in controls}
+        self.last: dict[str, float] = {name: -1.0 for name in controls}
+
+    def run(self) -> None:
+        while not self.stop.wait(SAMPLE_PERIOD_S):
+            for name, control in self.controls.items():
+                try:
+                    samples = control.samples("ab", 1024)
+                except Exception:  # the daemon is going away; the log still has the series
+                    continue
+                offset = self.daemon_zero[name] - self.t0
+                for t_s, sojourn_us, _qlen, _len in samples:
+                    if t_s > self.last[name]:
+                        self.values[name].append([round(t_s + offset, 4), round(sojourn_us / 1000, 3)])
+                if samples:
+                    self.last[name] = max(self.last[name], samples[-1][0])
+
+
+def _write_json(path: str, data) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+    os.replace(tmp, path)
+
+
+def load_records(out_dir: str) -> list[dict]:
+    records = []
+    root = os.path.join(out_dir, "runs")
+    for dirpath, _dirs, filenames in sorted(os.walk(root)):
+        if "run.json" in filenames:
+            with open(os.path.join(dirpath, "run.json")) as f:
+                records.append(json.load(f))
+    if not records:
+        print(f"no runs under {root}", file=sys.stderr)
+    return records

@@ -1,0 +1,389 @@
+"""Declarative experiment scenarios: a TOML file -> a checked `Scenario`.
+
+A scenario names a topology, the emulated bottleneck (rate, delay, buffer), the queue
+disciplines and CoEx approaches to compare, and the TCP flows with their congestion
+controls and start/stop times. Every (discipline, approach) pair is one *case*; a case
+runs `repeat` times. Example (experiments/scenarios/bbr_cubic.toml):
+
+    name = "bbr_cubic"
+    title = "One BBR and one CUBIC flow"
+    topology = "dumbbell"
+    duration_s = 120
+    warmup_s = 10
+    disciplines = ["droptail", "red", "codel", "choke", "ckcd"]
+
+    [link]
+    rate_mbps = 100
+    delay_ms = 10
+    buffer_pkts = 80
+
+    [[flows]]
+    src = "h1"
+    dst = "h3"
+    cc = "bbr"
+
+Unknown keys and wrong types are refused with a `ScenarioError` that names the key
+(`flows[1].cc`), so a typo never silently changes an experiment.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import tomllib
+from typing import Any
+
+from experiments.disciplines import DISCIPLINES, discipline_spec
+from experiments.traffic import CONGESTION_CONTROLS
+
+SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
+TOPOLOGIES = ("dumbbell", "twopaths")
+APPROACHES = ("none", "separate_paths", "separate_queues", "limited_queue")
+AGGREGATES = ("default", "low_delay", "queue_filling", "penalized")
+FIRST_PORT = 5201
+
+
+class ScenarioError(ValueError):
+    """A scenario file is wrong; `key` names the place (`link.rate_mbps`, `flows[2].cc`)."""
+
+    def __init__(self, message: str, key: str | None = None, source: str | None = None):
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{key}: {message}" if key else f"{where}{message}")
+        self.key = key
+        self.source = source
+
+
+@dataclasses.dataclass
+class Link:
+    rate_bps: int
+    delay_ms: float
+    buffer_pkts: int
+
+    @property
+    def rtt_ms(self) -> float:
+        return 2 * self.delay_ms
+
+    @property
+    def bdp_pkts(self) -> float:
+        return self.rate_bps * self.rtt_ms / 1000 / (8 * 1500)
+
+
+@dataclasses.dataclass
+class Flow:
+    label: str
+    src: str
+    dst: str
+    cc: str
+    start_s: float
+    stop_s: float
+    port: int
+    aggregate: str | None = None
+    rate_bps: int | None = None  # iperf3 -b: an application-limited flow
+
+    @property
+    def duration_s(self) -> float:
+        return self.stop_s - self.start_s
+
+
+@dataclasses.dataclass
+class Ping:
+    src: str
+    dst: str
+    interval_s: float
+    aggregate: str | None = None
+
+
+@dataclasses.dataclass
+class Case:
+    discipline: str
+    approach: str
+
+    @property
+    def name(self) -> str:
+        if self.approach == "none":
+            return self.discipline
+        return f"{self.approach}" if self.discipline == "droptail" else f"{self.discipline}+{self.approach}"
+
+
+@dataclasses.dataclass
+class Scenario:
+    name: str
+    title: str
+    source: str
+    topology: str
+    duration_s: float
+    warmup_s: float
+    link: Link
+    disciplines: list[str]
+    approaches: list[str]
+    flows: list[Flow]
+    ping: Ping | None
+    discipline_params: dict[str, dict[str, Any]]
+    limited_queue_fraction: float
+    repeat: int
+    notes: str = ""
+
+    def cases(self) -> list[Case]:
+        return [Case(d, a) for a in self.approaches for d in self.disciplines]
+
+    def qdisc_spec(self, discipline: str) -> str:
+        return discipline_spec(discipline, self.link.rate_bps, self.link.rtt_ms, self.link.buffer_pkts,
+                               self.discipline_params.get(discipline, {}))
+
+    @property
+    def measure_window_s(self) -> tuple[float, float]:
+        """[from, to] in seconds since the run started over which means are taken: after the
+        last flow joined plus the warm-up (at most a third of what is left), until the first
+        flow stops."""
+        last_start = max(f.start_s for f in self.flows)
+        end = min(f.stop_s for f in self.flows)
+        return last_start + min(self.warmup_s, (end - last_start) / 3), end
+
+    def with_duration(self, duration_s: float) -> "Scenario":
+        """The same scenario stretched or shrunk to `duration_s`: start/stop times scale, the
+        warm-up keeps its length up to a quarter of the run."""
+        if duration_s <= 0:
+            raise ScenarioError("must be > 0", "duration_s")
+        new = copy.deepcopy(self)
+        factor = duration_s / self.duration_s
+        for f in new.flows:
+            f.start_s = round(f.start_s * factor, 3)
+            f.stop_s = round(f.stop_s * factor, 3)
+        new.duration_s = duration_s
+        new.warmup_s = min(self.warmup_s, duration_s / 4)
+        return new
+
+    def restricted(self, only: list[str]) -> "Scenario | None":
+        """Keep only the disciplines/approaches/case names in `only` (None if nothing is left)."""
+        wanted = set(only)
+        new = copy.deepcopy(self)
+        if self.name in wanted:
+            return new
+        cases = [c for c in self.cases() if {c.discipline, c.approach, c.name} & wanted]
+        if not cases:
+            return None
+        new.disciplines = [d for d in self.disciplines if any(c.discipline == d for c in cases)]
+        new.approaches = [a for a in self.approaches if any(c.approach == a for c in cases)]
+        return new
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Scenario":
+        data = dict(data)
+        data["link"] = Link(**data["link"])
+        data["flows"] = [Flow(**f) for f in data["flows"]]
+        data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
+        return cls(**data)
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+class _Table:
+    """A TOML table being read: every key read is remembered; leftovers are refused."""
+
+    def __init__(self, data: dict, path: str, source: str | None):
+        if not isinstance(data, dict):
+            raise ScenarioError(f"expected a table, got {type(data).__name__}", path or None, source)
+        self.data, self.path, self.source, self.seen = data, path, source, set()
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def error(self, name: str, message: str) -> ScenarioError:
+        return ScenarioError(message, self.key(name), self.source)
+
+    def get(self, name: str, kind, default=dataclasses.MISSING):
+        self.seen.add(name)
+        if name not in self.data:
+            if default is dataclasses.MISSING:
+                raise self.error(name, "missing (required)")
+            return default
+        value = self.data[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise self.error(name, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def number(self, name: str, default=dataclasses.MISSING, low: float | None = None,
+               high: float | None = None, strict_low: bool = False) -> float:
+        value = self.get(name, float, default)
+        if value is None:
+            return value
+        if low is not None and (value < low or (strict_low and value == low)):
+            raise self.error(name, f"{value:g} is out of range (must be {'>' if strict_low else '>='} {low:g})")
+        if high is not None and value > high:
+            raise self.error(name, f"{value:g} is out of range (must be <= {high:g})")
+        return value
+
+    def choice(self, name: str, allowed, default=dataclasses.MISSING):
+        value = self.get(name, str, default)
+        if value is not None and value not in allowed:
+            raise self.error(name, f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    def done(self) -> None:
+        extra = sorted(set(self.data) - self.seen)
+        if extra:
+            raise self.error(extra[0], "unknown key (a typo?)")
+
+
+def _rate_bps(t: _Table, name_mbps: str, name_bps: str, default=dataclasses.MISSING) -> int | None:
+    has_mbps, has_bps = name_mbps in t.data, name_bps in t.data
+    if has_mbps and has_bps:
+        raise t.error(name_bps, f"give either {name_mbps} or {name_bps}, not both")
+    if has_bps:
+        return int(t.number(name_bps, low=1000, high=1e11))
+    if has_mbps or default is dataclasses.MISSING:
+        return int(round(t.number(name_mbps, low=0.001, high=1e5) * 1e6))
+    t.seen.update({name_mbps, name_bps})
+    return default
+
+
+def parse_scenario(data: dict, source: str | None = None) -> Scenario:
+    top = _Table(data, "", source)
+    name = top.get("name", str)
+    if not name or not all(c.isalnum() or c in "_-" for c in name):
+        raise top.error("name", f"{name!r}: use letters, digits, '_' and '-' (it names a directory)")
+    title = top.get("title", str, name)
+    src_ref = top.get("source", str, "")
+    notes = top.get("notes", str, "")
+    topology = top.choice("topology", TOPOLOGIES, "dumbbell")
+    duration_s = top.number("duration_s", low=1, high=86400)
+    warmup_s = top.number("warmup_s", 0.0, low=0)
+    if warmup_s >= duration_s:
+        raise top.error("warmup_s", f"{warmup_s:g} s leaves nothing of a {duration_s:g} s run")
+    repeat = int(top.number("repeat", 1, low=1, high=1000))
+
+    lt = _Table(top.get("link", dict), "link", source)
+    link = Link(rate_bps=_rate_bps(lt, "rate_mbps", "rate_bps"),
+                delay_ms=lt.number("delay_ms", low=0, high=10000),
+                buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)))
+    lt.done()
+
+    disciplines = top.get("disciplines", list, ["droptail"])
+    for i, d in enumerate(disciplines):
+        if d not in DISCIPLINES:
+            raise top.error(f"disciplines[{i}]", f"{d!r} is not one of {', '.join(DISCIPLINES)}")
+    if not disciplines or len(set(disciplines)) != len(disciplines):
+        raise top.error("disciplines", "must list at least one discipline, each once")
+    approaches = top.get("approaches", list, ["none"])
+    for i, a in enumerate(approaches):
+        if a not in APPROACHES:
+            raise top.error(f"approaches[{i}]", f"{a!r} is not one of {', '.join(APPROACHES)}")
+    if not approaches or len(set(approaches)) != len(approaches):
+        raise top.error("approaches", "must list at least one approach, each once")
+    if "separate_paths" in approaches and topology != "twopaths":
+        raise top.error("approaches", "separate_paths needs topology = \"twopaths\" (two disjoint paths)")
+
+    params: dict[str, dict[str, Any]] = {}
+    pt = _Table(top.get("discipline_params", dict, {}), "discipline_params", source)
+    for d in list(pt.data):
+        if d not in DISCIPLINES:
+            raise pt.error(d, f"{d!r} is not one of {', '.join(DISCIPLINES)}")
+        inner = pt.get(d, dict)
+        for k, v in inner.items():
+            if isinstance(v, (dict, list)) or isinstance(v, bool):
+                raise ScenarioError(f"expected a number or string, got {v!r}", f"discipline_params.{d}.{k}",
+                                    source)
+        params[d] = dict(inner)
+    pt.done()
+
+    ct = _Table(top.get("coex", dict, {}), "coex", source)
+    fraction = ct.number("limited_queue_fraction", 0.5, low=0.01, high=1)
+    ct.done()
+
+    flows: list[Flow] = []
+    raw_flows = top.get("flows", list)
+    if not raw_flows:
+        raise top.error("flows", "at least one flow is needed")
+    hosts = _hosts(topology)
+    port = FIRST_PORT
+    for i, raw in enumerate(raw_flows):
+        ft = _Table(raw, f"flows[{i}]", source)
+        src = ft.choice("src", hosts["senders"])
+        dst = ft.choice("dst", hosts["receivers"])
+        cc = ft.choice("cc", CONGESTION_CONTROLS)
+        count = int(ft.number("count", 1, low=1, high=64))
+        start_s = ft.number("start_s", 0.0, low=0)
+        stop_s = ft.number("stop_s", duration_s, low=0, high=duration_s)
+        if stop_s <= start_s:
+            raise ft.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+        every_s = ft.number("start_every_s", 0.0, low=0)
+        if start_s + every_s * (count - 1) >= stop_s:
+            raise ft.error("start_every_s", "the last flow would start after it stops")
+        aggregate = ft.choice("aggregate", AGGREGATES, None)
+        rate_bps = _rate_bps(ft, "rate_mbps", "rate_bps", None)
+        label = ft.get("label", str, cc)
+        ft.done()
+        for k in range(count):
+            tag = f"{label}{k + 1}" if count > 1 else label
+            flows.append(Flow(label=tag, src=src, dst=dst, cc=cc, start_s=start_s + k * every_s,
+                              stop_s=stop_s, port=port, aggregate=aggregate, rate_bps=rate_bps))
+            port += 1
+    labels = [f.label for f in flows]
+    for f in flows:  # make labels unique: bbr, cubic, bbr -> bbr-1, cubic, bbr-2
+        if labels.count(f.label) > 1:
+            dup = [g for g in flows if g.label == f.label]
+            for n, g in enumerate(dup, 1):
+                g.label = f"{g.label}-{n}"
+
+    ping = None
+    if "ping" in top.data:
+        pg = _Table(top.get("ping", dict), "ping", source)
+        ping = Ping(src=pg.choice("src", hosts["senders"]), dst=pg.choice("dst", hosts["receivers"]),
+                    interval_s=pg.number("interval_s", 0.2, low=0.002, high=10),
+                    aggregate=pg.choice("aggregate", AGGREGATES, None))
+        pg.done()
+    else:
+        top.seen.add("ping")
+    top.done()
+
+    scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
+                        warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
+                        flows=flows, ping=ping, discipline_params=params,
+                        limited_queue_fraction=fraction, repeat=repeat, notes=notes)
+    for d in disciplines:  # parameters are checked now, not in the middle of a run
+        try:
+            scenario.qdisc_spec(d)
+        except ValueError as err:
+            raise ScenarioError(str(err), f"discipline_params.{d}", source) from None
+    uses_policy = any(a != "none" for a in approaches)
+    if uses_policy and not any(f.aggregate for f in flows):
+        raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
+    return scenario
+
+
+def _hosts(topology: str) -> dict[str, tuple[str, ...]]:
+    return {"senders": ("h1", "h2"), "receivers": ("h3", "h4")}
+
+
+def load_scenario(path: str) -> Scenario:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"not valid TOML: {err}", source=path) from None
+    except OSError as err:
+        raise ScenarioError(f"cannot read: {err.strerror}", source=path) from None
+    return parse_scenario(data, source=path)
+
+
+def builtin_names() -> list[str]:
+    return sorted(f[:-5] for f in os.listdir(SCENARIO_DIR) if f.endswith(".toml"))
+
+
+def resolve(name_or_path: str) -> Scenario:
+    """A built-in scenario by name (experiments/scenarios/<name>.toml) or a TOML file path."""
+    if os.path.exists(name_or_path):
+        return load_scenario(name_or_path)
+    path = os.path.join(SCENARIO_DIR, f"{name_or_path}.toml")
+    if not os.path.exists(path):
+        raise ScenarioError(f"no such scenario file or built-in (built-ins: {', '.join(builtin_names())})",
+                            source=name_or_path)
+    return load_scenario(path)

@@ -1,0 +1,39 @@
+"""Which topology a scenario runs on, and where its emulated links (ckcd-link) go.
+
+The dumbbell leaves s1-s2 out (`core_link=False`): ckcd-link joins s1 port 3 and s2 port 3.
+The two-path testbed gets both of s1's uplinks as ckcd-link, so that each path has the
+same bottleneck (rate, delay, buffer) and Separate Paths has something to separate:
+
+  h1,h2 - s1 =l0= s2 - s4 - h3,h4        l0: s1 port 3 - s2 port 1 (upper path)
+               =l1= s3 -/                l1: s1 port 4 - s3 port 1 (lower path)
+"""
+
+from __future__ import annotations
+
+from mininet.topo import Topo
+
+from topologies.dumbbell import Dumbbell
+
+
+class TwoPathsShaped(Topo):
+    """topologies/two_paths.py's testbed without s1's two uplinks (ckcd-link provides them)."""
+
+    def build(self):
+        s1, s2, s3, s4 = (self.addSwitch(f"s{n}", dpid=f"{n:016x}", protocols="OpenFlow13")
+                          for n in range(1, 5))
+        for i in (1, 2):
+            self.addLink(self.addHost(f"h{i}", ip=f"10.0.0.{i}/24"), s1)
+        for j in (3, 4):
+            self.addLink(self.addHost(f"h{j}", ip=f"10.0.0.{j}/24"), s4)
+        self.addLink(s2, s4, port1=2, port2=3)
+        self.addLink(s3, s4, port1=2, port2=4)
+
+
+# name -> (Mininet topology, [(link name, bridge a, port a, bridge b, port b), ...]); the first
+# link is the primary bottleneck (the one every flow crosses without an approach).
+def topology(name: str):
+    if name == "dumbbell":
+        return Dumbbell(core_link=False), [("l0", "s1", 3, "s2", 3)]
+    if name == "twopaths":
+        return TwoPathsShaped(), [("l0", "s1", 3, "s2", 1), ("l1", "s1", 4, "s3", 1)]
+    raise ValueError(f"unknown topology {name!r}")
