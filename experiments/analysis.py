@@ -100,7 +100,8 @@ def run_metrics(record: dict) -> dict:
     cpu = {"mean_pct": _mean(busy), "p95_pct": percentile(busy, 95), "saturated_fraction": saturated,
            "steal_mean_pct": _mean([r[2] for r in cpu_rows]),
            "vswitchd_core_pct": _mean([r[3] for r in cpu_rows if r[3] is not None]),
-           "links_core_pct": _mean([r[4] for r in cpu_rows])}
+           "runner_core_pct": _mean([r[4] for r in cpu_rows if len(r) > 5]),
+           "links_core_pct": _mean([r[-1] for r in cpu_rows])}
 
     reasons = []
     if saturated > CPU_SATURATED_MAX_FRACTION:
@@ -156,14 +157,22 @@ SCALARS = {
 
 
 def summarize(records: list[dict]) -> list[dict]:
-    """One entry per (scenario, case), in run order: mean and 95 % CI of each scalar, per CC
-    class and aggregate, drops by reason, and how many runs were trusted."""
+    """One entry per (scenario, case), ordered by scenario name and then by the case's place in
+    its scenario (so a report re-rendered from saved runs, which load in directory order, reads
+    the same): mean and 95 % CI of each scalar, per CC class and aggregate, drops by reason, and
+    how many runs were trusted."""
     groups: dict = {}
     for rec in records:
         key = (rec["scenario"]["name"], rec["case"]["name"])
         groups.setdefault(key, []).append(rec)
+
+    def place(key):
+        cases = [c.name for c in Scenario.from_dict(groups[key][0]["scenario"]).cases()]
+        return key[0], cases.index(key[1]) if key[1] in cases else len(cases), key[1]
+
     out = []
-    for (scenario, case), recs in groups.items():
+    for scenario, case in sorted(groups, key=place):
+        recs = groups[(scenario, case)]
         ok = [r for r in recs if r.get("metrics")]
         entry = {"scenario": scenario, "case": case, "discipline": recs[0]["case"]["discipline"],
                  "approach": recs[0]["case"]["approach"], "runs": len(recs), "failed": len(recs) - len(ok),

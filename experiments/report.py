@@ -131,7 +131,8 @@ def _timeseries(plt, path: str, records: list[dict]) -> None:
         ax_t.set_title(f"{rec['case']['name']}: throughput (Jain {m['jain']:.2f})", fontsize=9)
         ax_t.legend(fontsize=7, loc="upper right", ncol=3)
         for name, link in rec["links"].items():
-            pts = _smooth([(r["t"], r["sojourn_ms"]) for r in link["series"] if r["sojourn_ms"] is not None], 1.0)
+            pts = _smooth([(r["t"], r["sojourn_ms"]) for r in link["series"]
+                           if r["sojourn_ms"] is not None and r["t"] >= 0], 1.0)
             if pts:
                 t, v = zip(*pts)
                 ax_d.plot(t, v, lw=1, label=f"queueing delay {name}")
@@ -141,6 +142,7 @@ def _timeseries(plt, path: str, records: list[dict]) -> None:
         ax_d.axvspan(*m["window_s"], color="0.93", zorder=0)
         ax_d.set_ylabel("ms")
         ax_d.set_ylim(bottom=0)
+        ax_d.set_xlim(left=0)
         ax_d.set_title(f"{rec['case']['name']}: delay (queue mean {fmt(m['queue_delay_ms']['mean'])} ms, "
                        f"RTT {fmt(m['rtt_ms']['mean'])} ms)", fontsize=9)
         ax_d.legend(fontsize=7, loc="upper right")

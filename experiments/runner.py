@@ -189,7 +189,7 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
             daemon_zero[name] = before - c.ping()["uptime_s"]
         t0 = time.monotonic()
         wall0 = time.time()
-        cpu = CpuSampler(t0, [_vswitchd_pid()] + [links[n].daemon.pid for n in links], stop)
+        cpu = CpuSampler(t0, [_vswitchd_pid(), os.getpid()] + [links[n].daemon.pid for n in links], stop)
         sampler = SojournSampler(controls, daemon_zero, t0, stop)
         threads = [threading.Thread(target=cpu.run, daemon=True),
                    threading.Thread(target=sampler.run, daemon=True)]
@@ -349,8 +349,10 @@ class CpuSampler:
     the VM wanted the CPU and did not get it), and the named processes' % of one core."""
 
     def __init__(self, t0: float, pids: list, stop: threading.Event, period_s: float = 1.0):
-        self.t0, self.pids, self.stop, self.period_s = t0, [p for p in pids if p], stop, period_s
-        self.series: list = []  # [t, busy_pct, steal_pct, vswitchd_pct_core, links_pct_core]
+        self.t0, self.pids, self.stop, self.period_s = t0, pids, stop, period_s
+        self.series: list = []
+        # [t, busy_pct, steal_pct, vswitchd_pct_core, runner_pct_core, links_pct_core]; pids are
+        # vswitchd, this runner, then the link daemons.
         self.hz = os.sysconf("SC_CLK_TCK")
 
     @staticmethod
@@ -361,7 +363,9 @@ class CpuSampler:
         steal = fields[7] if len(fields) > 7 else 0
         return sum(fields[:8]), idle, steal
 
-    def _proc_ticks(self, pid: int) -> int:
+    def _proc_ticks(self, pid: int | None) -> int:
+        if not pid:
+            return 0
         try:
             with open(f"/proc/{pid}/stat") as f:
                 rest = f.read().rsplit(")", 1)[1].split()
@@ -382,7 +386,7 @@ class CpuSampler:
                 steal = 100.0 * (cur[2] - prev[2]) / total
                 core = [100.0 * (c - p) / self.hz / (now - prev_t) for c, p in zip(cur_p, prev_p)]
                 self.series.append([round(now - self.t0, 2), round(busy, 1), round(steal, 1),
-                                    round(core[0], 1) if core else None, round(sum(core[1:]), 1)])
+                                    round(core[0], 1), round(core[1], 1), round(sum(core[2:]), 1)])
             prev, prev_t, prev_p = cur, now, cur_p
 
 
