@@ -1,0 +1,109 @@
+"""Run metrics from synthetic run records (no lab): warm-up window, utilization, delays,
+drops, fidelity, summaries over repeats and the comparison with the paper."""
+
+import pytest
+
+from experiments import analysis
+from experiments.metrics import percentile, window_mean
+from experiments.scenario import ScenarioError, parse_scenario
+
+DOC = {"name": "syn", "topology": "dumbbell", "duration_s": 40, "warmup_s": 10, "disciplines": ["droptail", "ckcd"],
+       "link": {"rate_mbps": 100, "delay_ms": 10, "buffer_pkts": 80},
+       "flows": [{"src": "h1", "dst": "h3", "cc": "bbr"}, {"src": "h2", "dst": "h4", "cc": "cubic"}],
+       "ping": {"src": "h1", "dst": "h3"}}
+
+
+def schedule(late=0):
+    return {"releases": 1000, "late_over_1ms": late, "late_mean_us": 100.0}
+
+
+def record(case, bbr_mbps, cubic_mbps, sojourn_ms, rtt_ms, cpu_busy=50.0, late=0):
+    sc = parse_scenario(DOC, "syn.toml")
+    secs = [t + 0.5 for t in range(40)]
+    # During the warm-up (t < 10 s) the flows send something else entirely: it must not count.
+    flows = [{"label": "bbr", "cc": "bbr", "aggregate": None, "error": None, "retransmits": 0,
+              "goodput": [[t, 999.0 if t < 10 else bbr_mbps] for t in secs], "srtt": [[t, rtt_ms] for t in secs]},
+             {"label": "cubic", "cc": "cubic", "aggregate": None, "error": None, "retransmits": 0,
+              "goodput": [[t, 0.0 if t < 10 else cubic_mbps] for t in secs], "srtt": [[t, rtt_ms] for t in secs]}]
+    series = [{"t": t / 10, "interval_s": 0.1, "qlen_pkts": 10, "tx_bytes": 1_250_000 * 0.9,
+               "sojourn_ms": 50.0 if t < 100 else sojourn_ms, "sojourn_count": 800,
+               "drops": {"overflow": 1 if t >= 100 else 100, "early": 0}} for t in range(400)]
+    samples = [[t / 100, 50.0 if t < 1000 else sojourn_ms] for t in range(4000)]
+    final = {"dirs": {"ab": {"schedule": schedule(late)}, "ba": {"schedule": schedule()}}}
+    return {"scenario": sc.to_dict(), "case": {"name": case, "discipline": case, "approach": "none"}, "rep": 1,
+            "error": None, "flows": flows, "ping": [[t / 5, rtt_ms] for t in range(200)],
+            "links": {"l0": {"series": series, "sojourn_samples": samples, "final": final}},
+            "cpu": [[t, cpu_busy, 1.0, 70.0, 5.0, 45.0] for t in range(40)]}
+
+
+def test_means_skip_the_warm_up():
+    m = analysis.run_metrics(record("droptail", 80.0, 10.0, 6.0, 26.0))
+    assert m["window_s"] == [10.0, 40.0]
+    bbr, cubic = m["flows"]
+    assert bbr["mean_mbps"] == pytest.approx(80.0) and cubic["mean_mbps"] == pytest.approx(10.0)
+    assert m["total_mbps"] == pytest.approx(90.0) and m["utilization"] == pytest.approx(0.90)
+    assert m["jain"] == pytest.approx(90 ** 2 / (2 * (80 ** 2 + 10 ** 2)))
+    assert m["classes"]["bbr"]["mean_mbps"] == pytest.approx(80.0)
+    assert m["queue_delay_ms"]["mean"] == pytest.approx(6.0) and m["queue_delay_ms"]["p99"] == pytest.approx(6.0)
+    assert m["rtt_ms"]["mean"] == pytest.approx(26.0)
+    assert m["drops"] == {"overflow": 300, "early": 0}  # the 300 log rows of 10.0-39.9 s
+    assert m["links"]["l0"]["busy"] == pytest.approx(0.9)
+    assert m["fidelity"] == {"trusted": True, "reasons": []}
+
+
+def test_fidelity_names_the_reason():
+    m = analysis.run_metrics(record("ckcd", 45.0, 45.0, 1.0, 21.0, cpu_busy=95.0, late=200))
+    assert not m["fidelity"]["trusted"]
+    text = " ".join(m["fidelity"]["reasons"])
+    assert "CPU above 90 %" in text and "fell behind its schedule" in text
+
+
+def test_summary_and_headline_against_droptail():
+    recs = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("droptail", 82.0, 8.0, 6.2, 26.2),
+            record("ckcd", 45.0, 45.0, 1.0, 21.0), record("ckcd", 44.0, 46.0, 1.2, 21.2)]
+    for r in recs:
+        r["metrics"] = analysis.run_metrics(r)
+    summary = analysis.summarize(recs)
+    assert [e["case"] for e in summary] == ["droptail", "ckcd"]
+    dt = summary[0]
+    assert dt["runs"] == 2 and dt["trusted"] == 2 and dt["jain"]["n"] == 2 and dt["jain"]["ci95"] > 0
+    [head] = analysis.headline(summary)
+    assert head["jain_ckcd"] > 0.99
+    assert head["fairness_gain"] == pytest.approx(head["jain_ckcd"] / head["jain_droptail"] - 1)
+    assert head["queue_delay_reduction"] == pytest.approx(1 - 1.1 / 6.1)
+    assert head["trusted"]
+
+
+def test_window_scales_with_duration_and_staggered_flows():
+    doc = dict(DOC, duration_s=120, flows=[{"src": "h1", "dst": "h3", "cc": "cubic", "count": 5,
+                                            "start_every_s": 15}])
+    sc = parse_scenario(doc, "t")
+    assert [f.start_s for f in sc.flows] == [0, 15, 30, 45, 60]
+    assert sc.measure_window_s == (70, 120)
+    short = sc.with_duration(60)
+    assert [f.start_s for f in short.flows] == [0, 7.5, 15, 22.5, 30] and short.measure_window_s == (40, 60)
+    with pytest.raises(ScenarioError, match="flows\\[0\\].start_every_s"):
+        parse_scenario(dict(DOC, flows=[{"src": "h1", "dst": "h3", "cc": "cubic", "count": 5,
+                                         "start_every_s": 10}]), "t")
+
+
+def test_only_picks_cases():
+    sc = parse_scenario(dict(DOC, disciplines=["droptail", "red", "ckcd"]), "t")
+    assert [c.name for c in sc.restricted(["ckcd", "droptail"]).cases()] == ["droptail", "ckcd"]
+    assert sc.restricted(["pie"]) is None
+
+
+def test_coex_scenarios_need_aggregates_and_twopaths_for_separate_paths():
+    with pytest.raises(ScenarioError, match="approaches"):
+        parse_scenario(dict(DOC, approaches=["separate_paths"]), "t")
+    with pytest.raises(ScenarioError, match="flows"):
+        parse_scenario(dict(DOC, approaches=["separate_queues"]), "t")
+    with pytest.raises(ScenarioError, match="discipline_params.ckcd"):
+        parse_scenario(dict(DOC, discipline_params={"ckcd": {"limt": 80}}), "t")
+
+
+def test_percentile_and_window_helpers():
+    assert percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
+    assert percentile(list(range(101)), 99) == pytest.approx(99)
+    assert window_mean([[0, 100], [5, 1], [6, 3], [9, 100]], 5, 6) == pytest.approx(2)
+    assert window_mean([], 0, 1) is None
