@@ -58,7 +58,11 @@ def run_dir_of(out_dir: str, scenario: Scenario, case: Case, rep: int) -> str:
     return os.path.join(out_dir, "runs", scenario.name, case.name, f"rep{rep}")
 
 
-def run_batch(scenarios: list[Scenario], out_dir: str, log=print) -> list[dict]:
+def _log(msg: str) -> None:
+    print(msg, flush=True)  # a batch's log is often a file: lines must not wait in a buffer
+
+
+def run_batch(scenarios: list[Scenario], out_dir: str, log=_log) -> list[dict]:
     """Run every case of every scenario `repeat` times; return the run records (also on disk)."""
     plan = [(s, c, r) for s in scenarios for c in s.cases() for r in range(1, s.repeat + 1)]
     progress = Progress([s.duration_s for s, _, _ in plan], RUN_OVERHEAD_S)
