@@ -118,7 +118,7 @@ def cmd_clean(args) -> int:
         os.environ.update(ovs.env())
         # Mininet's cleanup, pointed at our OVS by the environment: bridges, veths, its processes.
         subprocess.run(["mn", "-c"], capture_output=True)
-    ovs.stop()
+    ovs.stop(force=True)
     subprocess.run(["pkill", "-f", "ryu-manager .*ckcd_coex"], capture_output=True)
     print("clean: private OVS stopped, controller and Mininet leftovers removed")
     return 0

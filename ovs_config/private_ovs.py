@@ -76,7 +76,10 @@ class PrivateOVS:
                     timeout=timeout)
 
     def start(self) -> "PrivateOVS":
-        if not self.running():
+        # Idempotent: an instance that finds the daemons running uses them and, on stop(),
+        # leaves them to whoever started them (a test session around an experiment run).
+        self._started_here = not self.running()
+        if self._started_here:
             self._stop_daemons()  # a half-started instance from a crash
             os.makedirs(self.run_dir, exist_ok=True)
             self._raise_wmem()
@@ -148,7 +151,11 @@ class PrivateOVS:
             else:
                 os.kill(pid, signal.SIGKILL)
 
-    def stop(self) -> None:
+    def stop(self, force: bool = False) -> None:
+        """Stop the daemons this instance started (any running ones with force=True)."""
+        if not (force or getattr(self, "_started_here", True)):
+            self._restore_env()
+            return
         if self.running():
             for br in self.vsctl("list-br").split():
                 self.vsctl("--if-exists", "del-br", br)
