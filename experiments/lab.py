@@ -147,8 +147,9 @@ def mininet_net(topo, controller: Controller, discovery_wait_s: float = 2.5):
     setLogLevel(os.environ.get("CKCD_MININET_LOG", "warning"))
     net = Mininet(topo=topo, switch=partial(OVSSwitch, datapath="user", protocols="OpenFlow13"),
                   controller=partial(RemoteController, ip="127.0.0.1", port=controller.of_port),
-                  autoSetMacs=True, waitConnected=False, build=True)
+                  autoSetMacs=True, waitConnected=False, build=False)
     try:
+        net.build()  # inside the try: a failed build still stops the nodes it made
         net.start()
         offloads_off(net)
         for host in net.hosts:
