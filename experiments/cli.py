@@ -111,7 +111,17 @@ def cmd_list(args) -> int:
 
 
 def cmd_clean(args) -> int:
+    from ovs_config.lablock import LAB_LOCK_PATH, lab_lock
     from ovs_config.private_ovs import PrivateOVS
+
+    try:  # never clean up under a lab that is running: that is not a crash's leftovers
+        with lab_lock(timeout_s=0):
+            pass
+    except TimeoutError:
+        holder = open(LAB_LOCK_PATH).read().strip()
+        print(f"clean: a lab is running (pid {holder} holds {LAB_LOCK_PATH}); not touching it",
+              file=sys.stderr)
+        return 1
 
     ovs = PrivateOVS()
     if ovs.running():
