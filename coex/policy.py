@@ -36,13 +36,17 @@ class PolicyError(ValueError):
 
 # --- field checks ------------------------------------------------------------------
 
-def _obj(value, field: str, allowed: tuple[str, ...]) -> dict:
+def _obj(value, field: str, allowed: tuple[str, ...] | None, required: tuple[str, ...] = ()) -> dict:
+    """A JSON object with only the allowed keys (any keys when allowed is None) and the required ones."""
     if not isinstance(value, dict):
         raise PolicyError(f"{field or 'body'} must be a JSON object", field)
-    unknown = sorted(set(value) - set(allowed))
+    unknown = sorted(set(value) - set(allowed)) if allowed is not None else []
     if unknown:
         where = f"{field}.{unknown[0]}" if field else unknown[0]
         raise PolicyError(f"unknown field {unknown[0]!r}; expected one of {', '.join(allowed)}", where)
+    for key in required:
+        if key not in value:
+            raise PolicyError(f"{field}.{key} is required", f"{field}.{key}")
     return value
 
 
@@ -167,10 +171,7 @@ class Rule:
 
     @classmethod
     def from_dict(cls, d, field: str) -> "Rule":
-        d = _obj(d, field, ("name", "aggregate", "match", "priority"))
-        for required in ("name", "aggregate", "match"):
-            if required not in d:
-                raise PolicyError(f"{field}.{required} is required", f"{field}.{required}")
+        d = _obj(d, field, ("name", "aggregate", "match", "priority"), required=("name", "aggregate", "match"))
         return cls(name=_name(d["name"], f"{field}.name"),
                    aggregate=_name(d["aggregate"], f"{field}.aggregate"),
                    match=Match.from_dict(d["match"], f"{field}.match"),
@@ -340,8 +341,7 @@ class Aqm:
         if disc not in AQM_DISCIPLINES:
             raise PolicyError(f"{field}.discipline must be one of {', '.join(AQM_DISCIPLINES)}",
                               f"{field}.discipline")
-        params = _obj(d.get("params", {}), f"{field}.params",
-                      tuple(d.get("params", {}) if isinstance(d.get("params", {}), dict) else ()))
+        params = _obj(d.get("params", {}), f"{field}.params", None)
         items = []
         for key, value in sorted(params.items()):
             if not re.match(r"^[a-z][a-z0-9_]{0,31}$", key):
@@ -373,10 +373,7 @@ class Port:
 
     @classmethod
     def from_dict(cls, d, field: str) -> "Port":
-        d = _obj(d, field, ("dpid", "port", "capacity_bps", "aqm"))
-        for required in ("dpid", "port", "capacity_bps"):
-            if required not in d:
-                raise PolicyError(f"{field}.{required} is required", f"{field}.{required}")
+        d = _obj(d, field, ("dpid", "port", "capacity_bps", "aqm"), required=("dpid", "port", "capacity_bps"))
         aqm = d.get("aqm")
         return cls(dpid=_int(d["dpid"], f"{field}.dpid", 1, 2**64 - 1),
                    port=_int(d["port"], f"{field}.port", 1, 0xFFFFFF00),
@@ -403,8 +400,7 @@ class Policy:
     @classmethod
     def from_dict(cls, d) -> "Policy":
         d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters"))
-        raw_aggs = _obj(d.get("aggregates", {}), "aggregates", tuple(d.get("aggregates", {}))
-                        if isinstance(d.get("aggregates", {}), dict) else ())
+        raw_aggs = _obj(d.get("aggregates", {}), "aggregates", None)
         aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
         for name, body in raw_aggs.items():
             aggs[_name(name, f"aggregates.{name}")] = Aggregate.from_dict(name, body, f"aggregates.{name}")
