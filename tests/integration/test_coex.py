@@ -17,6 +17,7 @@ from experiments.lab import Controller, mininet_net, wait_switches_connected
 from experiments.rest_client import CoexClient
 from experiments.traffic import goodput_bps, iperf3, together
 from ovs_config.private_ovs import ofctl, port_tx_bytes
+from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 from topologies.two_paths import TwoPaths
 
@@ -158,10 +159,9 @@ def test_policy_survives_a_controller_restart(dumbbell):
     dumbbell.ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=dumbbell.ctl.log_path,
                               db_path=dumbbell.ctl.env["CKCD_COEX_DB"]).start()
     wait_switches_connected(["s1", "s2"])
-    time.sleep(1.0)
     # No REST call since the restart: the stored policy was re-applied on connect.
     assert api.ok("GET", "/policy") == before and before["version"] == version
-    assert "rate=20000" in ofctl("dump-meters", "s1")
+    eventually(lambda: "rate=20000" in ofctl("dump-meters", "s1"), what="meter re-applied on s1")
     assert re.search(r"priority=1000,tcp,tp_dst=5302 actions=write_metadata", ofctl("dump-flows", "s1"))
     h1, h3 = dumbbell.net.get("h1", "h3")
     assert 15e6 <= goodput_bps(iperf3(h1, h3, "cubic", duration_s=4, port=5302)) <= 23e6

@@ -15,6 +15,7 @@ import pytest
 from experiments.lab import Controller, mininet_net, wait_switches_connected
 from experiments.traffic import goodput_bps, iperf3, sender_cc
 from ovs_config.private_ovs import ofctl
+from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 from topologies.two_paths import TwoPaths
 
@@ -91,12 +92,12 @@ def test_reconnecting_switch_gets_its_flows_back(lab):
     time.sleep(1.0)
     subprocess.run(["ovs-vsctl", "set-controller", "s1", f"tcp:127.0.0.1:{OF_PORT}"], check=True)
     wait_switches_connected(["s1"])
-    time.sleep(1.0)
     # No traffic since the reconnect, yet the same paths are there: the controller deleted
     # its old flows and re-installed them (fresh flows have zero packet counts).
-    after = path_flows("s1", with_packets=True)
-    assert {f[:3] for f in after} == {f[:3] for f in before}
-    assert all(n == 0 for *_, n in after)
+    def reinstalled():
+        after = path_flows("s1", with_packets=True)
+        return all(n == 0 for *_, n in after) and {f[:3] for f in after} == {f[:3] for f in before}
+    eventually(reinstalled, what="s1's path flows re-installed with zero counters")
     assert lab.net.pingAll(timeout=2) == 0.0
 
 
@@ -104,9 +105,9 @@ def test_forwarding_restored_after_controller_killed_and_restarted(lab):
     lab.ctl.kill()
     lab.ctl = Controller(of_port=OF_PORT, log_path=lab.ctl.log_path).start()
     wait_switches_connected([s.name for s in lab.net.switches])
-    time.sleep(2.5)  # one LLDP round and more
     # The new controller removed the old controller's path flows on connect.
-    assert path_flows("s1") == []
+    eventually(lambda: path_flows("s1") == [], what="old path flows removed from s1")
+    time.sleep(2.5)  # one LLDP round and more
     assert lab.net.pingAll(timeout=2) == 0.0
     assert path_flows("s1")
     h2, h4 = lab.net.get("h2", "h4")
