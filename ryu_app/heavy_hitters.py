@@ -23,6 +23,16 @@ from coex.sflow_collector import SFlowCollector, SFlowListener
 
 TICK_S = 0.5
 LOG_LEN = 500
+MTU_FRAME_BYTES = 1514
+# Below this many samples per second at the threshold, a flow at 2x the threshold is
+# rarely detected within a second without false positives (docs/sflow.md, "How fast
+# detection can be").
+FEW_SAMPLES_PER_S = 10.0
+
+
+def threshold_samples_per_s(threshold_bps: float, sampling: int) -> float:
+    """Samples per second a flow of MTU frames at the threshold gives at 1-in-`sampling`."""
+    return threshold_bps / (8 * MTU_FRAME_BYTES * sampling)
 
 
 def ifindex(port_name: str) -> int | None:
@@ -78,7 +88,14 @@ class HeavyHitterService:
         for p in ports:
             name = self.app.port_names.get((p.dpid, p.port))
             if name is not None:
-                self.watches[(p.dpid, p.port)] = PortWatch(p.dpid, p.port, name, p.capacity_bps, hh)
+                watch = self.watches[(p.dpid, p.port)] = PortWatch(p.dpid, p.port, name, p.capacity_bps, hh)
+                rate = threshold_samples_per_s(watch.detector.high_threshold_bps(), hh.sampling)
+                if rate < FEW_SAMPLES_PER_S:
+                    self.app.logger.warning(
+                        "heavy hitters on %s: a flow at the %.1f Mbit/s threshold gives %.1f samples/s at "
+                        "1-in-%d; detection will often take more than a second (docs/sflow.md): sample "
+                        "more often or raise the threshold", name, watch.detector.high_threshold_bps() / 1e6,
+                        rate, hh.sampling)
         self._generation += 1
         gen = self._generation
         if hh.source == "embedded":
@@ -208,6 +225,8 @@ class HeavyHitterService:
             "source": self.settings.source if self.settings else None,
             "ports": [{"dpid": w.dpid, "port": w.port, "name": w.name, "ifindex": w.ifindex,
                        "threshold_bps": round(w.detector.high_threshold_bps()),
+                       "threshold_samples_per_s": round(threshold_samples_per_s(
+                           w.detector.high_threshold_bps(), self.settings.sampling), 1),
                        "active_flows": w.detector.active_flows(),
                        "top": [{"flow": flow_dict(k), "estimate_bps": round(v)}
                                for k, v in w.detector.top(now, 5)]}

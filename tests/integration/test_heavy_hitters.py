@@ -84,3 +84,12 @@ def test_big_flow_is_steered_and_released_small_ones_never(lab):
     assert report["current"] == []
     assert [d["decision"] for d in report["log"]] == ["steered", "released"]
     assert report["collector"]["datagrams_ok"] > 0
+    # 15 Mbit/s of MTU frames at 1-in-64: 15e6 / (8 * 1514 * 64) = 19.4 samples/s, enough
+    # for sub-second detection; at 1-in-256 it would be 4.8 and the controller warns.
+    [port] = report["ports"]
+    assert port["threshold_samples_per_s"] == 19.4
+    assert "samples/s" not in ctl.log()
+    api.ok("PUT", "/heavy-hitters/config", {"enabled": True, "collector": f"127.0.0.1:{SFLOW_PORT}",
+                                            "sampling": 256, "capacity_share": 0.3})
+    assert api.ok("GET", "/heavy-hitters")["ports"][0]["threshold_samples_per_s"] == 4.8
+    assert re.search(r"15.0 Mbit/s threshold gives 4.8 samples/s at 1-in-256", ctl.log())
