@@ -14,6 +14,7 @@ from experiments.traffic import goodput_bps, together
 from ovs_config.bottleneck import SwitchLink
 from ovs_config.link_daemon import LinkControl
 from tests.integration.test_coex import RULES
+from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 
 OF_PORT, REST_PORT = 16683, 18100
@@ -28,10 +29,12 @@ def lab(private_ovs, tmp_path):
         with mininet_net(Dumbbell(core_link=False), ctl, discovery_wait_s=0) as net, \
                 SwitchLink("s1", 3, "s2", 3, rate_bps=LINK_BPS, delay_ms=5,
                            qdisc="droptail limit=80", name="t0") as link:
-            import time
-            time.sleep(2.5)  # LLDP finds s1:3 - s2:3 through the daemon
+            api = CoexClient(ctl.rest_url)
+            eventually(lambda: any({(l["a"]["dpid"], l["a"]["port"]), (l["b"]["dpid"], l["b"]["port"])}
+                                   == {(1, 3), (2, 3)} for l in api.ok("GET", "/state")["links"]),
+                       what="LLDP finds s1:3 - s2:3 through the daemon")
             assert net.pingAll(timeout=2) == 0.0
-            yield net, CoexClient(ctl.rest_url), LinkControl(link.control_path)
+            yield net, api, LinkControl(link.control_path)
     finally:
         ctl.stop()
 
