@@ -13,13 +13,16 @@ from experiments.scenario import parse_scenario
 LINK = {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80}
 
 
+FIDELITY = {"name": "fidelity", "topology": "dumbbell", "duration_s": 14, "warmup_s": 4,
+            "disciplines": ["droptail"], "link": LINK,
+            "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],
+            "ping": {"src": "h2", "dst": "h4", "interval_s": 0.2}}
+
+
 @pytest.fixture(scope="module")
 def batch(private_ovs, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("exp"))
-    fidelity = parse_scenario({"name": "fidelity", "topology": "dumbbell", "duration_s": 14, "warmup_s": 4,
-                               "disciplines": ["droptail"], "link": LINK,
-                               "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],
-                               "ping": {"src": "h2", "dst": "h4", "interval_s": 0.2}}, "test")
+    fidelity = parse_scenario(FIDELITY, "test")
     pair = parse_scenario({"name": "pair", "topology": "dumbbell", "duration_s": 12, "warmup_s": 3,
                            "disciplines": ["droptail", "ckcd"], "link": LINK,
                            "flows": [{"src": "h1", "dst": "h3", "cc": "bbr"},
@@ -33,9 +36,20 @@ def runs_of(records, scenario):
     return [r for r in records if r["scenario"]["name"] == scenario]
 
 
-def test_one_cubic_flow_fills_the_emulated_link_with_the_right_rtt(batch):
+def stolen(run) -> bool:
+    """Untrusted only because the hypervisor held the vCPU (the reason says so)."""
+    reasons = run["metrics"]["fidelity"]["reasons"]
+    return bool(reasons) and all("(steal): rerun" in r for r in reasons)
+
+
+def test_one_cubic_flow_fills_the_emulated_link_with_the_right_rtt(batch, tmp_path):
     _, records, _ = batch
     [run] = runs_of(records, "fidelity")
+    for attempt in range(2):  # what an experimenter does with a run the runner says to rerun
+        if not stolen(run):
+            break
+        print(f"fidelity run {attempt + 1} untrusted for VM steal: {run['metrics']['fidelity']['reasons']}")
+        [run] = run_batch([parse_scenario(FIDELITY, "test")], str(tmp_path / f"rerun{attempt}"))
     m = run["metrics"]
     print(f"fidelity: {m['total_mbps']:.1f} Mbit/s, utilization {m['utilization']:.3f}, "
           f"ping RTT {m['rtt_ms']['mean']:.2f} ms")
