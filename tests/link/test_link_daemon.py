@@ -255,9 +255,12 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     res = json.loads(out)
     intervals = [i["sum"]["bits_per_second"] for i in res["intervals"]]
     # Never stalled: every 1 s interval carried traffic, and the last ones
-    # follow the new 20 Mbit/s rate.
+    # follow the new 20 Mbit/s rate. These are the sender's intervals (bytes
+    # handed to the socket), so one can overshoot when the socket buffer
+    # drains in a burst (CI saw 21.9 after 18.8, 18.8, 18.8): judge the median
+    # of the last three.
     assert min(intervals) > 1e6, intervals
-    assert intervals[-1] < 21e6, intervals
+    assert sorted(intervals[-3:])[1] < 21e6, intervals
     st = d.stop()
     assert st["final"] == "stats"
 
