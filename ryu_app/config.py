@@ -7,12 +7,21 @@ before it imports our app, so app options cannot be command-line flags).
 | CKCD_COEX_TOKEN | (none) | bearer token required by every mutating REST call |
 | CKCD_COEX_TOKEN_FILE | (none) | file holding that token (first line) |
 | CKCD_COEX_REST_HOST | 127.0.0.1 | REST listen address unless --wsapi-host is given |
+| CKCD_COEX_POLICY | (none) | a policy document (JSON, as GET /coex/v1/policy shows it) applied at start |
+
+CKCD_COEX_POLICY is the configuration-file way to set policy (e.g. heavy-hitter
+detection, or the sFlow-RT backend) without REST: at start the controller validates
+it and, if it differs from the stored policy, stores it as the next version. REST
+changes made afterwards are stored as usual and hold until the next start with the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+
+from coex.policy import Policy, PolicyError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,6 +31,7 @@ class CoexConfig:
     db_path: str
     token: str | None
     rest_host: str
+    policy_path: str | None = None
 
     @classmethod
     def from_env(cls, env=os.environ) -> "CoexConfig":
@@ -31,4 +41,22 @@ class CoexConfig:
             with open(token_file) as f:
                 token = f.readline().strip() or None
         return cls(db_path=env.get("CKCD_COEX_DB", os.path.join(REPO, "state", "policy.sqlite")),
-                   token=token, rest_host=env.get("CKCD_COEX_REST_HOST", "127.0.0.1"))
+                   token=token, rest_host=env.get("CKCD_COEX_REST_HOST", "127.0.0.1"),
+                   policy_path=env.get("CKCD_COEX_POLICY") or None)
+
+    def policy_file(self) -> Policy | None:
+        """The validated policy of CKCD_COEX_POLICY, or None when it is not set. Raises
+        PolicyError whose message names the file and the field."""
+        if self.policy_path is None:
+            return None
+        try:
+            with open(self.policy_path) as f:
+                doc = json.load(f)
+        except OSError as err:
+            raise PolicyError(f"CKCD_COEX_POLICY: cannot read {self.policy_path}: {err.strerror}") from None
+        except ValueError as err:
+            raise PolicyError(f"CKCD_COEX_POLICY: {self.policy_path} is not JSON: {err}") from None
+        try:
+            return Policy.from_dict(doc)
+        except PolicyError as err:
+            raise PolicyError(f"CKCD_COEX_POLICY: {self.policy_path}: {err.message}", err.field) from None

@@ -29,7 +29,7 @@ from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
 from coex import planner
-from coex.policy import Policy
+from coex.policy import Policy, PolicyError
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
 from ovs_config import aqm, queues, sflow
@@ -66,6 +66,7 @@ class CoexController(app_manager.RyuApp):
         self.heavy_hitters = HeavyHitterService(self)
         self.store = PolicyStore(self.config.db_path)
         self.policy, self.policy_version = self.store.load()
+        self._apply_policy_file()
         self._plan_policy()
         rest.register(kwargs["wsgi"], self)
         self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3); policy version %d from %s; "
@@ -74,6 +75,20 @@ class CoexController(app_manager.RyuApp):
         hub.spawn(self._discovery_loop)
 
     # --- policy -------------------------------------------------------------------
+
+    def _apply_policy_file(self) -> None:
+        """CKCD_COEX_POLICY, if set, becomes the stored policy (a new version only if it
+        differs). A bad file stops the controller with one line naming the field: running
+        on with some other policy than the operator wrote would be worse."""
+        try:
+            wanted = self.config.policy_file()
+        except PolicyError as err:
+            field = f" (field {err.field})" if err.field else ""
+            self.logger.error("%s%s", err.message, field)
+            raise SystemExit(2) from None
+        if wanted is not None and wanted.to_dict() != self.policy.to_dict():
+            self.policy_version = self.store.save(wanted, f"policy file {self.config.policy_path}")
+            self.policy = wanted
 
     def _plan_policy(self) -> None:
         names = [a.name for a in self.policy.aggregates if a.name != DEFAULT]

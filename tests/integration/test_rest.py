@@ -167,3 +167,69 @@ def test_rest_listens_on_loopback_only(api):
     listeners = subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
     assert f"127.0.0.1:{REST_PORT}" in listeners
     assert f"0.0.0.0:{REST_PORT}" not in listeners and f"*:{REST_PORT}" not in listeners
+
+
+POLICY_FILE = {
+    "rules": [{"name": "bulk", "aggregate": "queue_filling", "match": {"ip_proto": 6, "tp_dst": 5302}}],
+    "ports": [{"dpid": 1, "port": 3, "capacity_bps": 50_000_000}],
+    "heavy_hitters": {"enabled": True, "source": "sflow-rt", "sflow_rt_url": "http://127.0.0.1:18008",
+                      "sampling": 256, "threshold_bps": 40_000_000},
+}
+
+
+def test_policy_file_is_applied_at_start_and_only_once(tmp_path):
+    """CKCD_COEX_POLICY: validated and stored at start (no REST call); a restart with the
+    same file adds no version; a REST change holds until the next start."""
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(POLICY_FILE))
+
+    def start():
+        ctl = Controller(of_port=OF_PORT + 1, rest_port=REST_PORT + 1, log_path=str(tmp_path / "ryu.log"),
+                         db_path=str(tmp_path / "policy.sqlite"))
+        ctl.env["CKCD_COEX_POLICY"] = str(path)
+        return ctl.start()
+
+    ctl = start()
+    try:
+        api = CoexClient(ctl.rest_url)
+        hh = api.ok("GET", "/heavy-hitters/config")
+        assert (hh["source"], hh["sampling"], hh["threshold_bps"]) == ("sflow-rt", 256, 40_000_000)
+        assert [r["name"] for r in api.ok("GET", "/rules")["rules"]] == ["bulk"]
+        [change] = api.ok("GET", "/changes")["changes"]
+        assert change["version"] == 1 and change["summary"] == f"policy file {path}"
+        api.ok("DELETE", "/rules/bulk")
+    finally:
+        ctl.stop()
+    ctl = start()
+    try:
+        api = CoexClient(ctl.rest_url)
+        # The file differed from the stored policy again (the rule was deleted): version 3.
+        assert [c["version"] for c in api.ok("GET", "/changes")["changes"]] == [3, 2, 1]
+        assert [r["name"] for r in api.ok("GET", "/rules")["rules"]] == ["bulk"]
+    finally:
+        ctl.stop()
+    ctl = start()
+    try:  # unchanged file, unchanged store: no new version
+        assert CoexClient(ctl.rest_url).ok("GET", "/policy")["version"] == 3
+    finally:
+        ctl.stop()
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"heavy_hitters": {"sampling": 0}}', "heavy_hitters.sampling"),
+    ("{not json", "is not JSON"),
+    (None, "cannot read"),
+])
+def test_bad_policy_file_stops_the_controller_with_one_clear_line(tmp_path, content, message):
+    path = tmp_path / "policy.json"
+    if content is not None:
+        path.write_text(content)
+    log = tmp_path / "ryu.log"
+    ctl = Controller(of_port=OF_PORT + 1, rest_port=REST_PORT + 1, log_path=str(log),
+                     db_path=str(tmp_path / "policy.sqlite"))
+    ctl.env["CKCD_COEX_POLICY"] = str(path)
+    with pytest.raises(RuntimeError, match="ryu-manager exited with 2"):
+        ctl.start()
+    text = log.read_text()
+    assert "CKCD_COEX_POLICY: " in text and message in text, text
+    assert "Traceback" not in text, text
