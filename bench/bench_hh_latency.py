@@ -133,9 +133,9 @@ def main() -> int:
                     latencies.append(r["latency_s"])
                     if r["to_decision_s"] is not None:
                         decisions.append(r["to_decision_s"])
-                    print(f"{case} run {i + 1}/{args.runs}: {r['latency_s']:.3f} s "
-                          f"(decided after {r['to_decision_s']:.3f} s; iperf3 launch to first frame "
-                          f"{r['launch_to_start_s']:.3f} s)", flush=True)
+                    decided = "?" if r["to_decision_s"] is None else f"{r['to_decision_s']:.3f}"
+                    print(f"{case} run {i + 1}/{args.runs}: {r['latency_s']:.3f} s (decided after "
+                          f"{decided} s; iperf3 launch to first frame {r['launch_to_start_s']:.3f} s)", flush=True)
                 doc["cases"][case] = {
                     "threshold_bps": round(sc["capacity_bps"] * sc["share"]), "flow": sc["flow"],
                     "detected": len(latencies), "missed": misses,
