@@ -48,21 +48,28 @@ static const struct aqm_param ckcd_params[] = {
 
 #define CKCD_PROBE 8 /* slots searched from a flow's home slot */
 
+/* A flow entry is one 64-byte cache line (the table is 64-byte aligned):
+ * only what the per-packet path reads. The per-flow delay-drop counter, read
+ * by xstats only, is in the parallel array ckcd.flow_drops. */
 struct ckcd_flow {
 	uint32_t hash;
 	uint8_t used;
-	uint8_t dropping;    /* sojourn >= d_th lasted Delta: dropping its late packets */
-	uint32_t arr_epoch;  /* last window this flow arrived in (counts it in I) */
+	uint8_t dropping;     /* sojourn >= d_th lasted Delta: dropping its late packets */
+	uint32_t arr_epoch;   /* last window this flow arrived in (counts it in I) */
 	uint32_t bytes_epoch_id;
+	uint32_t dth_epoch;
+	uint32_t queued;      /* packets of this flow in the queue */
 	uint64_t bytes_epoch; /* bytes admitted in window bytes_epoch_id */
 	uint64_t mu_bps;      /* mu_i: admitted rate over the last complete window */
 	uint64_t last_seen_ns;
 	uint64_t dth_ns;      /* d_th^i, recomputed once per window */
-	uint32_t dth_epoch;
-	uint64_t above_since_ns, below_since_ns;
-	uint32_t queued;      /* packets of this flow in the queue */
-	uint64_t delay_drops;
+	/* The Delta clock (0: not running). Not dropping: since when the sojourn
+	 * has been >= d_th; dropping: since when it has been below d_th. Only one
+	 * of the two can run at a time, so one field holds both. */
+	uint64_t since_ns;
 };
+
+_Static_assert(sizeof(struct ckcd_flow) == 64, "a flow entry is one cache line");
 
 struct ckcd {
 	struct aqm_ring ring;
@@ -85,8 +92,10 @@ struct ckcd {
 	uint32_t epoch;
 	uint32_t flows_this_epoch, flows_last_epoch;
 	/* the flow table */
-	struct ckcd_flow *flows;
-	uint32_t nflows, flow_bits;
+	struct ckcd_flow *flows;   /* 64-byte aligned inside flows_mem */
+	uint64_t *flow_drops;      /* per-flow delay drops (xstats), beside flows[] */
+	void *flows_mem;
+	uint32_t nflows, flow_mask, flow_shift; /* flow_shift: 32 - log2(nflows) */
 	uint32_t flows_used;
 	uint64_t evictions, matched, early_drops, delay_drops;
 };
@@ -155,14 +164,19 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 		bits++;
 	}
 	c->nflows = n;
-	c->flow_bits = bits;
-	c->flows = q->env.alloc(q->env.ctx, (size_t)n * sizeof(c->flows[0]));
-	if (!c->flows) {
+	c->flow_mask = n - 1;
+	c->flow_shift = 32 - bits;
+	c->flows_mem = q->env.alloc(q->env.ctx, (size_t)n * (sizeof(c->flows[0]) + sizeof(c->flow_drops[0])) +
+					      sizeof(c->flows[0]) - 1);
+	if (!c->flows_mem) {
 		aqm_err(err, errlen, "ckcd: out of memory for parameter 'flows'", 0, 0);
 		return -1;
 	}
+	c->flows = (struct ckcd_flow *)(((uintptr_t)c->flows_mem + sizeof(c->flows[0]) - 1) &
+					~(uintptr_t)(sizeof(c->flows[0]) - 1));
+	c->flow_drops = (uint64_t *)(c->flows + n);
 	if (aqm_ring_alloc(&c->ring, &q->env, c->limit)) {
-		q->env.free(q->env.ctx, c->flows);
+		q->env.free(q->env.ctx, c->flows_mem);
 		aqm_err(err, errlen, "ckcd: out of memory for parameter 'limit'", 0, 0);
 		return -1;
 	}
@@ -175,8 +189,8 @@ static void ckcd_release(struct aqm_queue *q)
 	struct ckcd *c = aqm_priv(q);
 
 	aqm_ring_free(&c->ring, &q->env);
-	if (c->flows)
-		q->env.free(q->env.ctx, c->flows);
+	if (c->flows_mem)
+		q->env.free(q->env.ctx, c->flows_mem);
 }
 
 /* Advance the measurement window; the division runs once per window. */
@@ -213,7 +227,7 @@ static inline uint32_t ckcd_active(const struct ckcd *c)
 
 static inline uint32_t flow_slot(const struct ckcd *c, uint32_t hash)
 {
-	return (hash * 0x9e3779b1u) >> (32 - c->flow_bits);
+	return (hash * 0x9e3779b1u) >> c->flow_shift;
 }
 
 static struct ckcd_flow *flow_find(struct ckcd *c, uint32_t hash)
@@ -221,7 +235,7 @@ static struct ckcd_flow *flow_find(struct ckcd *c, uint32_t hash)
 	uint32_t s = flow_slot(c, hash), i;
 
 	for (i = 0; i < CKCD_PROBE; i++) {
-		struct ckcd_flow *f = &c->flows[(s + i) & (c->nflows - 1)];
+		struct ckcd_flow *f = &c->flows[(s + i) & c->flow_mask];
 
 		if (f->used && f->hash == hash)
 			return f;
@@ -236,7 +250,7 @@ static struct ckcd_flow *flow_find(struct ckcd *c, uint32_t hash)
  * may have been given another entry since). */
 static inline struct ckcd_flow *flow_of_queued(struct ckcd *c, const struct aqm_pkt *pkt)
 {
-	struct ckcd_flow *f = &c->flows[pkt->core_slot & (c->nflows - 1)];
+	struct ckcd_flow *f = &c->flows[pkt->core_slot & c->flow_mask];
 
 	if (__builtin_expect(f->used && f->hash == pkt->flow_hash, 1))
 		return f;
@@ -251,7 +265,7 @@ static __attribute__((noinline)) uint32_t flow_get_slow(struct ckcd *c, uint32_t
 	uint32_t i, fs = 0, is = 0, os = 0, slot;
 
 	for (i = 0; i < CKCD_PROBE; i++) {
-		uint32_t k = (s + i) & (c->nflows - 1);
+		uint32_t k = (s + i) & c->flow_mask;
 
 		f = &c->flows[k];
 		if (!f->used) {
@@ -279,6 +293,7 @@ static __attribute__((noinline)) uint32_t flow_get_slow(struct ckcd *c, uint32_t
 		c->evictions++;
 	f = &c->flows[slot];
 	aqm_zero(f, sizeof(*f));
+	c->flow_drops[slot] = 0;
 	f->used = 1;
 	f->hash = hash;
 	return slot;
@@ -454,29 +469,28 @@ static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 			f->queued--;
 		dth = flow_dth(c, f); /* line 14 */
 		if (sojourn >= dth) {
-			f->below_since_ns = 0;
 			if (!f->dropping) {
-				if (!f->above_since_ns) {
-					f->above_since_ns = now_ns;
+				if (!f->since_ns) {
+					f->since_ns = now_ns;
 					break;
 				}
-				if (now_ns - f->above_since_ns < c->delta_ns)
+				if (now_ns - f->since_ns < c->delta_ns)
 					break;
 				f->dropping = 1; /* line 15: above d_th for longer than Delta */
 			}
-			f->delay_drops++;
+			f->since_ns = 0;
+			c->flow_drops[f - c->flows]++;
 			c->delay_drops++;
 			aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
 			continue;
 		}
-		f->above_since_ns = 0;
-		if (f->dropping) {
-			if (!f->below_since_ns)
-				f->below_since_ns = now_ns;
-			else if (now_ns - f->below_since_ns >= c->delta_ns) {
-				f->dropping = 0;
-				f->below_since_ns = 0;
-			}
+		if (!f->dropping)
+			f->since_ns = 0;
+		else if (!f->since_ns)
+			f->since_ns = now_ns;
+		else if (now_ns - f->since_ns >= c->delta_ns) {
+			f->dropping = 0;
+			f->since_ns = 0;
 		}
 		break;
 	}
@@ -551,7 +565,7 @@ static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 		pos = aqm_put_str(buf, len, pos, ",queued:");
 		pos = aqm_put_u64(buf, len, pos, f->queued);
 		pos = aqm_put_str(buf, len, pos, ",delay_drops:");
-		pos = aqm_put_u64(buf, len, pos, f->delay_drops);
+		pos = aqm_put_u64(buf, len, pos, c->flow_drops[i]);
 	}
 	return pos;
 }
