@@ -42,9 +42,14 @@ def _vsctl_get(table: str, record: str, column: str) -> str:
     return out.stdout.strip().strip('"') if out.returncode == 0 else ""
 
 
-def choose_backend(port_name: str) -> str:
+def choose_backend(port_name: str, preferred: str = "auto") -> str:
+    """ckcd-link where the port has one; else `preferred`, or by the bridge's datapath when
+    that is "auto". Forcing "ovsdb-queue" on a userspace bridge still creates the QoS rows
+    and tc classes for real (OVS's linux-htb), only set_queue does not classify there."""
     if aqm.backend_of(port_name) == "ckcd-link":
         return "ckcd-link"
+    if preferred != "auto":
+        return preferred
     bridge = _run(["ovs-vsctl", "--timeout=5", "port-to-br", port_name]).strip()
     if _vsctl_get("Bridge", bridge, "datapath_type") == "netdev":
         return "tc-htb"

@@ -8,6 +8,7 @@ before it imports our app, so app options cannot be command-line flags).
 | CKCD_COEX_TOKEN_FILE | (none) | file holding that token (first line) |
 | CKCD_COEX_REST_HOST | 127.0.0.1 | REST listen address unless --wsapi-host is given |
 | CKCD_COEX_POLICY | (none) | a policy document (JSON, as GET /coex/v1/policy shows it) applied at start |
+| CKCD_COEX_QUEUE_BACKEND | auto | Separate Queues on ports without ckcd-link: auto (tc-htb on a userspace bridge, ovsdb-queue otherwise), tc-htb or ovsdb-queue |
 
 CKCD_COEX_POLICY is the configuration-file way to set policy (e.g. heavy-hitter
 detection, or the sFlow-RT backend) without REST: at start the controller validates
@@ -24,6 +25,7 @@ import os
 from coex.policy import Policy, PolicyError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUEUE_BACKENDS = ("auto", "tc-htb", "ovsdb-queue")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +34,7 @@ class CoexConfig:
     token: str | None
     rest_host: str
     policy_path: str | None = None
+    queue_backend: str = "auto"
 
     @classmethod
     def from_env(cls, env=os.environ) -> "CoexConfig":
@@ -40,9 +43,13 @@ class CoexConfig:
         if token is None and token_file:
             with open(token_file) as f:
                 token = f.readline().strip() or None
+        queue_backend = env.get("CKCD_COEX_QUEUE_BACKEND") or "auto"
+        if queue_backend not in QUEUE_BACKENDS:
+            raise PolicyError(f"CKCD_COEX_QUEUE_BACKEND: {queue_backend!r} is not one of "
+                              f"{', '.join(QUEUE_BACKENDS)}", "CKCD_COEX_QUEUE_BACKEND")
         return cls(db_path=env.get("CKCD_COEX_DB", os.path.join(REPO, "state", "policy.sqlite")),
                    token=token, rest_host=env.get("CKCD_COEX_REST_HOST", "127.0.0.1"),
-                   policy_path=env.get("CKCD_COEX_POLICY") or None)
+                   policy_path=env.get("CKCD_COEX_POLICY") or None, queue_backend=queue_backend)
 
     def policy_file(self) -> Policy | None:
         """The validated policy of CKCD_COEX_POLICY, or None when it is not set. Raises

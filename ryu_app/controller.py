@@ -49,7 +49,11 @@ class CoexController(app_manager.RyuApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.config = CoexConfig.from_env()
+        try:
+            self.config = CoexConfig.from_env()
+        except PolicyError as err:  # a bad setting stops us with one line, as a bad policy file does
+            self.logger.error("%s", err.message)
+            raise SystemExit(2) from None
         if not any(a.startswith("--wsapi-host") for a in sys.argv):
             # Ryu's default is every interface; ours is loopback.
             cfg.CONF.set_override("wsapi_host", self.config.rest_host)
@@ -111,9 +115,9 @@ class CoexController(app_manager.RyuApp):
                         self.paths[(agg, src_ip, dst_ip)] = self._path_for(agg, src, dst)
                     except NoPath:
                         pass
+        self._configure_ports()  # queues exist before flows send into them
         for dp in list(self.datapaths.values()):
             self._sync_switch(dp)
-        self._configure_ports()
         self._configure_heavy_hitters()
         return version
 
@@ -164,7 +168,7 @@ class CoexController(app_manager.RyuApp):
                 continue
             state = {"name": name}
             try:
-                backend = queues.choose_backend(name)
+                backend = queues.choose_backend(name, self.config.queue_backend)
                 state["queue_backend"] = backend
                 if self.policy.approaches.separate_queues:
                     plan = planner.queue_plan(self.policy, port)
@@ -420,10 +424,11 @@ class CoexController(app_manager.RyuApp):
         meter_id = next((m.meter_id for m in self.meters
                          if (m.dpid, m.port) == (hop.dpid, hop.out_port) and m.aggregate == agg), None)
         actions = []
-        state = self.port_state.get((hop.dpid, hop.out_port), {})
-        if self.policy.approaches.separate_queues and state.get("queue_backend") == "ovsdb-queue":
-            index = next(c["index"] for c in state["queues"] if c["aggregate"] == agg)
-            actions.append(parser.OFPActionSetQueue(index))
+        port = self.policy.port(hop.dpid, hop.out_port)
+        backend = self.port_state.get((hop.dpid, hop.out_port), {}).get("queue_backend")
+        if port is not None and self.policy.approaches.separate_queues and backend == "ovsdb-queue":
+            # From the plan of the policy being applied, not from the port's last state.
+            actions.append(parser.OFPActionSetQueue(planner.queue_plan(self.policy, port).class_of(agg).index))
         actions.append(parser.OFPActionOutput(hop.out_port))
         flows.add_flow(dp, flows.TABLE_FORWARD, flows.PRIO_PATH if agg_id is None else flows.PRIO_AGG_PATH,
                        flows.path_match(parser, src_ip, dst_ip, agg_id), actions, meter_id=meter_id,
