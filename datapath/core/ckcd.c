@@ -395,23 +395,24 @@ static inline uint64_t flow_dth(struct ckcd *c, struct ckcd_flow *f)
 	return f->dth_ns;
 }
 
-static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
+/* Queue an arrival of flow f (room checked): it counts toward mu_i. */
+static inline int ckcd_admit(struct aqm_queue *q, struct ckcd *c, struct ckcd_flow *f,
+			     struct aqm_pkt *pkt)
+{
+	c->ring.slot[c->ring.tail++ & c->ring.mask] = pkt;
+	aqm_account_add(q, pkt);
+	f->queued++;
+	f->bytes_epoch += pkt->len; /* admitted: counts toward mu_i */
+	return AQM_QUEUED;
+}
+
+/* Alg. 1 lines 4-12 once q_avg is updated (avg) and the arrival's flow entry
+ * is current (pkt->core_slot). */
+static __attribute__((noinline)) int ckcd_enqueue_decide(struct aqm_queue *q, struct aqm_pkt *pkt,
+							 uint64_t now_ns, int64_t avg)
 {
 	struct ckcd *c = aqm_priv(q);
-	struct ckcd_flow *f;
-	int64_t avg;
 
-	ckcd_tick(c, now_ns);
-	pkt->core_slot = flow_get(c, pkt->flow_hash);
-	f = &c->flows[pkt->core_slot];
-	flow_roll(c, f);
-	f->last_seen_ns = now_ns;
-	if (f->arr_epoch != c->epoch) {
-		f->arr_epoch = c->epoch;
-		c->flows_this_epoch++;
-	}
-	aqm_red_avg_update(&c->avg, q->qlen_pkts, now_ns); /* Alg. 1 line 3 */
-	avg = c->avg.avg_q16;
 	if (avg > c->qmax_q16) { /* line 4-5 */
 		c->early_drops++;
 		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
@@ -424,6 +425,8 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 
 		if (victim && victim->flow_hash == pkt->flow_hash &&
 		    idx - c->ring.head >= q->carried_pkts) { /* carried packets are exempt */
+			struct ckcd_flow *f = &c->flows[pkt->core_slot];
+
 			c->matched++;
 			if (f->queued)
 				f->queued--;
@@ -441,17 +444,60 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 			return AQM_DROPPED;
 		}
 	}
-	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt)) {
+	if (q->qlen_pkts >= c->limit || aqm_ring_full(&c->ring)) {
 		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
 		return AQM_DROPPED;
 	}
-	aqm_account_add(q, pkt);
-	f->queued++;
-	f->bytes_epoch += pkt->len; /* admitted: counts toward mu_i */
-	return AQM_QUEUED;
+	return ckcd_admit(q, c, &c->flows[pkt->core_slot], pkt);
 }
 
-static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
+/* Enqueue, every case: window, flow entry, mu_i roll, I, q_avg (line 3). */
+static __attribute__((noinline)) int ckcd_enqueue_slow(struct aqm_queue *q, struct aqm_pkt *pkt,
+						       uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+	struct ckcd_flow *f;
+
+	ckcd_tick(c, now_ns);
+	pkt->core_slot = flow_get(c, pkt->flow_hash);
+	f = &c->flows[pkt->core_slot];
+	flow_roll(c, f);
+	f->last_seen_ns = now_ns;
+	if (f->arr_epoch != c->epoch) {
+		f->arr_epoch = c->epoch;
+		c->flows_this_epoch++;
+	}
+	aqm_red_avg_update(&c->avg, q->qlen_pkts, now_ns); /* Alg. 1 line 3 */
+	return ckcd_enqueue_decide(q, pkt, now_ns, c->avg.avg_q16);
+}
+
+/* The common case with no call, so no register is saved: the window is
+ * current, the queue was not idle, the flow sits in its home slot and has
+ * already arrived in this window; below q_min with room it is queued here,
+ * otherwise ckcd_enqueue_decide takes over. Anything else goes to
+ * ckcd_enqueue_slow. Both reach the same decision. */
+static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+	uint32_t s = flow_slot(c, pkt->flow_hash);
+	struct ckcd_flow *f = &c->flows[s];
+	int64_t avg;
+
+	if (__builtin_expect(now_ns >= c->epoch_end_ns || c->avg.idle_since_ns ||
+			     f->hash != pkt->flow_hash || !f->used || f->arr_epoch != c->epoch ||
+			     f->bytes_epoch_id != c->epoch, 0))
+		return ckcd_enqueue_slow(q, pkt, now_ns);
+	pkt->core_slot = s;
+	f->last_seen_ns = now_ns;
+	avg = aqm_red_avg_step(&c->avg, q->qlen_pkts); /* Alg. 1 line 3 */
+	if (__builtin_expect(avg < c->qmin_q16 && q->qlen_pkts < c->limit &&
+			     c->ring.tail - c->ring.head <= c->ring.mask, 1))
+		return ckcd_admit(q, c, f, pkt);
+	return ckcd_enqueue_decide(q, pkt, now_ns, avg);
+}
+
+/* Dequeue, every case (Alg. 1 lines 13-20). */
+static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_slow(struct aqm_queue *q, uint64_t now_ns)
 {
 	struct ckcd *c = aqm_priv(q);
 	struct aqm_pkt *pkt;
@@ -496,6 +542,35 @@ static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 	}
 	if (!q->qlen_pkts)
 		aqm_red_avg_start_idle(&c->avg, now_ns);
+	return pkt;
+}
+
+/* The common case with no call, so no register is saved: the window is
+ * current, the head slot holds a packet and the queue does not empty, the
+ * packet's flow is in its cached slot with this window's d_th, is not
+ * dropping and the packet is below its d_th: forward it and stop the flow's
+ * Delta clock. Anything else goes to ckcd_dequeue_slow, which decides the
+ * same packet the same way. */
+static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+	uint32_t head = c->ring.head;
+	struct aqm_pkt *pkt = c->ring.slot[head & c->ring.mask];
+	struct ckcd_flow *f;
+
+	/* aqm_dequeue calls with qlen_pkts >= 1, so head != tail */
+	if (__builtin_expect(now_ns >= c->epoch_end_ns || !pkt || q->qlen_pkts == 1, 0))
+		return ckcd_dequeue_slow(q, now_ns);
+	f = &c->flows[pkt->core_slot & c->flow_mask];
+	/* dth_epoch == epoch: d_th is this window's, and flow_roll has run */
+	if (__builtin_expect(f->hash != pkt->flow_hash || !f->used || f->dth_epoch != c->epoch ||
+			     f->dropping || now_ns - pkt->enqueue_ns >= f->dth_ns, 0))
+		return ckcd_dequeue_slow(q, now_ns);
+	c->ring.slot[head & c->ring.mask] = 0;
+	c->ring.head = head + 1;
+	aqm_account_remove(q, pkt);
+	f->queued -= f->queued != 0;
+	f->since_ns = 0;
 	return pkt;
 }
 

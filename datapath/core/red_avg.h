@@ -52,6 +52,13 @@ static inline uint32_t aqm_red_decay_q24(uint32_t w_q24, uint64_t m)
 	return (uint32_t)result;
 }
 
+/* The EWMA step of an arrival that does not end an idle period. */
+static inline int64_t aqm_red_avg_step(struct aqm_red_avg *r, uint32_t qlen_pkts)
+{
+	r->avg_q16 += ((((int64_t)qlen_pkts << 16) - r->avg_q16) * (int64_t)r->w_q24) >> 24;
+	return r->avg_q16;
+}
+
 /* Call on every arrival with the instantaneous queue length in packets. */
 static inline void aqm_red_avg_update(struct aqm_red_avg *r, uint32_t qlen_pkts, uint64_t now_ns)
 {
@@ -63,7 +70,7 @@ static inline void aqm_red_avg_update(struct aqm_red_avg *r, uint32_t qlen_pkts,
 		r->idle_since_ns = 0;
 		return;
 	}
-	r->avg_q16 += ((((int64_t)qlen_pkts << 16) - r->avg_q16) * (int64_t)r->w_q24) >> 24;
+	aqm_red_avg_step(r, qlen_pkts);
 }
 
 /* Call when a dequeue (or drop) leaves the queue empty. */

@@ -51,13 +51,20 @@ static inline void aqm_ring_compact(struct aqm_ring *r)
 	r->tail = to;
 }
 
-static inline int aqm_ring_push(struct aqm_ring *r, struct aqm_pkt *pkt)
+/* 1 if no slot is free even after compacting the holes away. */
+static inline int aqm_ring_full(struct aqm_ring *r)
 {
 	if (r->tail - r->head > r->mask) {
 		aqm_ring_compact(r);
-		if (r->tail - r->head > r->mask)
-			return -1;
+		return r->tail - r->head > r->mask;
 	}
+	return 0;
+}
+
+static inline int aqm_ring_push(struct aqm_ring *r, struct aqm_pkt *pkt)
+{
+	if (aqm_ring_full(r))
+		return -1;
 	r->slot[r->tail++ & r->mask] = pkt;
 	return 0;
 }
@@ -84,26 +91,38 @@ static inline void aqm_ring_remove(struct aqm_ring *r, uint32_t idx)
 		r->tail--;
 }
 
+/* The pick of a random queued packet, n = tail - head > 0 slots, first
+ * trying offset i: up to 3 tries past holes (the later ones drawn afresh),
+ * then the head. */
+static inline struct aqm_pkt *aqm_ring_random_from(struct aqm_ring *r, struct aqm_queue *q,
+						   uint32_t n, uint32_t i, uint32_t *idx)
+{
+	int tries;
+
+	for (tries = 0;; tries++) {
+		struct aqm_pkt *p = r->slot[(r->head + i) & r->mask];
+
+		if (p) {
+			*idx = r->head + i;
+			return p;
+		}
+		if (tries == 2)
+			break;
+		i = aqm_random_below(q, n);
+	}
+	*idx = r->head;
+	return r->slot[r->head & r->mask];
+}
+
 /* A random queued packet (3 tries past holes, then the head), or NULL. */
 static inline struct aqm_pkt *aqm_ring_random(struct aqm_ring *r, struct aqm_queue *q,
 					      uint32_t *idx)
 {
 	uint32_t n = r->tail - r->head;
-	int tries;
 
 	if (!n)
 		return 0;
-	for (tries = 0; tries < 3; tries++) {
-		uint32_t i = r->head + aqm_random_below(q, n);
-		struct aqm_pkt *p = r->slot[i & r->mask];
-
-		if (p) {
-			*idx = i;
-			return p;
-		}
-	}
-	*idx = r->head;
-	return r->slot[r->head & r->mask];
+	return aqm_ring_random_from(r, q, n, aqm_random_below(q, n), idx);
 }
 
 #endif
