@@ -38,6 +38,9 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT = 6653, 8080
+
+
 class Controller:
     """The real `ryu-manager ckcd_coex` as a child process."""
 
@@ -64,9 +67,11 @@ class Controller:
                 raise RuntimeError(f"something already listens on port {port}: "
                                    "another controller? stop it or choose another port")
         log = open(self.log_path, "a")
+        # Ryu's own defaults are left to Ryu, so the plain `ryu-manager ckcd_coex` is what runs.
+        ports = ([] if self.of_port == RYU_DEFAULT_OF_PORT else ["--ofp-tcp-listen-port", str(self.of_port)])
+        ports += [] if self.rest_port == RYU_DEFAULT_REST_PORT else ["--wsapi-port", str(self.rest_port)]
         self.proc = subprocess.Popen(
-            [_ryu_manager(), "--ofp-tcp-listen-port", str(self.of_port),
-             "--wsapi-port", str(self.rest_port), *self.extra_args, "ckcd_coex"],
+            [_ryu_manager(), *ports, *self.extra_args, "ckcd_coex"],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True, env=self.env)
         deadline = time.monotonic() + timeout_s
         while not (_port_open(self.of_port) and _port_open(self.rest_port)):
