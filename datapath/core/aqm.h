@@ -52,7 +52,7 @@ struct aqm_pkt {
 
 struct aqm_env {
 	void *ctx;
-	uint32_t (*random_u32)(void *ctx);
+	uint32_t (*random_u32)(void *ctx); /* all 32 bits uniform (ckcd splits one draw) */
 	void *(*alloc)(void *ctx, size_t bytes); /* must return zeroed memory */
 	void (*free)(void *ctx, void *p);
 	/* The core hands every dropped packet back here, the arriving one

@@ -407,7 +407,13 @@ static inline int ckcd_admit(struct aqm_queue *q, struct ckcd *c, struct ckcd_fl
 }
 
 /* Alg. 1 lines 4-12 once q_avg is updated (avg) and the arrival's flow entry
- * is current (pkt->core_slot). */
+ * is current (pkt->core_slot).
+ *
+ * The comparison zone takes one random draw r: its top 16 bits pick the
+ * victim (multiply-shift), its low 16 bits decide p_c. The two halves of a
+ * uniform 32-bit number are independent, so the victim and the p_c test are
+ * as independent as with two draws; p_c is resolved to 1/65536 and the
+ * victim's offset within 1/65536 of uniform (docs/ckcd.md, section 3). */
 static __attribute__((noinline)) int ckcd_enqueue_decide(struct aqm_queue *q, struct aqm_pkt *pkt,
 							 uint64_t now_ns, int64_t avg)
 {
@@ -419,9 +425,9 @@ static __attribute__((noinline)) int ckcd_enqueue_decide(struct aqm_queue *q, st
 		return AQM_DROPPED;
 	}
 	if (avg >= c->qmin_q16) { /* lines 6-8, phase 2 comparison */
-		uint32_t idx;
-		struct aqm_pkt *victim = aqm_ring_random(&c->ring, q, &idx);
-		uint64_t pc_q32;
+		uint32_t r = q->env.random_u32(q->env.ctx), idx;
+		struct aqm_pkt *victim = aqm_ring_random16(&c->ring, q, r >> 16, &idx);
+		uint32_t pc_q16;
 
 		if (victim && victim->flow_hash == pkt->flow_hash &&
 		    idx - c->ring.head >= q->carried_pkts) { /* carried packets are exempt */
@@ -437,8 +443,9 @@ static __attribute__((noinline)) int ckcd_enqueue_decide(struct aqm_queue *q, st
 				aqm_red_avg_start_idle(&c->avg, now_ns);
 			return AQM_DROPPED;
 		}
-		pc_q32 = ((uint64_t)(avg - c->qmin_q16) * c->pc_scale) >> 16;
-		if (q->env.random_u32(q->env.ctx) < pc_q32) {
+		/* p_c = (q_avg - q_min) / (q_max - q_min), Q16 */
+		pc_q16 = (uint32_t)(((uint64_t)(avg - c->qmin_q16) * c->pc_scale) >> 32);
+		if ((r & 0xffff) < pc_q16) {
 			c->early_drops++;
 			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
 			return AQM_DROPPED;

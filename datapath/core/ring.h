@@ -125,4 +125,18 @@ static inline struct aqm_pkt *aqm_ring_random(struct aqm_ring *r, struct aqm_que
 	return aqm_ring_random_from(r, q, n, aqm_random_below(q, n), idx);
 }
 
+/* The same with the first try from 16 random bits the caller has drawn
+ * (multiply-shift: offset (r16 * n) >> 16; a ring of more than 2^16 slots
+ * draws 32 bits afresh instead). */
+static inline struct aqm_pkt *aqm_ring_random16(struct aqm_ring *r, struct aqm_queue *q,
+						uint32_t r16, uint32_t *idx)
+{
+	uint32_t n = r->tail - r->head;
+
+	if (!n)
+		return 0;
+	return aqm_ring_random_from(r, q, n, n <= (1u << 16) ? (r16 * n) >> 16 : aqm_random_below(q, n),
+				    idx);
+}
+
 #endif
