@@ -406,6 +406,68 @@ static inline int ckcd_admit(struct aqm_queue *q, struct ckcd *c, struct ckcd_fl
 	return AQM_QUEUED;
 }
 
+/* Drop the arrival (early or overflow). Out of line, like every call the
+ * enqueue path makes besides the random draw, so that ckcd_enqueue_decide
+ * keeps few registers across that draw. */
+static __attribute__((noinline)) int ckcd_drop_arrival(struct aqm_queue *q, struct aqm_pkt *pkt,
+						       enum aqm_drop_reason why)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	if (why == AQM_DROP_EARLY)
+		c->early_drops++;
+	aqm_drop_arriving(q, pkt, why);
+	return AQM_DROPPED;
+}
+
+/* The comparison matched (line 7-8): drop the victim and the arrival. */
+static __attribute__((noinline)) int ckcd_match(struct aqm_queue *q, struct aqm_pkt *pkt,
+						struct aqm_pkt *victim, uint32_t idx, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+	struct ckcd_flow *f = &c->flows[pkt->core_slot];
+
+	c->matched++;
+	if (f->queued)
+		f->queued--;
+	aqm_ring_remove(&c->ring, idx);
+	aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);
+	aqm_drop_arriving(q, pkt, AQM_DROP_CHOKE_MATCH);
+	if (!q->qlen_pkts)
+		aqm_red_avg_start_idle(&c->avg, now_ns);
+	return AQM_DROPPED;
+}
+
+/* Lines 7-12 once the random draw r has picked victim (or NULL: the queue
+ * is empty) at ring index idx. */
+static inline __attribute__((always_inline)) int ckcd_compared(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns, uint32_t r,
+				struct aqm_pkt *victim, uint32_t idx)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	if (victim && victim->flow_hash == pkt->flow_hash &&
+	    idx - c->ring.head >= q->carried_pkts) /* carried packets are exempt */
+		return ckcd_match(q, pkt, victim, idx, now_ns);
+	/* p_c = (q_avg - q_min) / (q_max - q_min), Q16 */
+	if ((r & 0xffff) < (uint32_t)(((uint64_t)(c->avg.avg_q16 - c->qmin_q16) * c->pc_scale) >> 32))
+		return ckcd_drop_arrival(q, pkt, AQM_DROP_EARLY);
+	if (q->qlen_pkts >= c->limit || aqm_ring_full(&c->ring))
+		return ckcd_drop_arrival(q, pkt, AQM_DROP_OVERFLOW);
+	return ckcd_admit(q, c, &c->flows[pkt->core_slot], pkt);
+}
+
+/* The victim pick when the first try is not a plain lookup: a hole (more
+ * draws) or a ring of more than 2^16 slots. */
+static __attribute__((noinline)) int ckcd_compare_slow(struct aqm_queue *q, struct aqm_pkt *pkt,
+						       uint64_t now_ns, uint32_t r)
+{
+	struct ckcd *c = aqm_priv(q);
+	uint32_t idx = 0;
+	struct aqm_pkt *victim = aqm_ring_random16(&c->ring, q, r >> 16, &idx);
+
+	return ckcd_compared(q, pkt, now_ns, r, victim, idx);
+}
+
 /* Alg. 1 lines 4-12 once q_avg is updated (avg) and the arrival's flow entry
  * is current (pkt->core_slot).
  *
@@ -413,48 +475,34 @@ static inline int ckcd_admit(struct aqm_queue *q, struct ckcd *c, struct ckcd_fl
  * victim (multiply-shift), its low 16 bits decide p_c. The two halves of a
  * uniform 32-bit number are independent, so the victim and the p_c test are
  * as independent as with two draws; p_c is resolved to 1/65536 and the
- * victim's offset within 1/65536 of uniform (docs/ckcd.md, section 3). */
+ * victim's offset within 1/65536 of uniform (docs/ckcd.md, section 3).
+ * After the draw every call is a tail call, so only q, pkt and now_ns are
+ * kept across it. */
 static __attribute__((noinline)) int ckcd_enqueue_decide(struct aqm_queue *q, struct aqm_pkt *pkt,
 							 uint64_t now_ns, int64_t avg)
 {
 	struct ckcd *c = aqm_priv(q);
+	struct aqm_pkt *victim = 0;
+	uint32_t r = 0, n, idx = 0;
 
-	if (avg > c->qmax_q16) { /* line 4-5 */
-		c->early_drops++;
-		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-		return AQM_DROPPED;
-	}
+	if (avg > c->qmax_q16) /* line 4-5 */
+		return ckcd_drop_arrival(q, pkt, AQM_DROP_EARLY);
 	if (avg >= c->qmin_q16) { /* lines 6-8, phase 2 comparison */
-		uint32_t r = q->env.random_u32(q->env.ctx), idx;
-		struct aqm_pkt *victim = aqm_ring_random16(&c->ring, q, r >> 16, &idx);
-		uint32_t pc_q16;
-
-		if (victim && victim->flow_hash == pkt->flow_hash &&
-		    idx - c->ring.head >= q->carried_pkts) { /* carried packets are exempt */
-			struct ckcd_flow *f = &c->flows[pkt->core_slot];
-
-			c->matched++;
-			if (f->queued)
-				f->queued--;
-			aqm_ring_remove(&c->ring, idx);
-			aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);
-			aqm_drop_arriving(q, pkt, AQM_DROP_CHOKE_MATCH);
-			if (!q->qlen_pkts)
-				aqm_red_avg_start_idle(&c->avg, now_ns);
-			return AQM_DROPPED;
+		r = q->env.random_u32(q->env.ctx);
+		c = aqm_priv(q);
+		n = c->ring.tail - c->ring.head;
+		if (n) {
+			if (__builtin_expect(n > (1u << 16), 0))
+				return ckcd_compare_slow(q, pkt, now_ns, r);
+			idx = c->ring.head + (((r >> 16) * n) >> 16);
+			victim = c->ring.slot[idx & c->ring.mask];
+			if (__builtin_expect(!victim, 0))
+				return ckcd_compare_slow(q, pkt, now_ns, r);
 		}
-		/* p_c = (q_avg - q_min) / (q_max - q_min), Q16 */
-		pc_q16 = (uint32_t)(((uint64_t)(avg - c->qmin_q16) * c->pc_scale) >> 32);
-		if ((r & 0xffff) < pc_q16) {
-			c->early_drops++;
-			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-			return AQM_DROPPED;
-		}
+		return ckcd_compared(q, pkt, now_ns, r, victim, idx);
 	}
-	if (q->qlen_pkts >= c->limit || aqm_ring_full(&c->ring)) {
-		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
-		return AQM_DROPPED;
-	}
+	if (q->qlen_pkts >= c->limit || aqm_ring_full(&c->ring))
+		return ckcd_drop_arrival(q, pkt, AQM_DROP_OVERFLOW);
 	return ckcd_admit(q, c, &c->flows[pkt->core_slot], pkt);
 }
 
@@ -503,81 +551,118 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 	return ckcd_enqueue_decide(q, pkt, now_ns, avg);
 }
 
-/* Dequeue, every case (Alg. 1 lines 13-20). */
-static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_slow(struct aqm_queue *q, uint64_t now_ns)
+/* Lines 14-16 for a dequeued packet of flow f with sojourn d_i and threshold
+ * d_th: 1 if it is to be dropped (delay). Runs the flow's Delta clock: the
+ * flow enters the dropping state after d_i >= d_th for Delta and leaves it
+ * after d_i < d_th for Delta (docs/ckcd.md, section 8). */
+static inline int ckcd_late(const struct ckcd *c, struct ckcd_flow *f, uint64_t sojourn, uint64_t dth,
+			    uint64_t now_ns)
+{
+	if (sojourn >= dth) {
+		if (!f->dropping) {
+			if (!f->since_ns) {
+				f->since_ns = now_ns;
+				return 0;
+			}
+			if (now_ns - f->since_ns < c->delta_ns)
+				return 0;
+			f->dropping = 1; /* line 15: above d_th for longer than Delta */
+		}
+		f->since_ns = 0;
+		return 1;
+	}
+	if (!f->dropping)
+		f->since_ns = 0;
+	else if (!f->since_ns)
+		f->since_ns = now_ns;
+	else if (now_ns - f->since_ns >= c->delta_ns) {
+		f->dropping = 0;
+		f->since_ns = 0;
+	}
+	return 0;
+}
+
+static inline void ckcd_unqueued(struct aqm_queue *q, struct ckcd_flow *f, const struct aqm_pkt *pkt)
+{
+	aqm_account_remove(q, pkt);
+	f->queued -= f->queued != 0;
+}
+
+static inline void ckcd_delay_drop(struct aqm_queue *q, struct ckcd *c, struct ckcd_flow *f,
+				   struct aqm_pkt *pkt)
+{
+	c->flow_drops[f - c->flows]++;
+	c->delay_drops++;
+	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
+}
+
+/* Dequeue, every case (Alg. 1 lines 13-20), from pkt, just taken from the
+ * ring (or NULL): each packet dropped is followed by the next one. */
+static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_from(struct aqm_queue *q, struct aqm_pkt *pkt,
+								 uint64_t now_ns)
 {
 	struct ckcd *c = aqm_priv(q);
-	struct aqm_pkt *pkt;
 
-	ckcd_tick(c, now_ns);
-	while ((pkt = aqm_ring_pop(&c->ring)) != 0) {
+	for (; pkt; pkt = aqm_ring_pop(&c->ring)) {
 		struct ckcd_flow *f = flow_of_queued(c, pkt);
-		uint64_t sojourn = now_ns - pkt->enqueue_ns; /* d_i */
-		uint64_t dth;
 
-		aqm_account_remove(q, pkt);
-		if (!f) /* evicted meanwhile: no history, forward */
+		if (!f) { /* evicted meanwhile: no history, forward */
+			aqm_account_remove(q, pkt);
 			break;
-		if (f->queued)
-			f->queued--;
-		dth = flow_dth(c, f); /* line 14 */
-		if (sojourn >= dth) {
-			if (!f->dropping) {
-				if (!f->since_ns) {
-					f->since_ns = now_ns;
-					break;
-				}
-				if (now_ns - f->since_ns < c->delta_ns)
-					break;
-				f->dropping = 1; /* line 15: above d_th for longer than Delta */
-			}
-			f->since_ns = 0;
-			c->flow_drops[f - c->flows]++;
-			c->delay_drops++;
-			aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
-			continue;
 		}
-		if (!f->dropping)
-			f->since_ns = 0;
-		else if (!f->since_ns)
-			f->since_ns = now_ns;
-		else if (now_ns - f->since_ns >= c->delta_ns) {
-			f->dropping = 0;
-			f->since_ns = 0;
-		}
-		break;
+		ckcd_unqueued(q, f, pkt);
+		if (!ckcd_late(c, f, now_ns - pkt->enqueue_ns, flow_dth(c, f), now_ns))
+			break;
+		ckcd_delay_drop(q, c, f, pkt);
 	}
 	if (!q->qlen_pkts)
 		aqm_red_avg_start_idle(&c->avg, now_ns);
 	return pkt;
 }
 
+/* pkt (of flow f, taken and decided) is to be dropped: drop it, go on. */
+static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_drop(struct aqm_queue *q, struct aqm_pkt *pkt,
+								 struct ckcd_flow *f, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	ckcd_delay_drop(q, c, f, pkt);
+	return ckcd_dequeue_from(q, aqm_ring_pop(&c->ring), now_ns);
+}
+
+static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_slow(struct aqm_queue *q, uint64_t now_ns)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	ckcd_tick(c, now_ns);
+	return ckcd_dequeue_from(q, aqm_ring_pop(&c->ring), now_ns);
+}
+
 /* The common case with no call, so no register is saved: the window is
- * current, the head slot holds a packet and the queue does not empty, the
- * packet's flow is in its cached slot with this window's d_th, is not
- * dropping and the packet is below its d_th: forward it and stop the flow's
- * Delta clock. Anything else goes to ckcd_dequeue_slow, which decides the
- * same packet the same way. */
+ * current and the head packet's flow is in its cached slot with this
+ * window's d_th; unless the packet is to be dropped it is forwarded here.
+ * Otherwise ckcd_dequeue_from (given the packet) or ckcd_dequeue_slow take
+ * over, in the same state, and decide the same way. */
 static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 {
 	struct ckcd *c = aqm_priv(q);
-	uint32_t head = c->ring.head;
-	struct aqm_pkt *pkt = c->ring.slot[head & c->ring.mask];
+	struct aqm_pkt *pkt;
 	struct ckcd_flow *f;
 
-	/* aqm_dequeue calls with qlen_pkts >= 1, so head != tail */
-	if (__builtin_expect(now_ns >= c->epoch_end_ns || !pkt || q->qlen_pkts == 1, 0))
+	if (__builtin_expect(now_ns >= c->epoch_end_ns, 0))
 		return ckcd_dequeue_slow(q, now_ns);
+	pkt = aqm_ring_pop(&c->ring);
+	if (__builtin_expect(!pkt, 0)) /* not from aqm_dequeue, which checks qlen_pkts */
+		return ckcd_dequeue_from(q, pkt, now_ns);
 	f = &c->flows[pkt->core_slot & c->flow_mask];
 	/* dth_epoch == epoch: d_th is this window's, and flow_roll has run */
-	if (__builtin_expect(f->hash != pkt->flow_hash || !f->used || f->dth_epoch != c->epoch ||
-			     f->dropping || now_ns - pkt->enqueue_ns >= f->dth_ns, 0))
-		return ckcd_dequeue_slow(q, now_ns);
-	c->ring.slot[head & c->ring.mask] = 0;
-	c->ring.head = head + 1;
-	aqm_account_remove(q, pkt);
-	f->queued -= f->queued != 0;
-	f->since_ns = 0;
+	if (__builtin_expect(f->hash != pkt->flow_hash || !f->used || f->dth_epoch != c->epoch, 0))
+		return ckcd_dequeue_from(q, pkt, now_ns);
+	ckcd_unqueued(q, f, pkt);
+	if (__builtin_expect(ckcd_late(c, f, now_ns - pkt->enqueue_ns, f->dth_ns, now_ns), 0))
+		return ckcd_dequeue_drop(q, pkt, f, now_ns);
+	if (!q->qlen_pkts)
+		aqm_red_avg_start_idle(&c->avg, now_ns);
 	return pkt;
 }
 
