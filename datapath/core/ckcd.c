@@ -55,8 +55,13 @@ struct ckcd_flow {
 	uint32_t hash;
 	uint8_t used;
 	uint8_t dropping;     /* sojourn >= d_th lasted Delta: dropping its late packets */
-	uint32_t arr_epoch;   /* last window this flow arrived in (counts it in I) */
-	uint32_t bytes_epoch_id;
+	union {
+		struct {
+			uint32_t arr_epoch;   /* last window this flow arrived in (counts it in I) */
+			uint32_t bytes_epoch_id;
+		};
+		uint64_t epochs; /* both: one comparison with ckcd.epoch2 */
+	};
 	uint32_t dth_epoch;
 	uint32_t queued;      /* packets of this flow in the queue */
 	uint64_t bytes_epoch; /* bytes admitted in window bytes_epoch_id */
@@ -90,6 +95,7 @@ struct ckcd {
 	uint64_t epoch_start_ns;
 	uint64_t epoch_end_ns;     /* epoch_start_ns + window_ns; 0: not started */
 	uint32_t epoch;
+	uint64_t epoch2;           /* epoch in both halves */
 	uint32_t flows_this_epoch, flows_last_epoch;
 	/* the flow table */
 	struct ckcd_flow *flows;   /* 64-byte aligned inside flows_mem */
@@ -181,6 +187,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 		return -1;
 	}
 	c->epoch = 1; /* 0 marks "never" in the flow entries */
+	c->epoch2 = UINT64_C(0x100000001);
 	return 0;
 }
 
@@ -205,6 +212,7 @@ static __attribute__((noinline, cold)) void ckcd_tick_slow(struct ckcd *c, uint6
 		c->flows_last_epoch = n == 1 ? c->flows_this_epoch : 0;
 		c->flows_this_epoch = 0;
 		c->epoch += (uint32_t)n;
+		c->epoch2 = c->epoch * UINT64_C(0x100000001);
 		c->epoch_start_ns += n * c->window_ns;
 	}
 	c->epoch_end_ns = c->epoch_start_ns + c->window_ns;
@@ -539,8 +547,7 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 	int64_t avg;
 
 	if (__builtin_expect(now_ns >= c->epoch_end_ns || c->avg.idle_since_ns ||
-			     f->hash != pkt->flow_hash || !f->used || f->arr_epoch != c->epoch ||
-			     f->bytes_epoch_id != c->epoch, 0))
+			     f->hash != pkt->flow_hash || !f->used || f->epochs != c->epoch2, 0))
 		return ckcd_enqueue_slow(q, pkt, now_ns);
 	pkt->core_slot = s;
 	f->last_seen_ns = now_ns;
