@@ -85,8 +85,21 @@ def test_dth_falls_as_admitted_rate_over_fair_share_grows():
         mu = flows[f]["mu_bps"]
         assert mu == pytest.approx(rate, rel=0.02)
         assert flows[f]["dth_us"] == pytest.approx(eq9_dth_us(mu, 4), rel=0.02, abs=2)
-    # a flow exactly at its fair share gets D (the boundary condition we chose)
-    assert eq9_dth_us(C / 4, 4) == pytest.approx(5000)
+
+
+def test_dth_of_a_flow_at_its_fair_share_is_d():
+    """docs/ckcd.md section 6: K = D - Q, so d_th = D exactly when mu_i = mu_f = C/I."""
+    # four flows of 1250-byte packets every 400 us: 25 Mbit/s each, exactly
+    # 250 packets in every 100 ms window (the first arrival, at 0.2 ms, starts
+    # the window grid), so mu_i = C/4 exactly; together they fill the link.
+    tr = merge(*(cbr(f, 25e6, 200_000 + 100_000 * f, SEC, length=1250) for f in range(4)))
+    r = run(tr, "ckcd d_ms=5", rate_bps=C, extra=["--xstats-every-ms", "500"])
+    xs = r.xstats[0][1]
+    assert (xs["active_flows"], xs["fair_share_bps"]) == ("4", str(C // 4))
+    assert r.stats["total"]["drops"] == dict.fromkeys(r.stats["total"]["drops"], 0)
+    for f in range(4):
+        assert xs["flows"][f]["mu_bps"] == C // 4
+        assert xs["flows"][f]["dth_us"] == 5000
 
 
 def test_dth_is_clamped():
@@ -119,3 +132,125 @@ def test_qmin_qmax_clamped_to_buffer_when_bdp_does_not_fit():
     r = run(cbr(1, 1e6, 0, 10 * MS), "ckcd limit=80 rate_bps=10000000 rtt_ms=20")
     xs = r.xstats[-1][1]
     assert (xs["bdp_pkts"], xs["qmin_eff"], xs["qmax_eff"]) == ("17", "17", "51")
+
+
+# ---- the Delta rules and I, packet by packet -------------------------------
+# d_th is pinned to 2 ms (dth_min_ms = dth_max_ms) so that "above d_th" is
+# "sojourn >= 2 ms" whatever mu_i and I are, and q_min/q_max are raised out of
+# reach of these queues so the enqueue phase drops nothing.
+DTH = 2 * MS
+DELTA = 50 * MS
+PINNED = "ckcd limit=80 qmin=70 qmax=80 delta_ms=50 dth_min_ms=2 dth_max_ms=2"
+PKT_NS = 1500 * 8 * SEC // C  # one 1500-byte packet on the 100 Mbit/s link
+
+
+def burst(flow: int, t_ns: int, n: int, length: int = 1500):
+    return [(t_ns, flow, length, 0)] * n
+
+
+def by_time(r, flow: int) -> list[dict]:
+    return sorted((p for p in r.packets if p["flow"] == flow), key=lambda p: p["t_ns"])
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_first_delay_drop_only_after_sojourn_above_dth_for_delta(restart):
+    """docs/ckcd.md section 8: a flow enters the dropping state only when its sojourn has been >= d_th for Delta."""
+    # 40 packets at once, then arrivals at the link rate: a standing queue of
+    # 40 packets (4.8 ms). With restart, the queue drains at 30 ms and a new
+    # burst at 36 ms starts with packets below d_th, which restart the clock.
+    if restart:
+        tr = merge(burst(1, MS, 40), cbr(1, C, MS + 1, 30 * MS), burst(1, 36 * MS, 40), cbr(1, C, 36 * MS + 1, 150 * MS))
+    else:
+        tr = merge(burst(1, MS, 40), cbr(1, C, MS + 1, 120 * MS))
+    r = run(tr, PINNED, rate_bps=C)
+    pk = by_time(r, 1)
+    first_drop = next(p for p in pk if p["reason"] == "delay")
+    before = [p for p in pk if p["t_ns"] < first_drop["t_ns"]]
+    assert all(p["verdict"] == "sent" for p in before)
+    # the clock starts at the first packet above d_th after the last one below
+    last_below = max(i for i, p in enumerate(before) if p["sojourn_ns"] < DTH)
+    started = before[last_below + 1]
+    assert started["sojourn_ns"] >= DTH
+    waited = first_drop["t_ns"] - started["t_ns"]
+    assert DELTA <= waited < DELTA + 2 * PKT_NS, waited
+    first_above = next(p for p in pk if p["sojourn_ns"] >= DTH)
+    if restart:  # the clock was restarted: the first run above d_th did not count
+        assert started["t_ns"] - first_above["t_ns"] > 30 * MS
+    else:
+        assert started is first_above
+
+
+@pytest.mark.parametrize("below_ms", [40, 60])
+def test_dropping_state_left_only_after_sojourn_below_dth_for_delta(below_ms):
+    """docs/ckcd.md section 8: a dropping flow leaves the state only when its sojourn has stayed below d_th for Delta."""
+    # 0-100 ms: a standing queue at 110 Mbit/s, the flow is put in the dropping
+    # state; then below_ms at 20 Mbit/s (the queue drains: sojourn ~0); then a
+    # burst of 40 packets whose later ones are above d_th again.
+    t2 = 100 * MS
+    t3 = t2 + below_ms * MS
+    tr = merge(burst(1, MS, 40), cbr(1, 110e6, MS + 1, t2), cbr(1, 20e6, t2, t3), burst(1, t3, 40),
+               cbr(1, 20e6, t3 + 1, t3 + 20 * MS))
+    r = run(tr, PINNED, rate_bps=C, extra=["--xstats-every-ms", "1"])
+    pk = by_time(r, 1)
+    assert any(p["reason"] == "delay" for p in pk if p["t_ns"] < t2)  # it was dropping
+    last_above = max(p["t_ns"] for p in pk if p["t_ns"] < t3 and p["sojourn_ns"] >= DTH)
+    below_since = min(p["t_ns"] for p in pk if p["t_ns"] > last_above)
+    back_above = next(p for p in pk if p["t_arr_ns"] >= t3 and p["sojourn_ns"] >= DTH)
+    stayed_below_for_delta = back_above["t_ns"] - below_since > DELTA
+    assert stayed_below_for_delta == (below_ms > 50)
+    # still dropping: the first packet above d_th again is dropped at once;
+    # left: it is forwarded (and the entry clock starts afresh)
+    assert back_above["reason"] == (None if stayed_below_for_delta else "delay")
+    # the state as xstats shows it, sampled every ms
+    state = [(t, x["flows"][1]["dropping"]) for t, x in r.xstats if 1 in x.get("flows", {})]
+    left = [t for (t, d), (_, d0) in zip(state[1:], state) if d0 == 1 and d == 0]
+    if stayed_below_for_delta:
+        assert len(left) == 1 and below_since + DELTA <= left[0] <= below_since + DELTA + 2 * MS, left
+    else:
+        assert not left
+        assert all(d == 1 for t, d in state if below_since <= t < back_above["t_ns"])
+
+
+def test_active_flow_count_forgets_a_silent_flow_after_one_full_window():
+    """docs/ckcd.md section 5: I counts flows that arrived in this or the last complete window, so mu_f = C/I grows after."""
+    window = 100 * MS
+    stop = 251 * MS  # flow 4's last arrival
+    tr = merge(*(cbr(f, 20e6, MS + 10_000 * f, stop if f == 4 else 600 * MS) for f in (1, 2, 3, 4)))
+    r = run(tr, "ckcd window_ms=100", rate_bps=C, extra=["--xstats-every-ms", "10"])
+    first = min(t for t, *_ in tr)  # starts the window grid
+    last4 = max(t for t, f, *_ in tr if f == 4)
+    # flow 4 still counts through the window after the one it last arrived in
+    forgotten = first + ((last4 - first) // window + 2) * window
+    assert 400 * MS < forgotten < 410 * MS
+    seen = {}
+    for t, xs in r.xstats[:-1]:
+        if 10 * MS <= t < forgotten:
+            assert (xs["active_flows"], xs["fair_share_bps"]) == ("4", str(C // 4)), t
+            seen["4"] = xs
+        elif t >= forgotten + MS:
+            assert (xs["active_flows"], xs["fair_share_bps"]) == ("3", str(C // 3)), t
+            assert 4 not in xs["flows"]
+            seen["3"] = xs
+    # at 20 of 25 and then 20 of 33.3 Mbit/s the remaining flows' d_th rises
+    # (both values inside the clamps, so eq. 9 decides them)
+    for f in (1, 2, 3):
+        before, after = seen["4"]["flows"][f]["dth_us"], seen["3"]["flows"][f]["dth_us"]
+        assert 500 < before < after < 50_000, (before, after)
+
+
+@pytest.mark.parametrize("table", [16, 64])
+def test_more_flows_than_table_entries_evicts_and_keeps_forwarding(table):
+    """docs/ckcd.md section 9: with more flows than entries, entries are evicted (counted) and every flow is still served."""
+    # 40 flows at 3 Mbit/s: 120 Mbit/s into 100, so the AQM acts meanwhile
+    tr = merge(*(poisson(f, 3e6, 0, SEC, seed=11) for f in range(1, 41)))
+    r = run(tr, f"ckcd flows={table}", rate_bps=C, extra=["--xstats-every-ms", "100"])
+    xs = r.xstats[-1][1]
+    if table == 16:
+        assert xs["flows_used"] == "16"
+        assert int(xs["evictions"]) > 40
+    else:  # room for all: nothing evicted (the counter means something)
+        assert (xs["flows_used"], xs["evictions"]) == ("40", "0")
+    assert len(r.packets) == len(tr) and r.stats["qlen_pkts"] == 0  # every packet has one fate
+    assert sum(p["len"] for p in r.sent(None, 100 * MS, SEC)) * 8 * SEC / (0.9 * SEC) >= 0.95 * C
+    for f in range(1, 41):
+        assert r.sent(f, 900 * MS, SEC), f  # still forwarded at the end
