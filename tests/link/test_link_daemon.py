@@ -41,6 +41,7 @@ RATE_BPS = 50_000_000
 DELAY_MS = 10.0
 L2_CEILING_BPS = RATE_BPS * 1448 / 1514
 CKCD_SPEC = "ckcd limit=80 rate_bps=50000000 rtt_ms=20"
+CKCD_SPEC_HALF_BDP = "ckcd limit=40 rate_bps=50000000 rtt_ms=20"
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
@@ -181,16 +182,24 @@ def _share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, flo
 
 
 def test_bbr_dominates_droptail_and_ckcd_is_fairer(lab, daemon_factory):
-    bbr_dt, cubic_dt, st_dt = _share_run(lab, daemon_factory, "droptail limit=20", 17)
-    bbr_ck, cubic_ck, st_ck = _share_run(lab, daemon_factory, CKCD_SPEC, 17)
+    """Seed 000's regime at half the rate: a buffer of half a BDP (40 packets; BDP = 50 Mbit/s
+    x 20 ms = 83 packets), the same buffer for both disciplines so only the discipline differs.
+    Measured here (3 runs each, 17 s): DropTail BBR 41.6 / CUBIC 5.6 Mbit/s, Jain 0.63; CKCD
+    25.8 / 19.7, Jain 0.98. (At 80 packets, one BDP, DropTail alone gave Jain 0.85-0.98; at 20,
+    CKCD's q_min clamps to 6 and it moved Jain only from 0.59 to 0.66: docs/ckcd-link.md.)"""
+    bbr_dt, cubic_dt, st_dt = _share_run(lab, daemon_factory, "droptail limit=40", 17)
+    bbr_ck, cubic_ck, st_ck = _share_run(lab, daemon_factory, CKCD_SPEC_HALF_BDP, 17)
     j_dt, j_ck = jain([bbr_dt, cubic_dt]), jain([bbr_ck, cubic_ck])
-    print(f"\ndroptail limit=20: BBR {bbr_dt / 1e6:.1f} / CUBIC {cubic_dt / 1e6:.1f} Mbit/s, "
+    print(f"\ndroptail limit=40: BBR {bbr_dt / 1e6:.1f} / CUBIC {cubic_dt / 1e6:.1f} Mbit/s, "
           f"Jain {j_dt:.3f}")
-    print(f"{CKCD_SPEC}: BBR {bbr_ck / 1e6:.1f} / CUBIC {cubic_ck / 1e6:.1f} Mbit/s, "
+    print(f"{CKCD_SPEC_HALF_BDP}: BBR {bbr_ck / 1e6:.1f} / CUBIC {cubic_ck / 1e6:.1f} Mbit/s, "
           f"Jain {j_ck:.3f}; drops {st_ck['dirs']['ab']['drops']}")
     print(f"schedule kept: droptail {schedule_kept(st_dt)}, ckcd {schedule_kept(st_ck)}")
-    assert bbr_dt > cubic_dt
-    assert j_ck > j_dt
+    assert bbr_dt > 3 * cubic_dt  # BBR starves CUBIC behind DropTail (measured 7x)
+    # Tolerances: half the measured gaps (Jain 0.63 -> 0.98; utilization 95 %).
+    assert j_ck >= j_dt + 0.15, (j_dt, j_ck)
+    assert j_ck >= 0.85, j_ck
+    assert bbr_ck + cubic_ck >= 0.80 * L2_CEILING_BPS, "CKCD keeps the link used"
 
 
 # -- control socket ----------------------------------------------------------------
@@ -204,7 +213,7 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     try:
         time.sleep(1.5)
         before = d.stats()["dirs"]["ab"]
-        assert before["qlen_pkts"] >= 0
+        assert before["tx_frames"] > 1000  # CUBIC is flowing
 
         # Malformed and refused commands: error replies naming the culprit.
         bad = {
@@ -225,6 +234,8 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
             assert reply["error"], line
             if param:
                 assert reply.get("param") == param, (line, reply)
+        assert "limit" in d.request_raw(
+            '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}')["error"]
         # Configuration unchanged by the refusals.
         show = d.show()
         assert show["dirs"]["ab"]["rate_bps"] == RATE_BPS
@@ -234,10 +245,9 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
         assert e.value.param == "rate_bps"
 
         # Reconfigure the discipline with packets in flight, then the link.
-        queued = d.stats()["dirs"]["ab"]["qlen_pkts"]
         r = d.set_qdisc("ab", CKCD_SPEC)
         assert r["qdisc"].startswith("ckcd")
-        assert r["qlen_pkts"] <= queued + 100
+        assert r["qlen_pkts"] <= 80  # carried over up to the new limit, the rest tail-dropped
         time.sleep(1.5)
         mid = d.stats()["dirs"]["ab"]
         assert mid["tx_frames"] > before["tx_frames"]
