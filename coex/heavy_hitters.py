@@ -13,7 +13,9 @@ HeavyHitterDetector
     is not diluted by the window it has not lived through, and its first sample is left
     out of the sum (it only marks where the measurement starts: n samples over the time
     since the first one are n - 1 intervals, which removes the upward bias that otherwise
-    makes young mice look heavy); a flow younger than min_window_s is divided by
+    makes young mice look heavy), and so are the samples that arrived with it at the same
+    ``now`` (one sFlow datagram: the agent batches samples, so they too were taken before
+    the first arrival); a flow younger than min_window_s is divided by
     min_window_s, which makes the first estimates conservative. A flow is a heavy hitter when its estimate reaches the high threshold
     (with at least min_samples samples in the window) and stops being one when the
     estimate falls below the low threshold = release_fraction * high, but not before it
@@ -124,7 +126,7 @@ class HeavyHitterEvent:
 @dataclass
 class _Flow:
     first_seen: float
-    first_scaled: Optional[float] = None  # scaled bytes of the activity period's first sample
+    first_scaled: Optional[float] = None  # scaled bytes of the period's first delivery (same `now`)
     samples: deque = field(default_factory=deque)  # (time_s, scaled bytes)
     scaled_bytes: float = 0.0
     reported_bps: Optional[float] = None
@@ -184,6 +186,10 @@ class HeavyHitterDetector:
             scaled = float(frame_bytes) * sampling_rate
             if flow.first_scaled is None:
                 flow.first_seen, flow.first_scaled = now, scaled
+            elif now == flow.first_seen:
+                # Delivered with the first one (one sFlow datagram): taken at some time
+                # before `first_seen` too, so it marks the start as well, not a rate.
+                flow.first_scaled += scaled
             flow.samples.append((now, scaled))
             flow.scaled_bytes += scaled
             events = self._evict_overflow(now)
@@ -317,7 +323,7 @@ class HeavyHitterDetector:
             return 0.0
         age = now - flow.first_seen
         scaled = flow.scaled_bytes
-        if age < c.window_s:  # the first sample is still in the window: leave it out
+        if age < c.window_s:  # the first delivery is still in the window: leave it out
             scaled -= flow.first_scaled or 0.0
         return 8.0 * max(0.0, scaled) / min(c.window_s, max(c.min_window_s, age))
 
