@@ -206,7 +206,9 @@ class SFlowListener:
             data, peer = self._sock.recvfrom(65535)
         except socket.timeout:
             return False
-        except OSError:
+        except (OSError, EOFError):
+            # EOFError: eventlet's answer to a socket closed by stop() under a green thread
+            # waiting on it, once another socket has taken its descriptor (a restart)
             if self._stop.is_set():
                 return False
             self.receive_errors += 1

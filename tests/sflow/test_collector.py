@@ -114,3 +114,35 @@ def test_listener_validates_port():
         SFlowListener(SFlowCollector(), port=70000)
     with pytest.raises(ValueError, match="poll_timeout_s"):
         SFlowListener(SFlowCollector(), poll_timeout_s=0)
+
+
+def test_listener_stopped_under_eventlet_while_receiving_returns_quietly():
+    """In ryu-manager a green thread waits in receive_once() when the controller restarts
+    detection: stop() closes the socket and a new listener takes the same port (and the
+    descriptor); eventlet then raises EOFError in the waiting thread, which used to escape
+    as a traceback in the controller's log. Run in a child: eventlet patches the process."""
+    import subprocess
+    import sys
+    script = """
+from ryu.lib import hub
+hub.patch(thread=False)
+from coex.sflow_collector import SFlowCollector, SFlowListener
+old = SFlowListener(SFlowCollector(), host="127.0.0.1", port=0, poll_timeout_s=0.5).open()
+port = old.address[1]
+out = {}
+def serve():
+    try:
+        out["result"] = old.receive_once()
+    except BaseException as err:
+        out["result"] = repr(err)
+hub.spawn(serve)
+hub.sleep(0.1)
+old.stop()
+new = SFlowListener(SFlowCollector(), host="127.0.0.1", port=port, poll_timeout_s=0.5).open()
+hub.sleep(0.7)
+new.stop()
+print(out)
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=root)
+    assert res.stdout.strip() == "{'result': False}", res.stdout + res.stderr
