@@ -2,7 +2,10 @@
 detector -> a steering flow into the penalized aggregate -> released when the flow stops.
 
 Dumbbell, port s1:3 declared as a 50 Mbit/s bottleneck, threshold 30 % of it (15 Mbit/s):
-one paced TCP flow at 30 Mbit/s (60 %) and three at 1 Mbit/s.
+one paced TCP flow at 30 Mbit/s (60 %) and three at 1 Mbit/s. The flow table is watched for
+the whole run: the one steering flow matches the big flow's 5-tuple exactly (as iperf3
+reports it), sends it into the penalized aggregate, carries its bytes, and goes when the
+flow has ended; no small flow is ever steered.
 """
 
 from __future__ import annotations
@@ -35,8 +38,28 @@ def lab(private_ovs, tmp_path):
         ctl.stop()
 
 
-def steering_flows() -> list[str]:
-    return [line for line in ofctl("dump-flows", "s1").splitlines() if "priority=2100" in line]
+def steering_flows(bridge: str = "s1") -> list[str]:
+    return [line for line in ofctl("dump-flows", bridge).splitlines() if "priority=2100" in line]
+
+
+STEER_LINE = re.compile(r"n_bytes=(\d+),.*priority=2100,tcp,nw_src=(\S+),nw_dst=(\S+),tp_src=(\d+),"
+                        r"tp_dst=(\d+) actions=(\S+)")
+
+
+def parse_steering(line: str) -> dict:
+    m = STEER_LINE.search(line)
+    assert m, f"unexpected steering flow: {line}"
+    return {"n_bytes": int(m.group(1)), "five_tuple": (m.group(2), m.group(3), int(m.group(4)), int(m.group(5))),
+            "actions": m.group(6)}
+
+
+def penalized_actions(api, separate_queues: bool) -> str:
+    """The actions a steering flow must carry: the penalized aggregate's id in the metadata
+    (ids are 1, 2, ... in policy order, default excluded: ryu_app/controller.py), and its
+    DSCP under Separate Queues (ryu_app/flows.py)."""
+    names = [n for n in api.ok("GET", "/aggregates")["aggregates"] if n != "default"]
+    mark = f"set_field:{api.ok('GET', '/aggregates/penalized')['dscp']}->ip_dscp," if separate_queues else ""
+    return f"{mark}write_metadata:{names.index('penalized') + 1:#x}/0xff,goto_table:1"
 
 
 def test_big_flow_is_steered_and_released_small_ones_never(lab):
@@ -49,27 +72,49 @@ def test_big_flow_is_steered_and_released_small_ones_never(lab):
     assert sflow_settings("s1")["sampling"] == "64" and sflow_settings("s2") is None
     h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
     flows = [(h1, h3, 5201, "30M")] + [(h2, h4, 5202 + i, "1M") for i in range(3)]
-    threads = [threading.Thread(target=iperf3, args=(c, s, "cubic"),
-                                kwargs={"duration_s": 10, "port": p, "extra": f"-b {rate}"})
-               for c, s, p, rate in flows]
+    reports: dict[int, dict] = {}
+
+    def run(c, s, p, rate):
+        reports[p] = iperf3(c, s, "cubic", duration_s=10, port=p, extra=f"-b {rate}")
+
+    threads = [threading.Thread(target=run, args=flow) for flow in flows]
     started = time.monotonic()
     for t in threads:
         t.start()
+    # Watch the flow table for the whole run: every steering flow ever seen, and the big
+    # one's byte count over time.
+    seen: dict[tuple, dict] = {}
     detected_after = None
-    while time.monotonic() - started < 10:
-        if any(re.search(r"nw_src=10.0.0.1,nw_dst=10.0.0.3,tp_src=\d+,tp_dst=5201", f) for f in steering_flows()):
-            detected_after = time.monotonic() - started
-            break
+    big_bytes: list[int] = []
+    during = None
+    while any(t.is_alive() for t in threads):
+        for line in steering_flows():
+            flow = parse_steering(line)
+            seen.setdefault(flow["five_tuple"], flow)
+            if flow["five_tuple"][3] == 5201:
+                big_bytes.append(flow["n_bytes"])
+                if detected_after is None:
+                    detected_after = time.monotonic() - started
+        if during is None and time.monotonic() - started > 6:  # a full window into the flow
+            during = api.ok("GET", "/heavy-hitters")
         time.sleep(0.1)
-    time.sleep(max(0.0, 6 - (time.monotonic() - started)))  # a full window into the flow
-    during = api.ok("GET", "/heavy-hitters")
     for t in threads:
         t.join()
     print(f"heavy hitter steered {detected_after} s after the flows started")
     assert detected_after is not None, f"never steered; report: {api.ok('GET', '/heavy-hitters')}"
+    # Exactly the big flow's data connection (iperf3's own record of its 5-tuple) was steered,
+    # into the penalized aggregate; none of the small ones ever was.
+    [connected] = reports[5201]["start"]["connected"]
+    big = ("10.0.0.1", "10.0.0.3", connected["local_port"], 5201)
+    assert list(seen) == [big], seen
+    assert seen[big]["actions"] == penalized_actions(api, separate_queues=False)
+    # Its packets went through the steering flow: its byte count grew while it ran (at
+    # 30 Mbit/s, megabytes in the seconds between the first and the last look).
+    assert big_bytes[-1] - big_bytes[0] > 1_000_000, big_bytes
     report = api.ok("GET", "/heavy-hitters")
     steered = [d for d in report["log"] if d["decision"] == "steered"]
     assert [d["flow"]["dst_port"] for d in steered] == [5201], steered  # the small ones never
+    assert steered[0]["flow"]["src_port"] == connected["local_port"]
     assert steered[0]["estimate_bps"] >= steered[0]["threshold_bps"] == 15e6
     # While it runs, its estimate tracks the paced 30 Mbit/s (31.4 on the wire), within the
     # sampling noise measured for 1-in-64 over a 3 s window (docs/sflow.md): +-35 %.
@@ -77,9 +122,12 @@ def test_big_flow_is_steered_and_released_small_ones_never(lab):
     assert 20e6 <= now["estimate_bps"] <= 42e6, now
     # Released once the flow is gone: the window (3 s) empties, the hold (1 s) has passed.
     deadline = time.monotonic() + 10
-    while steering_flows() and time.monotonic() < deadline:
+    while (lines := steering_flows()) and time.monotonic() < deadline:
+        for line in lines:
+            seen.setdefault(parse_steering(line)["five_tuple"], None)
         time.sleep(0.2)
-    assert steering_flows() == []
+    assert steering_flows() == [] and steering_flows("s2") == []
+    assert list(seen) == [big], seen  # not even while the big one was being released
     report = api.ok("GET", "/heavy-hitters")
     assert report["current"] == []
     assert [d["decision"] for d in report["log"]] == ["steered", "released"]
