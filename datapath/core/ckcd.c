@@ -94,6 +94,7 @@ struct ckcd {
 	/* windows ("epochs") for mu_i and the active-flow count I */
 	uint64_t epoch_start_ns;
 	uint64_t epoch_end_ns;     /* epoch_start_ns + window_ns; 0: not started */
+	uint64_t fast_until_ns;    /* epoch_end_ns, or 0 while the queue is idle */
 	uint32_t epoch;
 	uint64_t epoch2;           /* epoch in both halves */
 	uint32_t flows_this_epoch, flows_last_epoch;
@@ -216,6 +217,15 @@ static __attribute__((noinline, cold)) void ckcd_tick_slow(struct ckcd *c, uint6
 		c->epoch_start_ns += n * c->window_ns;
 	}
 	c->epoch_end_ns = c->epoch_start_ns + c->window_ns;
+	c->fast_until_ns = c->avg.idle_since_ns ? 0 : c->epoch_end_ns;
+}
+
+/* The queue went empty: q_avg decays over the idle time (red_avg.h), which
+ * the next arrival's slow path computes. */
+static inline void ckcd_start_idle(struct ckcd *c, uint64_t now_ns)
+{
+	aqm_red_avg_start_idle(&c->avg, now_ns);
+	c->fast_until_ns = 0;
 }
 
 /* Per packet: one comparison (epoch_end_ns is 0 until the first packet). */
@@ -442,7 +452,7 @@ static __attribute__((noinline)) int ckcd_match(struct aqm_queue *q, struct aqm_
 	aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);
 	aqm_drop_arriving(q, pkt, AQM_DROP_CHOKE_MATCH);
 	if (!q->qlen_pkts)
-		aqm_red_avg_start_idle(&c->avg, now_ns);
+		ckcd_start_idle(c, now_ns);
 	return AQM_DROPPED;
 }
 
@@ -531,6 +541,7 @@ static __attribute__((noinline)) int ckcd_enqueue_slow(struct aqm_queue *q, stru
 		c->flows_this_epoch++;
 	}
 	aqm_red_avg_update(&c->avg, q->qlen_pkts, now_ns); /* Alg. 1 line 3 */
+	c->fast_until_ns = c->epoch_end_ns;
 	return ckcd_enqueue_decide(q, pkt, now_ns, c->avg.avg_q16);
 }
 
@@ -546,7 +557,8 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 	struct ckcd_flow *f = &c->flows[s];
 	int64_t avg;
 
-	if (__builtin_expect(now_ns >= c->epoch_end_ns || c->avg.idle_since_ns ||
+	/* fast_until_ns: the window is current and the queue was not idle */
+	if (__builtin_expect(now_ns >= c->fast_until_ns ||
 			     f->hash != pkt->flow_hash || !f->used || f->epochs != c->epoch2, 0))
 		return ckcd_enqueue_slow(q, pkt, now_ns);
 	pkt->core_slot = s;
@@ -623,7 +635,7 @@ static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_from(struct aqm_qu
 		ckcd_delay_drop(q, c, f, pkt);
 	}
 	if (!q->qlen_pkts)
-		aqm_red_avg_start_idle(&c->avg, now_ns);
+		ckcd_start_idle(c, now_ns);
 	return pkt;
 }
 
@@ -669,7 +681,7 @@ static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 	if (__builtin_expect(ckcd_late(c, f, now_ns - pkt->enqueue_ns, f->dth_ns, now_ns), 0))
 		return ckcd_dequeue_drop(q, pkt, f, now_ns);
 	if (!q->qlen_pkts)
-		aqm_red_avg_start_idle(&c->avg, now_ns);
+		ckcd_start_idle(c, now_ns);
 	return pkt;
 }
 

@@ -69,13 +69,13 @@ static inline int aqm_ring_push(struct aqm_ring *r, struct aqm_pkt *pkt)
 	return 0;
 }
 
+/* Slots outside [head, tail) are never read (a push overwrites one before
+ * it is back inside), so the slot a pop leaves is not cleared. */
 static inline struct aqm_pkt *aqm_ring_pop(struct aqm_ring *r)
 {
 	while (r->head != r->tail) {
-		struct aqm_pkt *p = r->slot[r->head & r->mask];
+		struct aqm_pkt *p = r->slot[r->head++ & r->mask];
 
-		r->slot[r->head & r->mask] = 0;
-		r->head++;
 		if (p)
 			return p;
 	}
