@@ -20,6 +20,14 @@ REST API table):
 With the default keys "ipsource,ipdestination,ipprotocol,tcpsourceport,tcpdestinationport"
 and value "bytes", a key string parses into a coex.sflow.FlowKey and value * 8 is the
 flow's rate in bit/s, which HeavyHitterDetector.observe_rate() takes.
+
+Which port a flow crosses: sFlow-RT's "dataSource" is the data source of the samples, and
+Open vSwitch samples a whole bridge (our captures, tests/fixtures/sflow: every flow sample
+has data source type 2, index 1000, with the ports only in its input/output fields), so
+"dataSource" never names a port for OVS. The flow keys "inputifindex" and "outputifindex"
+(sFlow-RT's flow key attributes for those fields, sflow-rt.com/define_flow.php) do:
+PORT_KEYS appends "outputifindex", and ActiveFlow.output_ifindex / input_ifindex carry
+them when the definition has them.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from coex.sflow import FlowKey
 DEFAULT_FLOW_NAME = "ckcd_coex_flows"
 DEFAULT_KEYS = "ipsource,ipdestination,ipprotocol,tcpsourceport,tcpdestinationport"
 UDP_KEYS = "ipsource,ipdestination,ipprotocol,udpsourceport,udpdestinationport"
+# The 5-tuple per egress port: what the controller defines (one rate per flow and port).
+PORT_KEYS = DEFAULT_KEYS + ",outputifindex"
 VALUES = ("bytes", "frames")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _KEY_TOKEN = re.compile(r"^[A-Za-z0-9_:.\-\[\]]+$")
@@ -54,6 +64,8 @@ class ActiveFlow:
     rate_bps: Optional[float]      # value * 8 for value "bytes", else None
     agent: str
     data_source: str
+    input_ifindex: Optional[int] = None   # the "inputifindex" key, when defined
+    output_ifindex: Optional[int] = None  # the "outputifindex" key, when defined
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,22 @@ def parse_flow_key(key: str, keys: str = DEFAULT_KEYS) -> Optional[FlowKey]:
     return FlowKey(src, dst, proto, sport, dport)
 
 
+def parse_ifindexes(key: str, keys: str) -> tuple[Optional[int], Optional[int]]:
+    """(inputifindex, outputifindex) from a key string, None where the definition lacks the
+    attribute or the value is not an ifIndex."""
+    names = keys.split(",")
+    parts = key.split(",")
+    out: list[Optional[int]] = []
+    for name in ("inputifindex", "outputifindex"):
+        value = None
+        if len(parts) == len(names) and name in names:
+            text = parts[names.index(name)]
+            if text.isdigit() and int(text) <= 0xFFFFFFFF:
+                value = int(text)
+        out.append(value)
+    return out[0], out[1]
+
+
 def parse_active_flows(body: Union[str, bytes, list], keys: str = DEFAULT_KEYS,
                        value: str = "bytes") -> ActiveFlows:
     """Parse a GET /activeflows/... body. Entries that are not objects with a string "key"
@@ -141,10 +169,12 @@ def parse_active_flows(body: Union[str, bytes, list], keys: str = DEFAULT_KEYS,
                 or not math.isfinite(val) or val < 0:
             rejected += 1
             continue
+        in_if, out_if = parse_ifindexes(key, keys)
         flow = ActiveFlow(key=key, flow_key=parse_flow_key(key, keys), value=float(val),
                           rate_bps=float(val) * 8 if value == "bytes" else None,
                           agent=str(entry.get("agent", "")),
-                          data_source=str(entry.get("dataSource", "")))
+                          data_source=str(entry.get("dataSource", "")),
+                          input_ifindex=in_if, output_ifindex=out_if)
         old = best.get(key)
         if old is None or flow.value > old.value:
             best[key] = flow

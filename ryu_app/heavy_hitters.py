@@ -7,19 +7,24 @@ steer(); a released one to unsteer(). Every decision is kept, with its time and
 the estimate that caused it, for GET /coex/v1/heavy-hitters.
 
 Sources: the embedded collector (OVS's agent sends datagrams to us) or sFlow-RT's
-REST API, polled once a second, for operators who run it.
+REST API, polled once a second, for operators who run it. Either way the OVS agent on
+the bottleneck bridges sends to `collector`: our listener, or sFlow-RT's sFlow port.
 """
 
 from __future__ import annotations
 
 import collections
+import ipaddress
 import time
+import urllib.parse
 
 from ryu.lib import hub
 
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeOfHistoryEstimator
 from coex.policy import HeavyHitters
 from coex.sflow_collector import SFlowCollector, SFlowListener
+from coex.sflowrt import PORT_KEYS
+from ovs_config import sflow
 
 TICK_S = 0.5
 LOG_LEN = 500
@@ -109,8 +114,40 @@ class HeavyHitterService:
             else:
                 self._threads.append(hub.spawn(self._serve, gen))
         else:
+            self._point_agents(hh, ports)
             self._threads.append(hub.spawn(self._poll_sflow_rt, gen))
         self._threads.append(hub.spawn(self._tick_loop, gen))
+
+    def _point_agents(self, hh: HeavyHitters, ports) -> None:
+        """sFlow-RT: the OVS agent of every bridge with a bottleneck port sends to sFlow-RT's
+        sFlow address (`collector`, sFlow-RT's default is UDP 6343 where its REST API runs).
+        Idempotent: a bridge already sending there with these settings is left alone."""
+        try:
+            target = sflow.validate_target(hh.collector)
+        except ValueError as err:
+            self.app.logger.error("heavy hitters: collector %s: %s", hh.collector, err)
+            return
+        url_host = urllib.parse.urlsplit(hh.sflow_rt_url).hostname or ""
+        try:
+            if ipaddress.ip_address(url_host) != ipaddress.ip_address(target.rpartition(":")[0].strip("[]")):
+                self.app.logger.warning(
+                    "heavy hitters: OVS sends sFlow to %s but sFlow-RT's REST API is at %s: set "
+                    "`collector` to sFlow-RT's sFlow address (port 6343 by default)", target, hh.sflow_rt_url)
+        except ValueError:
+            pass  # a host name in the URL: nothing to compare without a lookup
+        bridges = sorted({self.app.bridge_names[p.dpid] for p in ports if p.dpid in self.app.bridge_names})
+        for bridge in bridges:
+            try:
+                now = sflow.sflow_settings(bridge)
+                # ovs-vsctl lists the targets column as a set: ["127.0.0.1:6343"]
+                sends_to = now.get("targets", "").strip("[]").replace('"', "") if now else None
+                if sends_to == target \
+                        and now.get("sampling") == str(hh.sampling) and now.get("polling") == str(hh.polling_s):
+                    continue
+                sflow.enable_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s, target=target)
+                self.app.logger.info("sFlow agent on %s sends to sFlow-RT at %s", bridge, target)
+            except (ValueError, RuntimeError) as err:
+                self.app.logger.error("sFlow on %s: %s", bridge, err)
 
     def stop(self) -> None:
         self._generation += 1  # loops of an older generation end by themselves
@@ -142,21 +179,26 @@ class HeavyHitterService:
         while gen == self._generation:
             try:
                 if not defined:
-                    client.define_flow()
+                    client.define_flow(keys=PORT_KEYS)
                     defined = True
-                active = client.active_flows()
-                now = time.monotonic()
-                for watch in list(self.watches.values()):
-                    for f in active.flows:
-                        if f.flow_key is None or f.rate_bps is None:
-                            continue
-                        if watch.ifindex is not None and f.data_source not in (str(watch.ifindex), ""):
-                            continue
-                        self._handle(watch, watch.detector.observe_rate(f.flow_key, f.rate_bps, now), now)
+                self.ingest_active_flows(client.active_flows(), time.monotonic())
             except (SFlowRTError, OSError, ValueError) as err:
                 self.app.logger.warning("sFlow-RT at %s: %s", self.settings.sflow_rt_url, err)
                 defined = False
             hub.sleep(1.0)
+
+    def ingest_active_flows(self, active, now: float) -> None:
+        """One sFlow-RT answer (coex.sflowrt.ActiveFlows of the PORT_KEYS flow) into the
+        detectors: each flow goes to the port its `outputifindex` key names. Its
+        `dataSource` is not used: for OVS it is the bridge (type 2, index 1000 in our
+        captures), never a port."""
+        for watch in list(self.watches.values()):
+            for f in active.flows:
+                if f.flow_key is None or f.rate_bps is None:
+                    continue
+                if watch.ifindex is not None and f.output_ifindex != watch.ifindex:
+                    continue
+                self._handle(watch, watch.detector.observe_rate(f.flow_key, f.rate_bps, now), now)
 
     # --- samples and decisions ------------------------------------------------------
 

@@ -5,23 +5,23 @@ use response bodies written by hand from its documentation (sflow-rt.com/referen
 "Defining Flows" and the REST API table): PUT /flow/{name}/json takes {"keys", "value", ...};
 GET /activeflows/{agent}/{name}/json answers a JSON array of {"key", "value", "agent",
 "dataSource"}, where "key" joins the key attributes with commas and "value" is per second
-(bytes/s for value "bytes"). The client is tested against a stub HTTP server that answers with
-those bodies and records what it was sent.
+(bytes/s for value "bytes"). The client is tested against a stub HTTP server (sflowrt_stub.py)
+that answers with those bodies and records what it was sent.
 """
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
+import time
 
 import pytest
 
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector
 from coex.sflow import FlowKey
-from coex.sflowrt import (DEFAULT_KEYS, SFlowRTFormatError, feed_detector, flow_definition,
+from coex.sflowrt import (DEFAULT_KEYS, PORT_KEYS, SFlowRTFormatError, feed_detector, flow_definition,
                           parse_active_flows, parse_flow_key)
 from ovs_config.sflowrt_client import SFlowRTClient, SFlowRTError
+from sflowrt_stub import StubSFlowRT, active_flow_entry
 
 # As documented: a JSON array, largest first, one entry per flow key.
 ACTIVEFLOWS_BODY = json.dumps([
@@ -112,48 +112,11 @@ def test_feeds_the_same_detector():
 
 # ------------------------------------------------------------------ the HTTP client
 
-class StubSFlowRT(http.server.BaseHTTPRequestHandler):
-    requests: list = []
-
-    def log_message(self, *args):
-        pass
-
-    def _answer(self, code: int, body: str):
-        data = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_PUT(self):
-        n = int(self.headers.get("Content-Length", 0))
-        self.requests.append(("PUT", self.path, json.loads(self.rfile.read(n))))
-        self._answer(204 if self.path.startswith("/flow/") else 404, "")
-
-    def do_DELETE(self):
-        self.requests.append(("DELETE", self.path, None))
-        self._answer(204, "")
-
-    def do_GET(self):
-        self.requests.append(("GET", self.path, None))
-        if self.path.startswith("/activeflows/ALL/ckcd_coex_flows/json"):
-            self._answer(200, ACTIVEFLOWS_BODY)
-        elif self.path == "/version":
-            self._answer(200, "3.0-1688")
-        else:
-            self._answer(404, "")
-
-
 @pytest.fixture
 def stub():
-    StubSFlowRT.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StubSFlowRT)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", StubSFlowRT.requests
-    server.shutdown()
-    server.server_close()
+    with StubSFlowRT() as server:
+        server.set_active_flows(json.loads(ACTIVEFLOWS_BODY))
+        yield server.url, server.requests
 
 
 def test_client_defines_polls_and_feeds(stub):
@@ -194,3 +157,61 @@ def test_client_validates_arguments():
         client.active_flows(max_flows=0)
     with pytest.raises(ValueError, match="agg_mode"):
         client.active_flows(agg_mode="median")
+
+
+# ------------------------------------------------------------------ which port a flow crosses
+
+def test_port_keys_give_the_output_port_of_each_flow():
+    """OVS's flow samples come from the bridge (data source type 2, index 1000: our captures),
+    so sFlow-RT's dataSource does not name a port; the outputifindex key does."""
+    assert PORT_KEYS == DEFAULT_KEYS + ",outputifindex"
+    body = [active_flow_entry(["10.0.0.1", "10.0.0.3", 6, 43210, 5201, 185], 3.75e6),
+            active_flow_entry(["10.0.0.1", "10.0.0.3", 6, 43210, 5201, 187], 3.7e6),
+            {"key": "10.0.0.1,10.0.0.3,6,43210,5201,x", "value": 1.0}]
+    res = parse_active_flows(body, keys=PORT_KEYS)
+    assert [(f.flow_key.src_port, f.output_ifindex, f.input_ifindex, f.data_source) for f in res.flows] == [
+        (43210, 185, None, "2.1000"), (43210, 187, None, "2.1000"), (43210, None, None, "")]
+    both = parse_active_flows([active_flow_entry(["10.0.0.1", "10.0.0.3", 6, 1, 2, 180, 185], 1.0)],
+                              keys="ipsource,ipdestination,ipprotocol,tcpsourceport,tcpdestinationport,"
+                                   "inputifindex,outputifindex")
+    assert (both.flows[0].input_ifindex, both.flows[0].output_ifindex) == (180, 185)
+    # without the keys, nothing is guessed
+    assert parse_active_flows(ACTIVEFLOWS_BODY).flows[0].output_ifindex is None
+
+
+class _App:
+    """What HeavyHitterService needs of the controller."""
+
+    def __init__(self):
+        import logging
+        self.logger = logging.getLogger("test")
+        self.steered: list = []
+        self.port_names, self.bridge_names = {}, {}
+
+    def steer(self, key):
+        self.steered.append(("steer", key))
+
+    def unsteer(self, key):
+        self.steered.append(("unsteer", key))
+
+
+def test_controller_keys_sflowrt_flows_by_output_ifindex_not_data_source():
+    """The controller's ingest of one sFlow-RT answer: the flow leaving by the watched port
+    (outputifindex = the port's ifIndex) is steered although its dataSource is the bridge's;
+    the same flow's entry for another port and a flow to another port are not."""
+    from coex.policy import HeavyHitters
+    from ryu_app.heavy_hitters import HeavyHitterService, PortWatch
+    app = _App()
+    service = HeavyHitterService(app)
+    hh = HeavyHitters(enabled=True, source="sflow-rt", threshold_bps=10_000_000, capacity_share=None)
+    watch = PortWatch(1, 3, "lo", 50_000_000, hh)  # "lo": an interface every host has
+    assert watch.ifindex == 1
+    service.settings, service.watches = hh, {(1, 3): watch}
+    big = ["10.0.0.1", "10.0.0.3", 6, 43210, 5201]
+    other = ["10.0.0.2", "10.0.0.4", 6, 43211, 5201]
+    body = [active_flow_entry(big + [1], 3.75e6), active_flow_entry(big + [7], 3.75e6),
+            active_flow_entry(other + [7], 5e6)]
+    service.ingest_active_flows(parse_active_flows(body, keys=PORT_KEYS), time.monotonic())
+    assert app.steered == [("steer", FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201))]
+    [decision] = service.report()["log"]
+    assert decision["decision"] == "steered" and decision["estimate_bps"] == 30_000_000
