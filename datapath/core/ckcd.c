@@ -573,30 +573,40 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 /* Lines 14-16 for a dequeued packet of flow f with sojourn d_i and threshold
  * d_th: 1 if it is to be dropped (delay). Runs the flow's Delta clock: the
  * flow enters the dropping state after d_i >= d_th for Delta and leaves it
- * after d_i < d_th for Delta (docs/ckcd.md, section 8). */
+ * after d_i < d_th for Delta (docs/ckcd.md, section 8).
+ *
+ * Outside the dropping state (nearly every packet) there is no branch on
+ * d_i >= d_th, which the traffic decides packet by packet and a predictor
+ * guesses badly with many flows: the clock is kept or cleared with a mask. */
 static inline int ckcd_late(const struct ckcd *c, struct ckcd_flow *f, uint64_t sojourn, uint64_t dth,
 			    uint64_t now_ns)
 {
-	if (sojourn >= dth) {
-		if (!f->dropping) {
-			if (!f->since_ns) {
-				f->since_ns = now_ns;
-				return 0;
-			}
-			if (now_ns - f->since_ns < c->delta_ns)
-				return 0;
+	uint64_t since = f->since_ns;
+	int above = sojourn >= dth;
+	int lasted = (since != 0) & (now_ns - since >= c->delta_ns); /* the clock ran for Delta */
+
+	if (!f->dropping) {
+		int enter = above & lasted;
+
+		__asm__("" : "+r"(enter)); /* one branch on the AND, not one per operand */
+		if (__builtin_expect(enter, 0)) {
 			f->dropping = 1; /* line 15: above d_th for longer than Delta */
+			f->since_ns = 0;
+			return 1;
 		}
+		/* above: start the clock or keep it running; below: stop it */
+		f->since_ns = (since ? since : now_ns) & -(uint64_t)above;
+		return 0;
+	}
+	if (above) {
 		f->since_ns = 0;
 		return 1;
 	}
-	if (!f->dropping)
-		f->since_ns = 0;
-	else if (!f->since_ns)
-		f->since_ns = now_ns;
-	else if (now_ns - f->since_ns >= c->delta_ns) {
+	if (lasted) { /* below d_th for Delta: leave the dropping state */
 		f->dropping = 0;
 		f->since_ns = 0;
+	} else if (!since) {
+		f->since_ns = now_ns;
 	}
 	return 0;
 }
