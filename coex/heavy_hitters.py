@@ -26,13 +26,17 @@ HeavyHitterDetector
                                                a multiple of the fair share.
     Rates reported by an external analyser (sFlow-RT) enter through observe_rate().
 
-ModeOfHistoryEstimator
+ModeOfHistoryEstimator / ModeHeavyHitterDetector
     The dynamic method of Hanai, Yamaguchi, Kobayashi, "Modified Controlling Queue Delay
     for TCP Fairness Improvement" (seed 003, Sec. IV-A): record the connection of every
     rec_int-th packet, keep the latest hist_len records, and every stat_int packets take
     the most frequent connection in the records as the most bandwidth-consuming one.
     Here a "packet" is one sFlow flow sample: rec_int and stat_int count samples, so with
     1-in-N sampling one record stands for about N * rec_int packets of the switch.
+    ModeHeavyHitterDetector turns its decisions into the same events as
+    HeavyHitterDetector: the current mode is the one heavy hitter of its port (no rate
+    threshold), replaced when another connection becomes the mode, released when its
+    connection goes quiet.
 """
 
 from __future__ import annotations
@@ -119,8 +123,8 @@ class HeavyHitterEvent:
     key: Hashable            # the flow (coex.sflow.FlowKey for sFlow samples)
     estimate_bps: float
     threshold_bps: float     # the high threshold for "detected", the low one for "released"
-    reason: str              # "above_high", "below_low", "idle", "evicted"
-    mode: str                # which threshold rule: one of MODES
+    reason: str              # "above_high", "below_low", "idle", "evicted"; mode: "mode (..)", "not_mode"
+    mode: str                # which threshold rule (one of MODES), or MODE_OF_HISTORY
 
 
 @dataclass
@@ -425,6 +429,16 @@ class ModeOfHistoryEstimator:
         packet (the switch received it) but is not recorded."""
         return self.observe(sample.flow_key())
 
+    def forget(self, key: Hashable) -> int:
+        """Drop every record of ``key`` (a connection that ended); returns how many. The
+        current estimate is cleared if it was ``key``; counters of samples are unchanged."""
+        n = self._counts.pop(key, 0)
+        if n:
+            self._history = deque(k for k in self._history if k != key)
+        if self.current == key:
+            self.current = None
+        return n
+
     def _decide(self) -> ModeDecision:
         counts = self._counts
         if not counts:
@@ -439,3 +453,88 @@ class ModeOfHistoryEstimator:
         self.current = decision.key
         self.last_decision = decision
         return decision
+
+
+MODE_OF_HISTORY = "mode_of_history"
+
+
+class ModeHeavyHitterDetector:
+    """Seed 003's estimator as a detector of its own: at every statistics point the mode of
+    the history is *the* heavy hitter of the port (at most one at a time, no rate
+    threshold: the most bandwidth-consuming connection by packets, however fast it is).
+
+    Events are HeavyHitterEvents (mode "mode_of_history"):
+      detected  when a connection becomes the mode (reason "mode (<count>/<records>
+                records)"); estimate_bps is ``rate_of(key, now)`` (e.g. a
+                HeavyHitterDetector's estimate_bps, for the log), 0.0 without it;
+                threshold_bps is 0.0: there is no threshold;
+      released  when another connection becomes the mode (reason "not_mode", after
+                min_hold_s), or when the connection had no sample for idle_s (reason
+                "idle", from tick()).
+    A connection with no sample for idle_s is also dropped from the history, so the next
+    mode is taken among connections that are still sending (in the paper every packet is
+    recorded and an ended connection leaves the history within hist_len packets at line
+    rate; from 1-in-N samples of a slow port that could take minutes).
+    """
+
+    def __init__(self, rec_int: int = 1, hist_len: int = 128, stat_int: int = 32,
+                 idle_s: float = 5.0, min_hold_s: float = 2.0, rate_of=None):
+        self.estimator = ModeOfHistoryEstimator(rec_int, hist_len, stat_int)
+        _positive("idle_s", idle_s)
+        if isinstance(min_hold_s, bool) or not isinstance(min_hold_s, (int, float)) \
+                or not math.isfinite(min_hold_s) or min_hold_s < 0:
+            raise ValueError(f"min_hold_s must be a finite number >= 0, got {min_hold_s!r}")
+        self.idle_s, self.min_hold_s = float(idle_s), float(min_hold_s)
+        self._rate_of = rate_of
+        self._last_seen: dict = {}
+        self.current: Optional[Hashable] = None
+        self.since: Optional[float] = None
+        self._lock = threading.RLock()
+
+    def heavy_hitters(self) -> dict:
+        with self._lock:
+            return {} if self.current is None else {self.current: self.since}
+
+    def observe(self, key: Optional[Hashable], now: float) -> list[HeavyHitterEvent]:
+        """One sample of connection ``key`` (None: not IP) at ``now``."""
+        with self._lock:
+            if key is not None:
+                self._last_seen[key] = now
+            decision = self.estimator.observe(key)
+            return [] if decision is None else self._decide(decision, now)
+
+    def observe_sample(self, sample, now: float) -> list[HeavyHitterEvent]:
+        return self.observe(sample.flow_key(), now)
+
+    def tick(self, now: float) -> list[HeavyHitterEvent]:
+        """Forget connections quiet for idle_s; release the current one if it is among them."""
+        with self._lock:
+            events = []
+            for key, seen in list(self._last_seen.items()):
+                if now - seen > self.idle_s:
+                    del self._last_seen[key]
+                    self.estimator.forget(key)
+                    if key == self.current:
+                        events.append(self._event("released", key, now, "idle"))
+                        self.current = self.since = None
+            return events
+
+    def _decide(self, decision: ModeDecision, now: float) -> list[HeavyHitterEvent]:
+        pick = decision.key
+        if pick == self.current:
+            return []
+        events = []
+        if self.current is not None:
+            if now - self.since < self.min_hold_s:
+                return []  # the incumbent keeps its place until its hold is over
+            events.append(self._event("released", self.current, now, "not_mode"))
+            self.current = self.since = None
+        if pick is not None:
+            self.current, self.since = pick, now
+            events.append(self._event("detected", pick, now,
+                                      f"mode ({decision.count}/{decision.records} records)"))
+        return events
+
+    def _event(self, kind: str, key: Hashable, now: float, reason: str) -> HeavyHitterEvent:
+        rate = float(self._rate_of(key, now)) if self._rate_of is not None else 0.0
+        return HeavyHitterEvent(kind, now, key, rate, 0.0, reason, MODE_OF_HISTORY)

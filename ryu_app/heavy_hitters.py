@@ -6,6 +6,10 @@ bridges must not count twice. A detected flow is handed to the controller's
 steer(); a released one to unsteer(). Every decision is kept, with its time and
 the estimate that caused it, for GET /coex/v1/heavy-hitters.
 
+Detectors (policy `detector`): "rate", the windowed rate estimate against a threshold
+(HeavyHitterDetector); "mode", seed 003's mode of the sample history
+(ModeHeavyHitterDetector: the port's most packet-consuming connection, one at a time).
+
 Sources: the embedded collector (OVS's agent sends datagrams to us) or sFlow-RT's
 REST API, polled once a second, for operators who run it. Either way the OVS agent on
 the bottleneck bridges sends to `collector`: our listener, or sFlow-RT's sFlow port.
@@ -20,7 +24,7 @@ import urllib.parse
 
 from ryu.lib import hub
 
-from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeOfHistoryEstimator
+from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeHeavyHitterDetector
 from coex.policy import HeavyHitters
 from coex.sflow_collector import SFlowCollector, SFlowListener
 from coex.sflowrt import PORT_KEYS
@@ -64,9 +68,41 @@ class PortWatch:
             fair_share_multiple=hh.fair_share_multiple,
             capacity_bps=None if hh.threshold_bps is not None else capacity_bps,
             window_s=hh.window_s, min_window_s=hh.min_window_s, release_fraction=hh.release_fraction, min_hold_s=hh.min_hold_s))
-        self.mode = (ModeOfHistoryEstimator(hh.rec_int, hh.hist_len, hh.stat_int)
+        # With detector "mode" the decisions are the mode detector's; the rate detector
+        # still runs, for the estimates the log and GET /heavy-hitters show.
+        self.mode = (ModeHeavyHitterDetector(hh.rec_int, hh.hist_len, hh.stat_int, idle_s=hh.window_s,
+                                             min_hold_s=hh.min_hold_s, rate_of=self.detector.estimate_bps)
                      if hh.detector == "mode" else None)
-        self.mode_pick = None  # the flow the mode-of-history estimator currently names
+
+    def observe_sample(self, sample, now: float) -> list:
+        events = self.detector.observe_sample(sample, now)
+        return events if self.mode is None else self.mode.observe_sample(sample, now)
+
+    def observe_rate(self, key, rate_bps: float, now: float) -> list:
+        return self.detector.observe_rate(key, rate_bps, now)
+
+    def tick(self, now: float) -> list:
+        events = self.detector.tick(now)
+        return events if self.mode is None else self.mode.tick(now)
+
+    def report(self, now: float, sampling: int) -> dict:
+        out = {"dpid": self.dpid, "port": self.port, "name": self.name, "ifindex": self.ifindex,
+               "detector": "rate" if self.mode is None else "mode",
+               "threshold_bps": round(self.detector.high_threshold_bps()),
+               "threshold_samples_per_s": round(threshold_samples_per_s(
+                   self.detector.high_threshold_bps(), sampling), 1),
+               "active_flows": self.detector.active_flows(),
+               "top": [{"flow": flow_dict(k), "estimate_bps": round(v)}
+                       for k, v in self.detector.top(now, 5)]}
+        if self.mode is not None:
+            last = self.mode.estimator.last_decision
+            out["mode"] = {"flow": flow_dict(self.mode.current) if self.mode.current is not None else None,
+                           "since_monotonic_s": self.mode.since,
+                           "samples": self.mode.estimator.samples_seen,
+                           "last_decision": None if last is None else {
+                               "flow": flow_dict(last.key) if last.key is not None else None,
+                               "count": last.count, "records": last.records}}
+        return out
 
 
 class HeavyHitterService:
@@ -79,6 +115,7 @@ class HeavyHitterService:
         self.listener: SFlowListener | None = None
         self.log = collections.deque(maxlen=LOG_LEN)
         self.current: dict[tuple, dict] = {}  # (flow key, port) -> decision that steered it
+        self.error: str | None = None  # why detection does not run although enabled
         self._threads = []
         self._generation = 0
 
@@ -88,14 +125,24 @@ class HeavyHitterService:
         """(Re)start detection for the policy's settings and bottleneck ports."""
         self.stop()
         self.settings = hh
+        self.error = None
         if not hh.enabled:
             return
+        if hh.source == "sflow-rt" and hh.detector == "mode":
+            # sFlow-RT hands us rates per flow, not the packet samples the mode of history
+            # counts (docs/sflow.md): refuse rather than steer by another rule.
+            self.error = ("detector 'mode' needs the packet samples of the embedded collector; "
+                          "source 'sflow-rt' gives flow rates only: detection is off")
+            self.app.logger.error("heavy hitters: %s", self.error)
+            return
+        if hh.source == "sflow-rt":
+            self._point_agents(hh, ports)
         for p in ports:
             name = self.app.port_names.get((p.dpid, p.port))
             if name is not None:
                 watch = self.watches[(p.dpid, p.port)] = PortWatch(p.dpid, p.port, name, p.capacity_bps, hh)
                 rate = threshold_samples_per_s(watch.detector.high_threshold_bps(), hh.sampling)
-                if rate < FEW_SAMPLES_PER_S:
+                if watch.mode is None and rate < FEW_SAMPLES_PER_S:
                     self.app.logger.warning(
                         "heavy hitters on %s: a flow at the %.1f Mbit/s threshold gives %.1f samples/s at "
                         "1-in-%d; detection will often take more than a second (docs/sflow.md): sample "
@@ -114,7 +161,6 @@ class HeavyHitterService:
             else:
                 self._threads.append(hub.spawn(self._serve, gen))
         else:
-            self._point_agents(hh, ports)
             self._threads.append(hub.spawn(self._poll_sflow_rt, gen))
         self._threads.append(hub.spawn(self._tick_loop, gen))
 
@@ -169,7 +215,7 @@ class HeavyHitterService:
         while gen == self._generation:
             now = time.monotonic()
             for watch in list(self.watches.values()):
-                self._handle(watch, watch.detector.tick(now), now)
+                self._handle(watch, watch.tick(now), now)
             hub.sleep(TICK_S)
 
     def _poll_sflow_rt(self, gen):
@@ -198,7 +244,7 @@ class HeavyHitterService:
                     continue
                 if watch.ifindex is not None and f.output_ifindex != watch.ifindex:
                     continue
-                self._handle(watch, watch.detector.observe_rate(f.flow_key, f.rate_bps, now), now)
+                self._handle(watch, watch.observe_rate(f.flow_key, f.rate_bps, now), now)
 
     # --- samples and decisions ------------------------------------------------------
 
@@ -206,29 +252,19 @@ class HeavyHitterService:
         for watch in self.watches.values():
             if watch.ifindex is not None and sample.output_if != watch.ifindex:
                 continue
-            events = watch.detector.observe_sample(sample, now)
-            if watch.mode is not None:
-                decision = watch.mode.observe_sample(sample)
-                if decision is not None:
-                    watch.mode_pick = decision.key
-            self._handle(watch, events, now)
+            self._handle(watch, watch.observe_sample(sample, now), now)
 
     def _handle(self, watch: PortWatch, events, now: float) -> None:
         for ev in events:
             key = (ev.key, (watch.dpid, watch.port))
             if ev.kind == "detected":
-                if watch.mode is not None and watch.mode_pick != ev.key:
-                    # mode detector: only the most bandwidth-consuming flow (seed 003) is steered
-                    self._record("ignored", ev.key, watch, ev.estimate_bps, ev.threshold_bps,
-                                 "not the mode of the sample history", now)
-                    continue
                 if key not in self.current:
                     decision = self._record("steered", ev.key, watch, ev.estimate_bps, ev.threshold_bps,
                                             ev.reason, now)
                     self.current[key] = decision
                     self.app.steer(ev.key)
             elif key in self.current:
-                self._release(key, ev.estimate_bps, ev.reason, now, ev.threshold_bps)
+                self._release(key, ev.estimate_bps, ev.reason, now, ev.threshold_bps or None)
 
     def _release(self, key, estimate_bps, reason, now, threshold_bps=None) -> None:
         decision = self.current.pop(key)
@@ -265,14 +301,9 @@ class HeavyHitterService:
         return {
             "enabled": bool(self.settings and self.settings.enabled),
             "source": self.settings.source if self.settings else None,
-            "ports": [{"dpid": w.dpid, "port": w.port, "name": w.name, "ifindex": w.ifindex,
-                       "threshold_bps": round(w.detector.high_threshold_bps()),
-                       "threshold_samples_per_s": round(threshold_samples_per_s(
-                           w.detector.high_threshold_bps(), self.settings.sampling), 1),
-                       "active_flows": w.detector.active_flows(),
-                       "top": [{"flow": flow_dict(k), "estimate_bps": round(v)}
-                               for k, v in w.detector.top(now, 5)]}
-                      for w in self.watches.values()],
+            "detector": self.settings.detector if self.settings else None,
+            "error": self.error,
+            "ports": [w.report(now, self.settings.sampling) for w in self.watches.values()],
             "current": current,
             "log": list(self.log)[-100:],
             "collector": self.collector.stats() if self.listener else None,

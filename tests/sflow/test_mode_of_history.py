@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from coex.heavy_hitters import ModeOfHistoryEstimator
+from coex.heavy_hitters import MODE_OF_HISTORY, ModeHeavyHitterDetector, ModeOfHistoryEstimator
 from coex.sflow import FlowKey, decode_datagram
 
 
@@ -106,3 +106,85 @@ def test_observe_sample_keys_by_5_tuple():
 def test_parameters_validated(name, bad):
     with pytest.raises(ValueError, match=name):
         ModeOfHistoryEstimator(**{name: bad})
+
+
+def test_forget_drops_a_connection_from_the_history():
+    est = ModeOfHistoryEstimator(rec_int=1, hist_len=10, stat_int=5)
+    for k in ["a", "b", "a", "a", "b"]:
+        est.observe(k)
+    assert est.current == "a"
+    assert est.forget("a") == 3 and est.history == ("b", "b") and est.current is None
+    assert est.forget("zzz") == 0
+    assert est.observe("c") is None  # 6 samples: no decision yet ...
+    for k in ["c", "c", "c", "c"]:
+        d = est.observe(k)
+    assert d.key == "c" and d.records == 7  # ... then the mode among what is left
+
+
+# ------------------------------------------------------------------ the detector
+
+def feed(det, pattern, t0, dt=0.01):
+    """Samples of the keys in `pattern`, dt apart from t0; returns (events, time after)."""
+    events, t = [], t0
+    for k in pattern:
+        events += det.observe(k, t)
+        t += dt
+    return events, t
+
+
+def test_mode_detector_steers_the_mode_alone_and_no_threshold():
+    det = ModeHeavyHitterDetector(rec_int=1, hist_len=20, stat_int=10, idle_s=3.0, min_hold_s=0.0,
+                                  rate_of=lambda key, now: 1234.0)
+    events, t = feed(det, ["big", "m1", "big", "m2", "big", "m3", "big", "m1", "big", "m2"], 0.0)
+    [e] = events
+    assert (e.kind, e.key, e.reason, e.mode) == ("detected", "big", "mode (5/10 records)", MODE_OF_HISTORY)
+    assert e.estimate_bps == 1234.0 and e.threshold_bps == 0.0  # the rate is for the log only
+    assert det.heavy_hitters() == {"big": pytest.approx(0.09)}
+    # the same mode at the next statistics point: no new event
+    events, t = feed(det, ["big", "m1"] * 5, t)
+    assert events == []
+
+
+def test_mode_detector_replaces_the_mode_after_its_hold():
+    det = ModeHeavyHitterDetector(rec_int=1, hist_len=10, stat_int=10, idle_s=100.0, min_hold_s=1.0)
+    events, t = feed(det, ["a"] * 10, 0.0)
+    assert [(e.kind, e.key) for e in events] == [("detected", "a")]
+    # "b" is the mode 0.1 s later: the incumbent keeps its place for min_hold_s ...
+    events, t = feed(det, ["b"] * 10, t)
+    assert events == [] and det.heavy_hitters() == {"a": pytest.approx(0.09)}
+    # ... and after it, "b" replaces it, one steered at a time
+    events, t = feed(det, ["b"] * 10, 2.0)
+    assert [(e.kind, e.key, e.reason) for e in events] == [
+        ("released", "a", "not_mode"), ("detected", "b", "mode (10/10 records)")]
+    assert det.heavy_hitters() == {"b": pytest.approx(2.09)}
+
+
+def test_mode_detector_releases_and_forgets_a_quiet_connection():
+    """A connection that stopped is released after idle_s without samples and leaves the
+    history, so a mouse does not inherit the mode from the dead elephant's old records."""
+    det = ModeHeavyHitterDetector(rec_int=1, hist_len=128, stat_int=8, idle_s=2.0, min_hold_s=0.0)
+    events, t = feed(det, ["big"] * 60 + ["m1", "m2"] * 2, 0.0)
+    assert [(e.kind, e.key) for e in events] == [("detected", "big")]
+    assert det.tick(2.0) == []   # big's last sample at 0.59 s: quiet for 1.41 s only
+    [e] = det.tick(2.7)
+    assert (e.kind, e.key, e.reason) == ("released", "big", "idle")
+    assert "big" not in det.estimator.history and det.heavy_hitters() == {}
+    # (the mice went quiet as long and were forgotten too); new samples: m1 is the mode, not big
+    events, _ = feed(det, ["m1", "m1", "m2", "m1"] * 2, 2.8)
+    assert [(e.kind, e.key) for e in events] == [("detected", "m1")]
+
+
+def test_mode_detector_on_real_samples():
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sflow", "tcp5201_2.bin")
+    det = ModeHeavyHitterDetector(rec_int=1, hist_len=8, stat_int=6)
+    events = []
+    for s in decode_datagram(open(path, "rb").read()).flow_samples:
+        events += det.observe_sample(s, 1.0)
+    assert [(e.kind, e.key) for e in events] == [("detected", FlowKey("10.0.0.1", "10.0.0.3", 6, 55284, 5201))]
+
+
+@pytest.mark.parametrize("kw, name", [({"idle_s": 0}, "idle_s"), ({"min_hold_s": -1}, "min_hold_s"),
+                                      ({"stat_int": 0}, "stat_int")])
+def test_mode_detector_parameters_validated(kw, name):
+    with pytest.raises(ValueError, match=name):
+        ModeHeavyHitterDetector(**kw)

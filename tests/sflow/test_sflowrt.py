@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -215,3 +216,15 @@ def test_controller_keys_sflowrt_flows_by_output_ifindex_not_data_source():
     assert app.steered == [("steer", FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201))]
     [decision] = service.report()["log"]
     assert decision["decision"] == "steered" and decision["estimate_bps"] == 30_000_000
+
+
+def test_mode_detector_with_sflowrt_is_refused_not_run():
+    """sFlow-RT gives flow rates, not the packet samples the mode of history counts."""
+    from coex.policy import HeavyHitters
+    from ryu_app.heavy_hitters import HeavyHitterService
+    app = _App()
+    service = HeavyHitterService(app)
+    service.configure(HeavyHitters(enabled=True, source="sflow-rt", detector="mode"),
+                      [SimpleNamespace(dpid=1, port=3, capacity_bps=50_000_000)])
+    report = service.report()
+    assert report["ports"] == [] and "mode" in report["error"] and service._threads == []
