@@ -78,6 +78,7 @@ def main() -> int:
     if a.callgrind and not shutil.which("valgrind"):
         ap.error("--callgrind needs valgrind")
     subprocess.run(["make", "-s", "-C", os.path.join(REPO, "datapath")], check=True, stdout=subprocess.DEVNULL)
+    load_before = os.getloadavg()[0]
     keys = [(name, spec, flows) for name, spec in CASES.items() for flows in FLOWS]
     best: dict[str, dict] = {}
     for _ in range(a.repeat):
@@ -86,6 +87,7 @@ def main() -> int:
             k = f"{name}/{flows}"
             if k not in best or r["ns_per_pkt"] < best[k]["ns_per_pkt"]:
                 best[k] = r
+    load_after = os.getloadavg()[0]
     results = {}
     for name, spec, flows in keys:
         r = best[f"{name}/{flows}"]
@@ -96,8 +98,12 @@ def main() -> int:
     doc = {"benchmark": "aqm_replay", "unit": "ns/packet (best of %d)" % a.repeat, "packets": a.packets,
            "ir_unit": ("instructions/packet (callgrind, marginal between %d and %d packets)"
                        % (CALLGRIND_PACKETS, 2 * CALLGRIND_PACKETS)) if a.callgrind else None,
-           "load": 1.1, "rate_bps": 100_000_000, "machine": machine(), "results": results}
+           "load": 1.1, "rate_bps": 100_000_000, "machine": machine(),
+           # 1-minute load average before and after the timed runs: other work on
+           # the machine moves ns/packet (not the instruction counts)
+           "loadavg_1min": [round(load_before, 2), round(load_after, 2)], "results": results}
     base = save("aqm_replay", doc, a.update_baseline).get("results", {})
+    print(f"load average (1 min) before/after the timed runs: {load_before:.2f} / {load_after:.2f}")
     print(f"{'case':<14} {'ns/pkt':>8} {'baseline':>9} {'ratio':>6} {'x droptail':>10} {'mean qlen':>9}"
           + (f" {'Ir/pkt':>8} {'baseline':>9} {'x droptail':>10}" if a.callgrind else ""))
     for key, r in results.items():
