@@ -17,6 +17,30 @@ const char *aqm_drop_reason_name(enum aqm_drop_reason why)
 	return reason_names[why];
 }
 
+/* rate_bps left out of the spec: the caller's drain rate, checked like a given value. */
+static int default_rate(const struct aqm_ops *ops, struct aqm_args *a, uint64_t rate_bps,
+			char *err, size_t errlen)
+{
+	unsigned i;
+	size_t pos;
+
+	for (i = 0; i < ops->nparams; i++) {
+		const struct aqm_param *p = &ops->params[i];
+
+		if ((a->given & (1u << i)) || !aqm_streqn("rate_bps", 8, p->name))
+			continue;
+		if (rate_bps < (uint64_t)p->min || rate_bps > (uint64_t)p->max) {
+			pos = aqm_put_str(err, errlen, 0, ops->name);
+			pos = aqm_put_str(err, errlen, pos, ": parameter 'rate_bps' = ");
+			pos = aqm_put_u64(err, errlen, pos, rate_bps);
+			aqm_put_str(err, errlen, pos, " (the link's rate) is out of range");
+			return -1;
+		}
+		a->v[i] = (int64_t)rate_bps;
+	}
+	return 0;
+}
+
 struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aqm_env *env,
 			       char *err, size_t errlen)
 {
@@ -32,6 +56,8 @@ struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aq
 		return 0;
 	}
 	if (aqm_parse_spec(spec, speclen, &ops, &a, err, errlen))
+		return 0;
+	if (env->rate_bps && default_rate(ops, &a, env->rate_bps, err, errlen))
 		return 0;
 	q = env->alloc(env->ctx, sizeof(*q) + ops->priv_size);
 	if (!q) {
@@ -102,6 +128,11 @@ static void free_queue(struct aqm_queue *q)
 	if (q->ops->release)
 		q->ops->release(q);
 	fr(ctx, q);
+}
+
+void aqm_set_env_rate(struct aqm_queue *q, uint64_t rate_bps)
+{
+	q->env.rate_bps = rate_bps;
 }
 
 int aqm_reconfigure(struct aqm_queue **qp, const char *spec, char *err, size_t errlen)

@@ -58,6 +58,11 @@ struct aqm_env {
 	/* The core hands every dropped packet back here, the arriving one
 	 * included, with its reason. */
 	void (*drop)(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why);
+	/* The rate the caller drains the queue at, bit/s: the value of every
+	 * discipline's rate_bps the spec leaves out (RED's idle decay, CKCD's
+	 * fair share C / I and BDP). 0: the parameter table's default. A band
+	 * inherits its parent's (a band may borrow the whole link). */
+	uint64_t rate_bps;
 };
 
 struct aqm_stats {
@@ -80,6 +85,10 @@ struct aqm_queue *aqm_create(const char *spec, const struct aqm_env *env,
  * carried over in order (no AQM decision is made on them). On error *q is
  * left untouched and err names the parameter. Returns 0 or -1. */
 int aqm_reconfigure(struct aqm_queue **q, const char *spec, char *err, size_t errlen);
+
+/* Set the rate that the next aqm_reconfigure() of *q gives a rate_bps the
+ * spec leaves out (a link whose rate changed re-applies its spec after it). */
+void aqm_set_env_rate(struct aqm_queue *q, uint64_t rate_bps);
 
 /* AQM_QUEUED or AQM_DROPPED (the packet has then been given to env->drop). */
 int aqm_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns);

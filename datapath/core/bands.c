@@ -183,6 +183,7 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	cenv.alloc = child_alloc;
 	cenv.free = child_free;
 	cenv.drop = child_drop;
+	cenv.rate_bps = q->env.rate_bps;
 	for (i = 0; i < b->n; i++) {
 		char cerr[200];
 		const char *cs = a->child[i];

@@ -290,6 +290,18 @@ static void cmd_set_link(struct link *l, struct request *r)
 			return;
 		}
 	}
+	int reapply[2] = {0, 0};
+
+	for (int i = 0; rate && i < 2; i++) {
+		if (!(mask & (1 << i)))
+			continue;
+		reapply[i] = dir_rate_changes_qdisc(&l->dir[i], rate_bps, err, sizeof(err));
+		if (reapply[i] < 0) {
+			reply_error(r->out, "rate_bps", "rate_bps: the %s discipline refuses it: %s",
+				    l->dir[i].name, err);
+			return;
+		}
+	}
 	if (delay) {
 		if (delay->type != J_NUM || delay->num < 0 || delay->num > 1e7) {
 			reply_error(r->out, "delay_ms", "delay_ms: must be a number of milliseconds in 0..10000");
@@ -306,8 +318,12 @@ static void cmd_set_link(struct link *l, struct request *r)
 			continue;
 		/* Frames already serialized or in the delay line keep their
 		 * computed times; the new values apply from the next frame. */
-		if (rate)
-			l->dir[i].rate_bps = rate_bps;
+		/* A discipline whose rate_bps follows the link is rebuilt at the new rate
+		 * (validated above on a throw-away queue; only memory can fail now). */
+		if (rate && dir_set_rate(&l->dir[i], rate_bps, reapply[i], err, sizeof(err)) < 0) {
+			reply_error(r->out, "rate_bps", "rate_bps: %s", err);
+			return;
+		}
 		if (delay)
 			l->dir[i].delay_ns = delay_ns;
 	}

@@ -108,6 +108,8 @@ struct deq_sample {
 
 struct link;
 
+#define QDISC_SPEC_MAX 2048
+
 struct link_dir {
 	struct link *link;
 	int index;          /* DIR_AB or DIR_BA */
@@ -115,7 +117,8 @@ struct link_dir {
 	int rx_fd, tx_fd;
 	int tx_ifindex;
 	struct aqm_queue *q;
-	struct aqm_env env;
+	struct aqm_env env;     /* env.rate_bps follows rate_bps */
+	char spec[QDISC_SPEC_MAX]; /* the discipline as given (--qdisc, set_qdisc): re-applied on a rate change */
 
 	uint64_t rate_bps;
 	uint64_t delay_ns;
@@ -212,6 +215,8 @@ void tx_stop(struct link_dir *d);
 void tx_release_inline(struct link_dir *d);
 uint32_t dir_line_len(const struct link_dir *d);
 int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen);
+int dir_rate_changes_qdisc(struct link_dir *d, uint64_t rate_bps, char *err, size_t errlen);
+int dir_set_rate(struct link_dir *d, uint64_t rate_bps, int reapply, char *err, size_t errlen);
 
 struct pkt *pool_get(struct pkt_pool *pool);
 void pool_put(struct pkt_pool *pool, struct pkt *p);

@@ -193,6 +193,7 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	d->env.alloc = env_alloc;
 	d->env.free = env_free;
 	d->env.drop = env_drop;
+	d->env.rate_bps = d->rate_bps;
 	while (cap < l->cfg.pool_pkts)
 		cap <<= 1;
 	d->line = calloc(cap, sizeof(*d->line));
@@ -206,7 +207,12 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	}
 	d->line_mask = cap - 1;
 	d->flows[FLOW_OTHER].used = 1;
-	d->q = aqm_create(l->cfg.qdisc[index], &d->env, err, errlen);
+	if (strlen(l->cfg.qdisc[index]) >= sizeof(d->spec)) {
+		snprintf(err, errlen, "longer than %zu bytes", sizeof(d->spec) - 1);
+		return -1;
+	}
+	strcpy(d->spec, l->cfg.qdisc[index]);
+	d->q = aqm_create(d->spec, &d->env, err, errlen);
 	return d->q ? 0 : -1;
 }
 
@@ -227,7 +233,52 @@ void dir_destroy(struct link_dir *d)
 
 int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen)
 {
-	return aqm_reconfigure(&d->q, spec, err, errlen);
+	size_t n = strlen(spec);
+
+	if (n >= sizeof(d->spec)) {
+		snprintf(err, errlen, "longer than %zu bytes", sizeof(d->spec) - 1);
+		return -1;
+	}
+	if (aqm_reconfigure(&d->q, spec, err, errlen) < 0)
+		return -1;
+	memmove(d->spec, spec, n + 1);
+	return 0;
+}
+
+/* 1 when the discipline would differ at rate_bps (a rate_bps its spec leaves out follows
+ * the link), 0 when not, -1 (err set) when its spec is refused at that rate. Tries the
+ * spec on a throw-away queue: changes nothing. */
+int dir_rate_changes_qdisc(struct link_dir *d, uint64_t rate_bps, char *err, size_t errlen)
+{
+	struct aqm_env env = d->env;
+	struct aqm_queue *trial;
+	char now[QDISC_SPEC_MAX], then[QDISC_SPEC_MAX];
+
+	env.rate_bps = rate_bps;
+	trial = aqm_create(d->spec, &env, err, errlen);
+	if (!trial)
+		return -1;
+	aqm_describe(trial, then, sizeof(then));
+	aqm_destroy(trial);
+	aqm_describe(d->q, now, sizeof(now));
+	return strcmp(now, then) != 0;
+}
+
+/* The new rate from the next frame on; with reapply, the discipline is rebuilt from its
+ * spec at that rate (queued packets carried over, as set_qdisc does). */
+int dir_set_rate(struct link_dir *d, uint64_t rate_bps, int reapply, char *err, size_t errlen)
+{
+	uint64_t old = d->env.rate_bps;
+
+	d->env.rate_bps = rate_bps;
+	aqm_set_env_rate(d->q, rate_bps);
+	if (reapply && aqm_reconfigure(&d->q, d->spec, err, errlen) < 0) {
+		d->env.rate_bps = old;
+		aqm_set_env_rate(d->q, old);
+		return -1;
+	}
+	d->rate_bps = rate_bps;
+	return 0;
 }
 
 uint32_t dir_line_len(const struct link_dir *d)

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 	unsigned long flows = 2, packets = 2000000, rate_bps = 100000000;
 	double load = 1.1;
 	uint64_t t_free = 0, pkt_ns, qsum = 0;
-	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop };
+	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop, 0 };
 	struct aqm_queue *q;
 	struct aqm_pkt *pool;
 	char err[256];
@@ -95,6 +95,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "aqm-bench: --flows, --packets, --rate-bps must be > 0\n");
 		return 2;
 	}
+	env.rate_bps = rate_bps; /* as ckcd-link does: a spec without rate_bps follows the link */
 	q = aqm_create(spec, &env, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "aqm-bench: %s\n", err);

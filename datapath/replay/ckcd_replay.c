@@ -244,7 +244,7 @@ int main(int argc, char **argv)
 	struct reconf *rc = calloc((size_t)argc, sizeof(*rc));
 	size_t nrc = 0, irc = 0;
 	char err[512];
-	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop };
+	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop, 0 };
 	struct aqm_queue *q;
 	struct rec *recs;
 	size_t n, next = 0;
@@ -326,6 +326,7 @@ int main(int argc, char **argv)
 	g.rng = seed * UINT64_C(0x9E3779B97F4A7C15) + UINT64_C(0x2545F4914F6CDD1D);
 	if (!g.rng)
 		g.rng = 1;
+	env.rate_bps = rate_bps; /* the link drains at --rate-bps: a spec without rate_bps follows it */
 	q = aqm_create(spec, &env, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "ckcd-replay: %s\n", err);

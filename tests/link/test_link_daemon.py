@@ -284,6 +284,34 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     assert any(f["key"].startswith("tcp 10.77.0.1:") for x in ab for f in x["flows"])
 
 
+def rate_of(qdisc: str) -> int:
+    return int(re.search(r"\brate_bps=(\d+)", qdisc).group(1))
+
+
+def test_a_discipline_without_rate_bps_follows_the_link(lab, daemon_factory):
+    """CKCD's fair share C / I and BDP (and RED's idle decay) need the rate the queue drains
+    at: a spec that leaves rate_bps out takes the link's, at start and after set_link; one
+    that sets it keeps it; a rate at which the spec is invalid is refused, nothing changed."""
+    d = daemon_factory(qdisc="ckcd limit=80 qmin=30", qdisc_ba="red limit=80 rate_bps=7000000")
+    show = d.show()["dirs"]
+    assert rate_of(show["ab"]["qdisc"]) == RATE_BPS
+    assert rate_of(show["ba"]["qdisc"]) == 7_000_000
+    d.set_link(rate_bps=20_000_000)
+    show = d.show()["dirs"]
+    assert rate_of(show["ab"]["qdisc"]) == 20_000_000 and show["ab"]["rate_bps"] == 20_000_000
+    assert rate_of(show["ba"]["qdisc"]) == 7_000_000  # set in its spec
+    assert "fair_share_bps=20000000" in show["ab"]["xstats"]
+    # 1 Mbit/s x 20 ms is 2 packets: q_max = 3 BDP = 6 falls below the spec's qmin=30.
+    with pytest.raises(LinkDaemonError) as e:
+        d.set_link(rate_bps=1_000_000)
+    assert e.value.param == "rate_bps" and "qmin" in str(e.value)
+    show = d.show()["dirs"]
+    assert show["ab"]["rate_bps"] == 20_000_000 and rate_of(show["ab"]["qdisc"]) == 20_000_000
+    # set_qdisc afterwards still follows the current link rate
+    d.set_qdisc("ab", "choke limit=80")
+    assert rate_of(d.show()["dirs"]["ab"]["qdisc"]) == 20_000_000
+
+
 # -- frame validation ----------------------------------------------------------------
 
 INJECT = textwrap.dedent("""
