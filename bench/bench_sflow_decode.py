@@ -150,23 +150,32 @@ def sampled_times(rng: random.Random, flow: dict, sampling: int):
 
 
 def agent_batches(samples, phase_s: float):
-    """(time sampled, key, frame) in time order -> (time delivered, key, frame): what the
-    collector sees when the agent sends SAMPLES_PER_DATAGRAM at a time or at its tick."""
+    """(time sampled, key, frame) in time order -> (time delivered, key, frame, since): what
+    the collector sees when the agent sends SAMPLES_PER_DATAGRAM at a time or at its tick
+    (when it holds any). since: what SFlowCollector.collection_start() tells for that
+    datagram, the previous datagram's time but at most AGENT_TICK_S back (None at first)."""
     batch: list = []
     next_flush = phase_s
+    last_sent = None
+
+    def send(at):
+        nonlocal last_sent
+        since = None if last_sent is None else max(last_sent, at - AGENT_TICK_S)
+        out = [(at, k, fr, since) for _, k, fr in batch]
+        batch.clear()
+        last_sent = at
+        return out
+
     for t, key, frame in samples:
         while next_flush <= t:
-            for _, k, fr in batch:
-                yield next_flush, k, fr
-            batch.clear()
+            if batch:
+                yield from send(next_flush)
             next_flush += AGENT_TICK_S
         batch.append((t, key, frame))
         if len(batch) >= SAMPLES_PER_DATAGRAM:
-            for _, k, fr in batch:
-                yield t, k, fr
-            batch.clear()
-    for _, k, fr in batch:
-        yield next_flush, k, fr
+            yield from send(t)
+    if batch:
+        yield from send(next_flush)
 
 
 def run_detection(sc: dict, sampling: int, seed: int, min_window_s: float) -> dict:
@@ -185,12 +194,12 @@ def run_detection(sc: dict, sampling: int, seed: int, min_window_s: float) -> di
     n_samples = 0
     next_tick = 0.0
     merged = heapq.merge(*streams, key=lambda s: s[0])
-    for t, key, frame in agent_batches(merged, rng.uniform(0.0, AGENT_TICK_S)):
+    for t, key, frame, since in agent_batches(merged, rng.uniform(0.0, AGENT_TICK_S)):
         while next_tick <= t:
             det.tick(next_tick)
             next_tick += TICK_S
         n_samples += 1
-        for e in det.observe(key, frame, sampling, t):
+        for e in det.observe(key, frame, sampling, t, since):
             if e.kind == "detected":
                 detected.setdefault(e.key, e.time_s)
     while next_tick <= SIM_S + 10:

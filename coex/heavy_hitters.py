@@ -13,9 +13,11 @@ HeavyHitterDetector
     is not diluted by the window it has not lived through, and its first sample is left
     out of the sum (it only marks where the measurement starts: n samples over the time
     since the first one are n - 1 intervals, which removes the upward bias that otherwise
-    makes young mice look heavy), and so are the samples that arrived with it at the same
-    ``now`` (one sFlow datagram: the agent batches samples, so they too were taken before
-    the first arrival); a flow younger than min_window_s is divided by
+    makes young mice look heavy). The agent batches samples into datagrams, so the
+    others that arrive with the first one were taken before it arrived: when the caller
+    knows when that batch began to be collected (``since``: the agent's previous
+    datagram), the flow's age counts from there and they count; when it does not, they
+    are left out with the first one; a flow younger than min_window_s is divided by
     min_window_s, which makes the first estimates conservative. A flow is a heavy hitter when its estimate reaches the high threshold
     (with at least min_samples samples in the window) and stops being one when the
     estimate falls below the low threshold = release_fraction * high, but not before it
@@ -130,7 +132,7 @@ class HeavyHitterEvent:
 @dataclass
 class _Flow:
     first_seen: float
-    first_scaled: Optional[float] = None  # scaled bytes of the period's first delivery (same `now`)
+    first_scaled: Optional[float] = None  # left out: the first sample (without `since`: its whole delivery)
     samples: deque = field(default_factory=deque)  # (time_s, scaled bytes)
     scaled_bytes: float = 0.0
     reported_bps: Optional[float] = None
@@ -178,9 +180,13 @@ class HeavyHitterDetector:
         return self._active_count
 
     # -- input
-    def observe(self, key: Hashable, frame_bytes: int, sampling_rate: int, now: float
-                ) -> list[HeavyHitterEvent]:
-        """One packet sample of ``frame_bytes`` taken 1-in-``sampling_rate``."""
+    def observe(self, key: Hashable, frame_bytes: int, sampling_rate: int, now: float,
+                since: Optional[float] = None) -> list[HeavyHitterEvent]:
+        """One packet sample of ``frame_bytes`` taken 1-in-``sampling_rate``, delivered at
+        ``now``. ``since``, if known, is when the batch it came in began to be collected
+        (SFlowCollector.collection_start: the agent's previous datagram): a flow's first
+        sample then starts its measurement at ``since`` and the rest of that batch counts;
+        without it the whole first delivery only marks the start."""
         if frame_bytes < 0 or sampling_rate < 1:
             raise ValueError(f"frame_bytes must be >= 0 and sampling_rate >= 1, got "
                              f"{frame_bytes!r}, {sampling_rate!r}")
@@ -189,7 +195,9 @@ class HeavyHitterDetector:
             flow = self._flow(key, now)
             scaled = float(frame_bytes) * sampling_rate
             if flow.first_scaled is None:
-                flow.first_seen, flow.first_scaled = now, scaled
+                usable = isinstance(since, (int, float)) and not isinstance(since, bool) \
+                    and math.isfinite(since) and since < now
+                flow.first_seen, flow.first_scaled = (since if usable else now), scaled
             elif now == flow.first_seen:
                 # Delivered with the first one (one sFlow datagram): taken at some time
                 # before `first_seen` too, so it marks the start as well, not a rate.
@@ -202,13 +210,14 @@ class HeavyHitterDetector:
                 events.append(ev)
             return events
 
-    def observe_sample(self, sample, now: float) -> list[HeavyHitterEvent]:
+    def observe_sample(self, sample, now: float, since: Optional[float] = None
+                       ) -> list[HeavyHitterEvent]:
         """A decoded coex.sflow.FlowSample; samples without an IP 5-tuple are ignored."""
         key = sample.flow_key()
         length = sample.frame_length()
         if key is None or length is None:
             return []
-        return self.observe(key, length, sample.sampling_rate, now)
+        return self.observe(key, length, sample.sampling_rate, now, since)
 
     def observe_rate(self, key: Hashable, rate_bps: float, now: float) -> list[HeavyHitterEvent]:
         """A rate measured elsewhere (e.g. sFlow-RT's bytes/s * 8). It stands for the flow's

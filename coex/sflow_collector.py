@@ -16,6 +16,12 @@ Stats (``stats()``) are a plain dict: datagrams ok / malformed and malformed by 
 samples by type, bytes, subscriber errors, and per agent the last datagram sequence
 number and the datagrams lost by sequence gaps.
 
+``collection_start(datagram)`` tells when the agent began collecting a datagram's samples:
+an agent fills one datagram at a time and sends it when full or at its tick, so the
+samples of a datagram were taken after its previous datagram (from the same agent and
+sub-agent) left, and at most MAX_BATCH_DELAY_S before this one did. Rate estimators use it
+to know what time span a young flow's first samples cover (coex.heavy_hitters).
+
 coex/ does no I/O of its own (docs/architecture.md); this module is the one place that
 opens a socket, and only when SFlowListener is used.
 """
@@ -35,6 +41,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6343
+# An agent sends what it holds at least this often: Open vSwitch's sFlow receiver sends
+# any samples it buffers at every agent tick, once a second (sfl_receiver_tick in its
+# lib/sflow_receiver.c; the time it ticks on is in whole seconds).
+MAX_BATCH_DELAY_S = 1.0
 
 FlowCallback = Callable[[FlowSample, Datagram, float], None]
 CounterCallback = Callable[[CounterSample, Datagram, float], None]
@@ -97,6 +107,11 @@ class SFlowCollector:
             for s in dg.samples:
                 self._samples[sample_type_name(s)] += 1
             self._track_sequence(dg)
+            key = (dg.agent_address, dg.sub_agent_id)
+            previous = self._arrivals.get(key)
+            self._arrivals[key] = now
+            self._starts[key] = (max(previous, now - MAX_BATCH_DELAY_S)
+                                 if previous is not None and previous < now else None)
         for cb in self._datagram_subs:
             self._call(cb, dg, now)
         for s in dg.samples:
@@ -104,6 +119,13 @@ class SFlowCollector:
             for cb in subs:
                 self._call(cb, s, dg, now)
         return dg
+
+    def collection_start(self, dg: Datagram) -> Optional[float]:
+        """When the agent began collecting the samples of ``dg`` (the last datagram handled
+        from its agent and sub-agent): the arrival of its previous datagram, but no earlier
+        than MAX_BATCH_DELAY_S before ``dg`` arrived; None for an agent's first datagram."""
+        with self._lock:
+            return self._starts.get((dg.agent_address, dg.sub_agent_id))
 
     def _call(self, cb, *args) -> None:
         try:
@@ -140,6 +162,8 @@ class SFlowCollector:
             self._by_reason: dict[str, int] = {r: 0 for r in REASONS}
             self._samples: dict[str, int] = {t: 0 for t in _SAMPLE_TYPES + ("unknown",)}
             self._agents: dict[str, dict] = {}
+            self._arrivals: dict[tuple, float] = {}
+            self._starts: dict[tuple, Optional[float]] = {}
 
     def stats(self) -> dict:
         with self._lock:

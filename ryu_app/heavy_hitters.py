@@ -74,8 +74,8 @@ class PortWatch:
                                              min_hold_s=hh.min_hold_s, rate_of=self.detector.estimate_bps)
                      if hh.detector == "mode" else None)
 
-    def observe_sample(self, sample, now: float) -> list:
-        events = self.detector.observe_sample(sample, now)
+    def observe_sample(self, sample, now: float, since=None) -> list:
+        events = self.detector.observe_sample(sample, now, since)
         return events if self.mode is None else self.mode.observe_sample(sample, now)
 
     def observe_rate(self, key, rate_bps: float, now: float) -> list:
@@ -249,10 +249,11 @@ class HeavyHitterService:
     # --- samples and decisions ------------------------------------------------------
 
     def _on_sample(self, sample, datagram, now: float) -> None:
+        since = self.collector.collection_start(datagram)  # when the agent began this datagram
         for watch in self.watches.values():
             if watch.ifindex is not None and sample.output_if != watch.ifindex:
                 continue
-            self._handle(watch, watch.observe_sample(sample, now), now)
+            self._handle(watch, watch.observe_sample(sample, now, since), now)
 
     def _handle(self, watch: PortWatch, events, now: float) -> None:
         for ev in events:

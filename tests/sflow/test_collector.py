@@ -146,3 +146,23 @@ print(out)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=root)
     assert res.stdout.strip() == "{'result': False}", res.stdout + res.stderr
+
+
+def test_collection_start_is_the_previous_datagram_of_the_same_agent_at_most_a_tick_back():
+    """An agent fills one datagram at a time and sends what it holds at least once a second
+    (OVS's receiver tick), so a datagram's samples were taken after the previous datagram
+    of the same agent and sub-agent, and within MAX_BATCH_DELAY_S of its own arrival."""
+    from coex.sflow_collector import MAX_BATCH_DELAY_S
+    col = SFlowCollector()
+    seen = []
+    col.subscribe_flow_samples(lambda s, dg, now: seen.append((now, col.collection_start(dg))))
+    def dg(agent, seq):
+        frame = g.ethernet(g.ipv4(g.tcp()))
+        return g.datagram([g.flow_sample([g.sampled_header(frame)])], agent=agent, seq=seq)
+
+    a1, a2, b1, a3 = dg("10.0.0.1", 1), dg("10.0.0.1", 2), dg("10.0.0.2", 1), dg("10.0.0.1", 3)
+    col.handle_datagram(a1, 10.0)
+    col.handle_datagram(a2, 10.3)
+    col.handle_datagram(b1, 10.4)   # another agent: its own batches
+    col.handle_datagram(a3, 15.0)   # long quiet: the batch began at most a tick before
+    assert seen == [(10.0, None), (10.3, 10.0), (10.4, None), (15.0, 15.0 - MAX_BATCH_DELAY_S)]

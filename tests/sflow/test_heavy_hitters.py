@@ -191,11 +191,27 @@ def test_observe_sample_uses_the_decoded_sample():
     assert [(e.kind, e.key) for e in events] == [("detected", key)]
 
 
+def test_with_since_a_young_flow_counts_from_when_its_first_batch_began():
+    """When the collector knows when the agent began filling the datagram (the previous
+    datagram's arrival), the first datagram's samples cover that span: all but the first
+    one (the sample that opened the measurement) count, over the time since then."""
+    det = absolute(min_samples=1)
+    for _ in range(4):                      # one datagram, begun at 9.2, arriving at 10.0
+        det.observe(MOUSE, 1518, 256, 10.0, since=9.2)
+    assert det.estimate_bps(MOUSE, 10.0) == pytest.approx(8 * 3 * 1518 * 256 / 1.0)  # min_window
+    det.observe(MOUSE, 1518, 256, 11.5, since=10.0)
+    assert det.estimate_bps(MOUSE, 11.5) == pytest.approx(8 * 4 * 1518 * 256 / 2.3)  # 11.5 - 9.2
+    # an unusable since (not before now) falls back to the first delivery marking the start
+    det.observe(ELEPHANT, 1518, 256, 20.0, since=20.0)
+    det.observe(ELEPHANT, 1518, 256, 20.0, since=20.0)
+    assert det.estimate_bps(ELEPHANT, 20.0) == 0.0
+
+
 def test_samples_delivered_with_the_first_one_mark_the_start_too():
     """OVS's agent batches samples (~6 per datagram, or its 1 s tick), so the samples that
     arrive with a flow's first one were taken over the time *before* it arrived: counting
     them over the time since made young mice look 2x faster (bench_sflow_decode: the
-    false positives at 1-in-256)."""
+    false positives at 1-in-256). Without `since` they only mark the start."""
     det = absolute(min_samples=1)
     for _ in range(4):                      # one datagram: 4 samples of a young flow
         det.observe(MOUSE, 1518, 256, 10.0)
