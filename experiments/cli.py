@@ -57,6 +57,16 @@ def _scenarios(names, duration, repeat, only):
     return out
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def _only(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
@@ -146,7 +156,7 @@ def main(argv=None) -> int:
     run.add_argument("scenarios", nargs="*", help="built-in names, groups (seed000, seed001, all) or TOML "
                      "files (default: seed000)")
     run.add_argument("--duration", type=float, help="seconds per run (start/stop times scale with it)")
-    run.add_argument("--repeat", type=int, help="runs per case (default: the scenario's, 1)")
+    run.add_argument("--repeat", type=_positive_int, help="runs per case (default: the scenario's, 1)")
     run.add_argument("--only", help="comma-separated disciplines, approaches or case names to keep, "
                      "e.g. droptail,ckcd")
     run.add_argument("--out", default="results/run", help="results directory (default results/run)")
