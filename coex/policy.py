@@ -15,15 +15,25 @@ from __future__ import annotations
 import copy
 import dataclasses
 import ipaddress
+import json
 import re
 
 BUILTIN_AGGREGATES = ("low_delay", "queue_filling", "penalized", "default")
 AQM_DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")
 RATE_AWARE = ("red", "choke", "ckcd")  # disciplines with a rate_bps parameter
-_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+# Patterns are used with fullmatch: "$" would also accept a trailing newline.
+_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_PARAM_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_MAC_RE = re.compile(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}")
+_HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+_URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?")
+_DECIMAL_RE = re.compile(r"[0-9]{1,20}")
+_HEX_RE = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
 MATCH_FIELDS = ("ipv4_src", "ipv4_dst", "ip_proto", "tp_src", "tp_dst", "dscp", "eth_src")
 MAX_RULES = 1000
 MAX_CAPACITY_BPS = 400_000_000_000
+OFPP_MAX = 0xFFFFFF00  # the highest OpenFlow 1.3 port number of a physical port
+MAX_JSON_DEPTH = 32  # the policy document itself is 5 deep (ports[].aqm.params.x)
 
 
 class PolicyError(ValueError):
@@ -32,6 +42,55 @@ class PolicyError(ValueError):
     def __init__(self, message: str, field: str | None = None, status: int = 422):
         super().__init__(message)
         self.message, self.field, self.status = message, field, status
+
+
+# --- text in -------------------------------------------------------------------------
+
+def parse_uint(text, hex_ok: bool = False) -> int | None:
+    r"""A non-negative integer written in ASCII digits (0x-prefixed hex too when hex_ok),
+    else None. Not int(): that also takes '+5', ' 5', '1_0' and non-ASCII digits such as
+    '\u0665', and str.isdigit() takes '\u00b2', which int() then refuses."""
+    if not isinstance(text, str):
+        return None
+    if _DECIMAL_RE.fullmatch(text):
+        return int(text)
+    if hex_ok and _HEX_RE.fullmatch(text):
+        return int(text, 16)
+    return None
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON text nests arrays and objects deeper than limit, decided without
+    parsing (json.loads recurses once per level: a deep body is a RecursionError)."""
+    depth = 0
+    for m in _JSON_BRACKET.finditer(_JSON_STRING.sub('""', text)):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def load_json(data, what: str = "body"):
+    """Parse a JSON document (bytes or str) that is to become (part of) a policy. Errors
+    are PolicyError with status 400 and field `what`: not UTF-8, not JSON, or nested
+    deeper than MAX_JSON_DEPTH."""
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise PolicyError(f"{what} is not UTF-8 (byte {err.start})", what, 400) from None
+    if json_depth_exceeds(data, MAX_JSON_DEPTH):
+        raise PolicyError(f"{what} nests arrays and objects deeper than {MAX_JSON_DEPTH} levels", what, 400)
+    try:
+        return json.loads(data)
+    except RecursionError:  # not reached after the depth check; kept as the last line of defence
+        raise PolicyError(f"{what} nests too deep", what, 400) from None
+    except ValueError as err:
+        raise PolicyError(f"{what} is not JSON: {err}", what, 400) from None
 
 
 # --- field checks ------------------------------------------------------------------
@@ -77,7 +136,7 @@ def _bool(value, field: str) -> bool:
 
 
 def _name(value, field: str) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise PolicyError(f"{field} must be a name of 1-32 lower-case letters, digits, '_' or '-', "
                           "starting with a letter", field)
     return value
@@ -97,7 +156,7 @@ def _prefix(value, field: str) -> str | None:
 def _mac(value, field: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not re.match(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$", value):
+    if not isinstance(value, str) or not _MAC_RE.fullmatch(value):
         raise PolicyError(f"{field} must be a MAC address like 00:00:00:00:00:01", field)
     return value.lower()
 
@@ -293,11 +352,14 @@ class HeavyHitters:
             raise PolicyError(f"{f('detector')} must be 'rate' or 'mode'", f("detector"))
         collector = d.get("collector", "127.0.0.1:6343")
         host, _, port = collector.rpartition(":") if isinstance(collector, str) else ("", "", "")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise PolicyError(f"{f('collector')} must be host:port, e.g. 127.0.0.1:6343", f("collector"))
+        port_number = parse_uint(port)
+        if not _HOST_RE.fullmatch(host) or port_number is None or not 0 < port_number < 65536:
+            raise PolicyError(f"{f('collector')} must be host:port (an IPv4 address or host name, a port "
+                              "1-65535), e.g. 127.0.0.1:6343", f("collector"))
         url = d.get("sflow_rt_url", "http://127.0.0.1:8008")
-        if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+(:\d+)?/?$", url):
-            raise PolicyError(f"{f('sflow_rt_url')} must be an http(s) URL of sFlow-RT", f("sflow_rt_url"))
+        if not isinstance(url, str) or not _URL_RE.fullmatch(url):
+            raise PolicyError(f"{f('sflow_rt_url')} must be an http(s) URL of sFlow-RT, e.g. "
+                              "http://127.0.0.1:8008", f("sflow_rt_url"))
         rules = {k: d[k] for k in ("threshold_bps", "capacity_share", "fair_share_multiple")
                  if d.get(k) is not None}
         if not rules:
@@ -344,7 +406,7 @@ class Aqm:
         params = _obj(d.get("params", {}), f"{field}.params", None)
         items = []
         for key, value in sorted(params.items()):
-            if not re.match(r"^[a-z][a-z0-9_]{0,31}$", key):
+            if not _PARAM_RE.fullmatch(key):
                 raise PolicyError("parameter names are lower-case words", f"{field}.params.{key}")
             items.append((key, _num(value, f"{field}.params.{key}", 0, 1e12)))
         # The datapath validates ranges per discipline when the spec is applied.
@@ -376,7 +438,7 @@ class Port:
         d = _obj(d, field, ("dpid", "port", "capacity_bps", "aqm"), required=("dpid", "port", "capacity_bps"))
         aqm = d.get("aqm")
         return cls(dpid=_int(d["dpid"], f"{field}.dpid", 1, 2**64 - 1),
-                   port=_int(d["port"], f"{field}.port", 1, 0xFFFFFF00),
+                   port=_int(d["port"], f"{field}.port", 1, OFPP_MAX),
                    capacity_bps=_int(d["capacity_bps"], f"{field}.capacity_bps", 8000, MAX_CAPACITY_BPS),
                    aqm=None if aqm is None else Aqm.from_dict(aqm, f"{field}.aqm"))
 

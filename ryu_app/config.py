@@ -19,10 +19,9 @@ changes made afterwards are stored as usual and hold until the next start with t
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
-from coex.policy import Policy, PolicyError
+from coex.policy import Policy, PolicyError, load_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUE_BACKENDS = ("auto", "tc-htb", "ovsdb-queue")
@@ -57,12 +56,14 @@ class CoexConfig:
         if self.policy_path is None:
             return None
         try:
-            with open(self.policy_path) as f:
-                doc = json.load(f)
+            with open(self.policy_path, "rb") as f:
+                data = f.read()
         except OSError as err:
             raise PolicyError(f"CKCD_COEX_POLICY: cannot read {self.policy_path}: {err.strerror}") from None
-        except ValueError as err:
-            raise PolicyError(f"CKCD_COEX_POLICY: {self.policy_path} is not JSON: {err}") from None
+        try:  # the same parser as a REST body: UTF-8, JSON, nesting capped (no RecursionError)
+            doc = load_json(data, self.policy_path)
+        except PolicyError as err:
+            raise PolicyError(f"CKCD_COEX_POLICY: {err.message}") from None
         try:
             return Policy.from_dict(doc)
         except PolicyError as err:

@@ -22,10 +22,11 @@ import webob
 from ryu.app.wsgi import ControllerBase, route
 from ryu.lib import hub
 
-from coex.policy import BUILTIN_AGGREGATES, PolicyError
+from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, PolicyError, load_json, parse_uint
 
 PREFIX = "/coex/v1"
 MAX_BODY_BYTES = 1 << 20
+DRAIN_BYTES = 16 * MAX_BODY_BYTES
 
 
 class ApiError(Exception):
@@ -66,27 +67,58 @@ ROUTES = [
 ]
 
 
-def _compile(template: str) -> re.Pattern:
-    return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "/?$")
+def _compile(template: str) -> re.Pattern:  # used with fullmatch ("$" would let "\n" end a path)
+    return re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "/?")
 
 
 _COMPILED = [(m, _compile(t), h, mut) for m, t, h, mut, _ in ROUTES]
 
 
 def _parse_dpid(text: str) -> int:
-    try:
-        value = int(text, 16) if text.lower().startswith("0x") else int(text)
-    except ValueError:
-        raise ApiError(400, "dpid must be a decimal integer or 0x-prefixed hex", "dpid") from None
+    value = parse_uint(text, hex_ok=True)
+    if value is None:
+        raise ApiError(400, "dpid must be a decimal integer or 0x-prefixed hex (ASCII digits)", "dpid")
     if not 0 < value < 2**64:
         raise ApiError(400, "dpid must be between 1 and 2^64-1", "dpid")
     return value
 
 
 def _parse_port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 0xFFFFFF00:
-        raise ApiError(400, "port must be a port number (1 to 4294967039)", "port")
-    return int(text)
+    value = parse_uint(text)
+    if value is None or not 0 < value <= OFPP_MAX:
+        raise ApiError(400, f"port must be a port number (1 to {OFPP_MAX}, ASCII digits)", "port")
+    return value
+
+
+def _header_bytes(text: str) -> bytes:
+    """A header value as the bytes the client sent: WSGI hands headers over as latin-1 text."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:  # not from a WSGI server; compare its UTF-8
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _read_body(req) -> bytes:
+    """At most MAX_BODY_BYTES + 1 bytes of the body (one more than allowed tells "too large").
+    A declared length over the limit is refused without keeping the body: read away (so that a
+    client still sending gets the 413, not a reset) up to DRAIN_BYTES, beyond that not read."""
+    length = req.content_length
+    if length is not None and length > MAX_BODY_BYTES:
+        if length <= DRAIN_BYTES:
+            try:
+                while req.body_file.read(1 << 16):
+                    pass
+            except (ValueError, OSError):
+                pass
+        raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", "body")
+    if length is None and req.environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
+        stream = req.environ["wsgi.input"]  # eventlet decodes chunks; webob would read nothing
+    else:
+        stream = req.body_file
+    try:
+        return stream.read(MAX_BODY_BYTES + 1) or b""
+    except (ValueError, OSError):  # a broken chunk, a client gone
+        raise ApiError(400, "the request body could not be read (broken chunked encoding?)", "body") from None
 
 
 class CoexApi:
@@ -97,14 +129,22 @@ class CoexApi:
 
     # --- dispatch ----------------------------------------------------------------
 
-    def handle(self, method: str, path: str, headers, body: bytes) -> tuple[int, dict, dict]:
+    def handle(self, method: str, path: str | bytes, headers, body) -> tuple[int, dict, dict]:
+        """path: decoded text, or the raw (percent-decoded) bytes of the request line; body:
+        bytes, or a function reading them (called only when the call takes a body, after the
+        token is checked; it may raise ApiError)."""
         try:
+            if isinstance(path, bytes):
+                try:
+                    path = path.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ApiError(400, "the request path is not UTF-8", "path") from None
             if not path.startswith(PREFIX):
                 raise ApiError(404, f"no such resource: {path}; the API lives under {PREFIX}/")
             sub = path[len(PREFIX):] or "/"
             allowed = []
             for m, pattern, handler, mutating in _COMPILED:
-                match = pattern.match(sub)
+                match = pattern.fullmatch(sub)
                 if not match:
                     continue
                 if m != method:
@@ -113,7 +153,7 @@ class CoexApi:
                 if mutating:
                     self._authorize(headers)
                 args = match.groupdict()
-                payload = self._body(body) if method in ("PUT", "POST") else None
+                payload = self._body(body() if callable(body) else body) if method in ("PUT", "POST") else None
                 status, result = getattr(self, handler)(payload, **args)
                 return status, result, {}
             if allowed:
@@ -133,21 +173,20 @@ class CoexApi:
         token = self.app.config.token
         if token is None:
             return
-        given = headers.get("Authorization", "")
-        if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip(), token)):
+        # Bytes, not str: compare_digest refuses str with non-ASCII characters (a TypeError).
+        scheme, _, given = _header_bytes(headers.get("Authorization", "")).strip().partition(b" ")
+        want = token.encode("utf-8", "surrogateescape")
+        if not (scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), want)):
             raise ApiError(401, "this call changes policy and needs 'Authorization: Bearer <token>'",
                            "Authorization", {"WWW-Authenticate": "Bearer"})
 
     @staticmethod
     def _body(body: bytes):
         if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", "body")
         if not body.strip():
-            raise ApiError(400, "request body required (JSON)")
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ApiError(400, f"malformed JSON: {err}") from None
+            raise ApiError(400, "request body required (JSON)", "body")
+        return load_json(body, "body")  # PolicyError (400, field "body") when not JSON or too deep
 
     def _change(self, mutate, summary: str) -> int:
         with self.lock:
@@ -174,7 +213,7 @@ class CoexApi:
     def put_policy(self, body):
         from coex.policy import Policy
         if not isinstance(body, dict):
-            raise ApiError(400, "the policy must be a JSON object")
+            raise ApiError(400, "the policy must be a JSON object", "body")
         Policy.from_dict(body)  # validate before touching anything
         version = self._change(lambda d: (d.clear(), d.update(body)), "policy replaced")
         return 200, {"version": version, "policy": self._doc()}
@@ -197,7 +236,7 @@ class CoexApi:
 
     def create_rule(self, body):
         if not isinstance(body, dict):
-            raise ApiError(400, "a rule must be a JSON object")
+            raise ApiError(400, "a rule must be a JSON object", "body")
         name = body.get("name")
         if isinstance(name, str) and self._find_rule(self._doc(), name) is not None:
             raise ApiError(409, f"rule {name!r} exists; PUT /rules/{name} replaces it", "name")
@@ -206,7 +245,7 @@ class CoexApi:
 
     def put_rule(self, body, name):
         if not isinstance(body, dict):
-            raise ApiError(400, "a rule must be a JSON object")
+            raise ApiError(400, "a rule must be a JSON object", "body")
         if body.get("name", name) != name:
             raise ApiError(400, "the name in the body differs from the name in the path", "name")
         rule = {**body, "name": name}
@@ -239,7 +278,7 @@ class CoexApi:
 
     def put_aggregate(self, body, name):
         if not isinstance(body, dict):
-            raise ApiError(400, "an aggregate must be a JSON object")
+            raise ApiError(400, "an aggregate must be a JSON object", "body")
         body = {k: v for k, v in body.items() if k != "name" or v != name}
         version = self._change(lambda d: d["aggregates"].__setitem__(name, body), f"aggregate {name} set")
         return 200, {"version": version, "aggregate": self.get_aggregate(None, name)[1]}
@@ -295,7 +334,7 @@ class CoexApi:
     def put_port(self, body, dpid, port):
         d, p = self._known_port(dpid, port)
         if not isinstance(body, dict):
-            raise ApiError(400, "a port must be a JSON object")
+            raise ApiError(400, "a port must be a JSON object", "body")
         for key in ("dpid", "port"):
             if key in body and body[key] != {"dpid": d, "port": p}[key]:
                 raise ApiError(400, f"{key} in the body differs from the path", key)
@@ -364,9 +403,17 @@ class RestController(ControllerBase):
         super().__init__(req, link, data, **config)
         self.api: CoexApi = data
 
-    @route("coex", "/{path:.*}", requirements={"path": ".*"})
+    # [\s\S], not ".": a path with a newline (%0A) must reach us too, not Ryu's HTML 404.
+    @route("coex", r"/{path:[\s\S]*}", requirements={"path": r"[\s\S]*"})
     def dispatch(self, req, path, **_):
-        status, payload, headers = self.api.handle(req.method, req.path, req.headers, req.body or b"")
+        # Not req.path: webob decodes PATH_INFO as UTF-8 itself and raises on other bytes (a
+        # 500 with a traceback); it also re-quotes, so names would arrive percent-encoded.
+        path = req.environ.get("SCRIPT_NAME", "") + req.environ.get("PATH_INFO", "")
+        try:
+            path = path.encode("latin-1")  # PEP 3333: the request line's bytes, as latin-1 text
+        except UnicodeEncodeError:
+            pass  # already decoded by the server
+        status, payload, headers = self.api.handle(req.method, path, req.headers, lambda: _read_body(req))
         res = webob.Response(status=status, content_type="application/json", charset="utf-8",
                              body=json.dumps(payload, indent=1).encode() + b"\n")
         for key, value in headers.items():

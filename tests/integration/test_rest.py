@@ -3,6 +3,8 @@ connected so that dpid and port checks have something to check against."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 
 import pytest
@@ -17,26 +19,33 @@ OF_PORT, REST_PORT = 16663, 18090
 DPID = 0x42
 
 
+@contextlib.contextmanager
+def controller_with_bridge(private_ovs, tmp, of_port=OF_PORT, rest_port=REST_PORT, bridge="rt0", dpid=DPID,
+                           token=None):
+    """A real ryu-manager, and a userspace bridge (dpid) with internal ports 1 and 2 connected to it."""
+    ctl = Controller(of_port=of_port, rest_port=rest_port, log_path=str(tmp / "ryu.log"),
+                     db_path=str(tmp / "policy.sqlite"), token=token).start()
+    try:
+        private_ovs.vsctl("--if-exists", "del-br", bridge)  # left by a run that crashed
+        private_ovs.vsctl("add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev",
+                          "protocols=OpenFlow13", f"other-config:datapath-id={dpid:016x}",
+                          "--", "add-port", bridge, f"{bridge}p1", "--", "set", "interface", f"{bridge}p1",
+                          "type=internal", "ofport_request=1",
+                          "--", "add-port", bridge, f"{bridge}p2", "--", "set", "interface", f"{bridge}p2",
+                          "type=internal", "ofport_request=2")
+        private_ovs.vsctl("set-controller", bridge, f"tcp:127.0.0.1:{of_port}")
+        wait_switches_connected([bridge])
+        yield ctl
+    finally:
+        ctl.stop()
+        private_ovs.vsctl("--if-exists", "del-br", bridge)
+
+
 @pytest.fixture(scope="module")
 def api(private_ovs, tmp_path_factory):
     """Controller + a bridge 'rt0' (dpid 0x42) with internal ports 1 and 2."""
-    tmp = tmp_path_factory.mktemp("rest")
-    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp / "ryu.log"),
-                     db_path=str(tmp / "policy.sqlite")).start()
-    try:
-        private_ovs.vsctl("add-br", "rt0", "--", "set", "bridge", "rt0", "datapath_type=netdev",
-                          "protocols=OpenFlow13", f"other-config:datapath-id={DPID:016x}",
-                          "--", "add-port", "rt0", "rt0p1", "--", "set", "interface", "rt0p1",
-                          "type=internal", "ofport_request=1",
-                          "--", "add-port", "rt0", "rt0p2", "--", "set", "interface", "rt0p2",
-                          "type=internal", "ofport_request=2")
-        private_ovs.vsctl("set-controller", "rt0", f"tcp:127.0.0.1:{OF_PORT}")
-        wait_switches_connected(["rt0"])
-        client = CoexClient(ctl.rest_url)
-        yield client
-    finally:
-        ctl.stop()
-        private_ovs.vsctl("--if-exists", "del-br", "rt0")
+    with controller_with_bridge(private_ovs, tmp_path_factory.mktemp("rest")) as ctl:
+        yield CoexClient(ctl.rest_url)
 
 
 def policy_of(api):
@@ -52,11 +61,19 @@ def test_health_and_openapi(api):
         assert json.load(f) == doc, "docs/openapi.json is stale: python -m ryu_app.openapi > docs/openapi.json"
 
 
-@pytest.mark.parametrize("method,path,raw,status,field", [
+@pytest.mark.parametrize("method,path,raw,status,field", ids=lambda v: repr(v)[:40] if isinstance(v, bytes) else None,
+                         argvalues=[
     ("GET", "/nowhere", None, 404, None),
     ("DELETE", "/health", None, 405, None),
-    ("POST", "/rules", b"{not json", 400, None),
-    ("POST", "/rules", b"", 400, None),
+    ("POST", "/rules", b"{not json", 400, "body"),
+    ("POST", "/rules", b"", 400, "body"),
+    ("PUT", "/policy", b"[" * 100_000 + b"]" * 100_000, 400, "body"),  # was a RecursionError
+    ("PUT", "/approaches", b" " * (1 << 20) + b"{}", 413, "body"),
+    ("PUT", "/approaches", b'\xff{"separate_paths": true}', 400, "body"),
+    ("GET", "/rules/%ff", None, 400, "path"),  # was webob's UnicodeDecodeError, a text/plain 500
+    ("DELETE", "/ports/1/%C2%B2", None, 400, "port"),
+    ("GET", "/ports/%D9%A1/1", None, 400, "dpid"),
+    ("PUT", "/heavy-hitters/config", '{"collector": "\u00b2:\u00b2"}'.encode(), 422, "heavy_hitters.collector"),
     ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {}, "colour": 1}', 422, "rules[0].colour"),
     ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {"tp_dst": "80", "ip_proto": 6}}',
      422, "rules[0].match.tp_dst"),
@@ -84,6 +101,53 @@ def test_a_rate_above_port_capacity_is_refused(api):
     assert status == 422 and body["field"] == "approaches.limited_queue.rate_bps"
     assert policy_of(api) == before
     api.ok("DELETE", "/ports/66/1")
+
+
+def raw_request(port: int, request: bytes) -> tuple[int, str, bytes]:
+    """Send bytes as they are (http.client refuses a non-ASCII request line); status, type, body."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers.get("Content-Type", ""), body
+
+
+@pytest.mark.parametrize("head,body,status", [
+    ("Transfer-Encoding: chunked", b"zz\r\nabc\r\n0\r\n\r\n", 400),  # a broken chunk
+    ("Transfer-Encoding: chunked", b"5\r\n{\"sep\r\n0\r\n\r\n", 400),  # truncated JSON in chunks
+    ("Content-Length: 99999999999", b"{}", 413),  # refused before reading: no wait for the rest
+])
+def test_bodies_over_raw_http_get_json_errors(api, head, body, status):
+    before = policy_of(api)
+    request = f"PUT /coex/v1/approaches HTTP/1.1\r\nHost: x\r\n{head}\r\nConnection: close\r\n\r\n"
+    got, ctype, answer = raw_request(REST_PORT, request.encode() + body)
+    assert got == status and ctype.startswith("application/json"), (got, answer)
+    assert json.loads(answer)["field"] == "body" and policy_of(api) == before
+
+
+def test_a_chunked_body_is_read(api):
+    body = b'{"separate_paths": false}'
+    request = (b"PUT /coex/v1/approaches HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+               b"Connection: close\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+    status, _, answer = raw_request(REST_PORT, request)
+    assert status == 200 and json.loads(answer)["approaches"]["separate_paths"] is False, answer
+
+
+@pytest.mark.parametrize("path,field", [
+    ("/coex/v1/ports/1/\u00b2", "port"), ("/coex/v1/ports/\u0664\u0662/1", "dpid"),
+    ("/coex/v1/rules/caf\u00e9", "name"),
+])
+def test_non_ascii_request_lines_get_json_errors(api, path, field):
+    for method in ("GET", "DELETE"):
+        request = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+        status, ctype, body = raw_request(REST_PORT, request)
+        assert 400 <= status < 500 and ctype.startswith("application/json"), (status, body)
+        assert json.loads(body)["field"] == field
 
 
 def test_conflicting_rules_are_refused(api):
@@ -155,6 +219,13 @@ def test_token_guards_changes(private_ovs, tmp_path):
         assert status == 401 and body["field"] == "Authorization"
         wrong = CoexClient(ctl.rest_url, token="guess")
         assert wrong.put("/approaches", {"separate_paths": True})[0] == 401
+        for token in ("s\u00e9cret", "\u00ff" * 6):  # non-ASCII: was a TypeError in compare_digest, a 500
+            conn = http.client.HTTPConnection("127.0.0.1", REST_PORT + 1, timeout=10)
+            conn.request("PUT", "/coex/v1/approaches", b'{"separate_paths": true}',
+                         {"Authorization": f"Bearer {token}"})  # sent as latin-1 bytes
+            res = conn.getresponse()
+            assert res.status == 401 and json.loads(res.read())["field"] == "Authorization"
+            conn.close()
         assert anon.ok("GET", "/policy")["version"] == 0
         good = CoexClient(ctl.rest_url, token="s3cret")
         assert good.ok("PUT", "/approaches", {"separate_paths": True})["version"] == 1

@@ -105,3 +105,35 @@ def test_edited_validates_and_leaves_the_original_alone():
 
 def test_the_default_policy_equals_its_round_trip():
     assert Policy.from_dict(Policy().to_dict()) == Policy()
+
+
+PORT_10M = {"dpid": 1, "port": 3, "capacity_bps": 10_000_000}
+
+
+@pytest.mark.parametrize("doc,field", [
+    # str.isdigit() takes superscript two, int() does not: was a ValueError, not a PolicyError
+    ({"heavy_hitters": {"collector": "\u00b2:\u00b2"}}, "heavy_hitters.collector"),
+    ({"heavy_hitters": {"collector": "127.0.0.1:\u0666\u0663\u0664\u0663"}}, "heavy_hitters.collector"),
+    ({"heavy_hitters": {"collector": "127.0.0.1:+6343"}}, "heavy_hitters.collector"),
+    ({"heavy_hitters": {"collector": "host name:6343"}}, "heavy_hitters.collector"),
+    ({"heavy_hitters": {"sflow_rt_url": "http://127.0.0.1:8008\n"}}, "heavy_hitters.sflow_rt_url"),
+    # "$" also matches before a trailing newline; names and MACs end up in flows and specs
+    ({"rules": [bulk_rule(name="bulk\n")]}, "rules[0].name"),
+    ({"rules": [bulk_rule(match={"eth_src": "00:00:00:00:00:01\n"})]}, "rules[0].match.eth_src"),
+    ({"ports": [{**PORT_10M, "aqm": {"discipline": "red", "params": {"limit\n": 5}}}]},
+     "ports[0].aqm.params.limit\n"),
+])
+def test_text_fields_take_only_what_they_say(doc, field):
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict(doc)
+    assert err.value.field == field and err.value.status == 422
+
+
+@pytest.mark.parametrize("text,value", [
+    ("66", 66), ("0x42", 66), ("0X42", 66), ("0", 0),
+    ("\u00b2", None), ("\u0661\u0662", None), ("+5", None), (" 5", None), ("5\n", None), ("1_0", None),
+    ("", None), ("0x", None), ("0x1g", None), ("1" * 21, None),
+])
+def test_parse_uint_takes_ascii_digits_only(text, value):
+    from coex.policy import parse_uint
+    assert parse_uint(text, hex_ok=True) == value

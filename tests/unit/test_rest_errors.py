@@ -1,0 +1,120 @@
+"""CoexApi.handle() (ryu_app/rest.py) on inputs that once gave a 500: every one is a 4xx JSON
+{error, field}, and a rejected request leaves the policy alone. A stand-in for the controller
+holds the policy; tests/integration/test_rest*.py run the same against the real ryu-manager."""
+
+from __future__ import annotations
+
+import json
+import logging
+import types
+
+import pytest
+
+from coex.policy import Policy
+from ryu_app.rest import MAX_BODY_BYTES, CoexApi
+
+DPID = 0x42
+
+
+class FakeController:
+    """What CoexApi asks of the CoexController: switch 0x42 with ports 1 and 2, ckcd-link on both."""
+
+    def __init__(self, token=None):
+        self.policy, self.policy_version = Policy(), 0
+        self.datapaths = {DPID: object()}
+        self.net = types.SimpleNamespace(ports={DPID: {1, 2}})
+        self.config = types.SimpleNamespace(token=token)
+        self.logger = logging.getLogger("test_rest_errors")
+
+    def apply_policy(self, new, summary):
+        self.policy, self.policy_version = new, self.policy_version + 1
+        return self.policy_version
+
+    def aqm_backend(self, dpid, port):
+        return "ckcd-link"
+
+
+def call(api, method, path, body=None, raw=None, headers=None):
+    if raw is None and body is not None:
+        raw = json.dumps(body).encode()
+    status, payload, _ = api.handle(method, path, headers or {}, raw or b"")
+    json.dumps(payload)  # what the adapter sends must be JSON
+    return status, payload
+
+
+@pytest.fixture
+def api():
+    api = CoexApi(FakeController())
+    assert call(api, "PUT", "/coex/v1/ports/0x42/1", {"capacity_bps": 10_000_000})[0] == 200
+    return api
+
+
+def rejected(api, method, path, body=None, raw=None, headers=None, status=None, field=None):
+    before = (api.app.policy, api.app.policy_version)
+    got, payload = call(api, method, path, body, raw, headers)
+    assert 400 <= got < 500, payload
+    assert set(payload) == {"error", "field"} and payload["error"]
+    if status is not None:
+        assert got == status, payload
+    if field is not None:
+        assert payload["field"] == field, payload
+    assert (api.app.policy, api.app.policy_version) == before
+    return payload
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+@pytest.mark.parametrize("port", ["\u00b2", "\u0661", "+1", "1\n", "1_0", "0", "4294967041"])
+def test_path_ports_take_ascii_digits_only(api, method, port):
+    rejected(api, method, f"/coex/v1/ports/66/{port}", {"capacity_bps": 10_000_000}, status=400, field="port")
+
+
+@pytest.mark.parametrize("dpid", ["\u00b2", "\u0664\u0662", "0x", "0x\u0664", " 66", "0"])
+def test_path_dpids_take_ascii_digits_only(api, dpid):
+    rejected(api, "GET", f"/coex/v1/ports/{dpid}/1", status=400, field="dpid")
+
+
+def test_path_that_is_not_utf8_is_a_400(api):
+    rejected(api, "GET", b"/coex/v1/rules/\xff", status=400, field="path")
+    assert call(api, "GET", "/coex/v1/rules/caf\u00e9".encode())[1]["error"] == "no rule named 'caf\u00e9'"
+
+
+def test_deeply_nested_body_is_a_400_naming_the_body(api):
+    rejected(api, "PUT", "/coex/v1/policy", raw=b"[" * 100_000 + b"]" * 100_000, status=400, field="body")
+    rejected(api, "PUT", "/coex/v1/approaches", raw=b'{"limited_queue": ' * 20_000 + b"{}" + b"}" * 20_000,
+             status=400, field="body")
+
+
+def test_body_over_the_limit_is_a_413(api):
+    rejected(api, "POST", "/coex/v1/rules", raw=b" " * (MAX_BODY_BYTES + 1), status=413, field="body")
+
+
+def test_collector_with_unicode_digits_is_a_422(api):
+    rejected(api, "PUT", "/coex/v1/heavy-hitters/config", {"collector": "\u00b2:\u00b2"},
+             status=422, field="heavy_hitters.collector")
+
+
+@pytest.mark.parametrize("authorization", [
+    "Bearer s\u00e9cret", "Bearer \u00ff", "Bearer \u2603", "Bearer s\udcff", "Basic \u00e9", "\u00e9", "Bearer ",
+])
+def test_non_ascii_bearer_tokens_are_a_401(authorization):
+    api = CoexApi(FakeController(token="s3cret"))
+    rejected(api, "PUT", "/coex/v1/approaches", {"separate_paths": True},
+             headers={"Authorization": authorization}, status=401, field="Authorization")
+
+
+def test_a_non_ascii_token_matches_the_bytes_the_client_sent():
+    api = CoexApi(FakeController(token="s\u00e9cret"))
+    # WSGI gives headers as latin-1 text of the raw bytes: the client sent UTF-8.
+    sent = "Bearer s\u00e9cret".encode("utf-8").decode("latin-1")
+    assert call(api, "PUT", "/coex/v1/approaches", {"separate_paths": True},
+                headers={"Authorization": sent})[0] == 200
+    rejected(api, "PUT", "/coex/v1/approaches", {"separate_paths": False},
+             headers={"Authorization": "Bearer s\u00e9cret"}, status=401)  # latin-1 bytes: not the token
+    assert call(api, "PUT", "/coex/v1/approaches", {"separate_paths": False},
+                headers={"Authorization": "bearer " + sent[7:]})[0] == 200  # the scheme is case-insensitive
+
+
+@pytest.mark.parametrize("path,status", [
+    ("/coex/v1/health\n", 404), ("/coex/v1/rules/a\n", 404), ("/coex/v1/ports/66/1\n", 400)])
+def test_a_path_ending_in_a_newline_is_not_the_route_without_it(api, path, status):
+    rejected(api, "GET", path, status=status)
