@@ -360,6 +360,12 @@ class HeavyHitters:
         if not isinstance(url, str) or not _URL_RE.fullmatch(url):
             raise PolicyError(f"{f('sflow_rt_url')} must be an http(s) URL of sFlow-RT, e.g. "
                               "http://127.0.0.1:8008", f("sflow_rt_url"))
+        if detector == "mode" and source == "sflow-rt":
+            # sFlow-RT hands us rates, not samples: the seed 003 history never fills, no flow is
+            # ever its mode, and every detection would be ignored (ryu_app/heavy_hitters.py).
+            raise PolicyError("detector 'mode' needs the packet samples of the embedded collector; "
+                              "with source 'sflow-rt' it could never steer a flow: use detector 'rate'",
+                              f("detector"))
         rules = {k: d[k] for k in ("threshold_bps", "capacity_share", "fair_share_multiple")
                  if d.get(k) is not None}
         if not rules:
@@ -510,6 +516,22 @@ class Policy:
                         f"meter rate {lq.rate_bps} bit/s is above the capacity of port "
                         f"{port.dpid}:{port.port} ({port.capacity_bps} bit/s)",
                         "approaches.limited_queue.rate_bps")
+        for i, port in enumerate(self.ports):
+            rate = dict(port.aqm.params).get("rate_bps") if port.aqm else None
+            if rate is not None and rate > port.capacity_bps:
+                raise PolicyError(
+                    f"AQM rate {rate:g} bit/s is above the capacity of port {port.dpid}:{port.port} "
+                    f"({port.capacity_bps} bit/s)", f"ports[{i}].aqm.params.rate_bps")
+        hh = self.heavy_hitters
+        if hh.threshold_bps is not None and self.ports:
+            # The detector of a port sees only flows leaving that port, which cannot be faster
+            # than the port: a threshold above every port's capacity never detects anything.
+            widest = max(self.ports, key=lambda p: p.capacity_bps)
+            if hh.threshold_bps > widest.capacity_bps:
+                raise PolicyError(
+                    f"heavy-hitter threshold {hh.threshold_bps} bit/s is above the capacity of every "
+                    f"bottleneck port (the largest: {widest.dpid}:{widest.port}, {widest.capacity_bps} "
+                    "bit/s): no flow could reach it", "heavy_hitters.threshold_bps")
         if self.heavy_hitters.enabled and not self.ports:
             raise PolicyError("heavy-hitter detection watches bottleneck ports: declare one first "
                               "(PUT /ports/{dpid}/{port})", "heavy_hitters.enabled")

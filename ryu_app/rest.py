@@ -188,9 +188,13 @@ class CoexApi:
             raise ApiError(400, "request body required (JSON)", "body")
         return load_json(body, "body")  # PolicyError (400, field "body") when not JSON or too deep
 
-    def _change(self, mutate, summary: str) -> int:
+    def _change(self, mutate, summary: str, can_apply=None) -> int:
+        """Validate the edited policy, then (can_apply: raise ApiError if the host cannot
+        enforce it) store and enforce it. Input errors come before environment errors."""
         with self.lock:
             new = self.app.policy.edited(mutate)  # validates; raises PolicyError, changing nothing
+            if can_apply is not None:
+                can_apply()
             return self.app.apply_policy(new, summary)
 
     def _doc(self) -> dict:
@@ -362,11 +366,13 @@ class CoexApi:
         if self._port_index(self._doc(), d, p) is None:
             raise ApiError(404, f"port {d}:{p} is not a bottleneck port yet; "
                                 f"PUT /ports/{dpid}/{port} with its capacity_bps first", "port")
-        if self.app.aqm_backend(d, p) is None:
-            raise ApiError(409, f"port {d}:{p} has no AQM backend on this host: it is not served by "
-                                "ckcd-link and the kernel has no AQM qdiscs", "port")
+
+        def has_backend():
+            if self.app.aqm_backend(d, p) is None:
+                raise ApiError(409, f"port {d}:{p} has no AQM backend on this host: it is not served by "
+                                    "ckcd-link and the kernel has no AQM qdiscs", "port")
         version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", body),
-                               f"AQM on {d}:{p} set")
+                               f"AQM on {d}:{p} set", can_apply=has_backend)
         return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}
 
     def delete_aqm(self, _, dpid, port):

@@ -74,6 +74,8 @@ def test_health_and_openapi(api):
     ("DELETE", "/ports/1/%C2%B2", None, 400, "port"),
     ("GET", "/ports/%D9%A1/1", None, 400, "dpid"),
     ("PUT", "/heavy-hitters/config", '{"collector": "\u00b2:\u00b2"}'.encode(), 422, "heavy_hitters.collector"),
+    ("PUT", "/heavy-hitters/config", b'{"source": "sflow-rt", "detector": "mode"}', 422,
+     "heavy_hitters.detector"),
     ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {}, "colour": 1}', 422, "rules[0].colour"),
     ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {"tp_dst": "80", "ip_proto": 6}}',
      422, "rules[0].match.tp_dst"),
@@ -94,13 +96,22 @@ def test_bad_requests_get_json_errors_and_change_nothing(api, method, path, raw,
     assert policy_of(api) == before
 
 
-def test_a_rate_above_port_capacity_is_refused(api):
+@pytest.mark.parametrize("method,path,body,field", [
+    ("PUT", "/approaches", {"limited_queue": {"enabled": True, "rate_bps": 20_000_000}},
+     "approaches.limited_queue.rate_bps"),
+    ("PUT", "/ports/0x42/1/aqm", {"discipline": "ckcd", "params": {"rate_bps": 20_000_000, "rtt_ms": 20}},
+     "ports[0].aqm.params.rate_bps"),
+    ("PUT", "/heavy-hitters/config", {"enabled": True, "threshold_bps": 20_000_000}, "heavy_hitters.threshold_bps"),
+])
+def test_a_rate_above_port_capacity_is_refused(api, method, path, body, field):
     api.ok("PUT", "/ports/0x42/1", {"capacity_bps": 10_000_000})
-    before = policy_of(api)
-    status, body = api.put("/approaches", {"limited_queue": {"enabled": True, "rate_bps": 20_000_000}})
-    assert status == 422 and body["field"] == "approaches.limited_queue.rate_bps"
-    assert policy_of(api) == before
-    api.ok("DELETE", "/ports/66/1")
+    try:
+        before, state = policy_of(api), api.ok("GET", "/state")
+        status, answer = api.request(method, path, body)
+        assert status == 422 and answer["field"] == field, answer
+        assert policy_of(api) == before and api.ok("GET", "/state") == state
+    finally:
+        api.ok("DELETE", "/ports/66/1")
 
 
 def raw_request(port: int, request: bytes) -> tuple[int, str, bytes]:

@@ -129,6 +129,40 @@ def test_text_fields_take_only_what_they_say(doc, field):
     assert err.value.field == field and err.value.status == 422
 
 
+def test_aqm_rate_above_port_capacity_is_refused():
+    aqm = {"discipline": "ckcd", "params": {"rate_bps": 10_000_001, "rtt_ms": 20}}
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict({"ports": [PORT_10M, {**PORT_10M, "port": 4, "aqm": aqm}]})
+    assert err.value.field == "ports[1].aqm.params.rate_bps" and err.value.status == 422
+    Policy.from_dict({"ports": [{**PORT_10M, "aqm": {**aqm, "params": {"rate_bps": 10_000_000}}}]})
+
+
+def test_heavy_hitter_threshold_above_every_port_is_refused():
+    """A port's detector sees only flows leaving that port: none is faster than the port."""
+    ports = [PORT_10M, {**PORT_10M, "port": 4, "capacity_bps": 100_000_000}]
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict({"ports": ports, "heavy_hitters": {"threshold_bps": 100_000_001}})
+    assert err.value.field == "heavy_hitters.threshold_bps" and err.value.status == 422
+    # Above one port but not the other: it still applies to the wider one.
+    Policy.from_dict({"ports": ports, "heavy_hitters": {"enabled": True, "threshold_bps": 100_000_000}})
+    # Without ports there is nothing to compare with (detection cannot be enabled then).
+    Policy.from_dict({"heavy_hitters": {"threshold_bps": 10**9}})
+    # A port shrinking below the threshold is refused the same way.
+    p = Policy.from_dict({"ports": ports, "heavy_hitters": {"threshold_bps": 50_000_000}})
+    with pytest.raises(PolicyError) as err:
+        p.edited(lambda d: d["ports"].pop(1))
+    assert err.value.field == "heavy_hitters.threshold_bps"
+
+
+def test_mode_detector_with_sflow_rt_is_refused():
+    """sFlow-RT gives rates, not samples: the mode-of-history never names a flow."""
+    with pytest.raises(PolicyError) as err:
+        Policy.from_dict({"heavy_hitters": {"source": "sflow-rt", "detector": "mode"}})
+    assert err.value.field == "heavy_hitters.detector" and err.value.status == 422
+    Policy.from_dict({"heavy_hitters": {"source": "sflow-rt", "detector": "rate"}})
+    Policy.from_dict({"heavy_hitters": {"source": "embedded", "detector": "mode"}})
+
+
 @pytest.mark.parametrize("text,value", [
     ("66", 66), ("0x42", 66), ("0X42", 66), ("0", 0),
     ("\u00b2", None), ("\u0661\u0662", None), ("+5", None), (" 5", None), ("5\n", None), ("1_0", None),

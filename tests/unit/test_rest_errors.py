@@ -93,6 +93,33 @@ def test_collector_with_unicode_digits_is_a_422(api):
              status=422, field="heavy_hitters.collector")
 
 
+def test_aqm_rate_above_capacity_is_a_422(api):
+    rejected(api, "PUT", "/coex/v1/ports/0x42/1/aqm", {"discipline": "ckcd", "params": {"rate_bps": 2e7}},
+             status=422, field="ports[0].aqm.params.rate_bps")
+    assert call(api, "PUT", "/coex/v1/ports/0x42/1/aqm",
+                {"discipline": "ckcd", "params": {"rate_bps": 1e7}})[0] == 200
+    # and the capacity cannot drop below the AQM rate afterwards
+    rejected(api, "PUT", "/coex/v1/ports/0x42/1", {"capacity_bps": 5_000_000, "aqm": {
+        "discipline": "ckcd", "params": {"rate_bps": 1e7}}}, status=422, field="ports[0].aqm.params.rate_bps")
+
+
+def test_heavy_hitter_threshold_above_every_port_is_a_422(api):
+    rejected(api, "PUT", "/coex/v1/heavy-hitters/config", {"enabled": True, "threshold_bps": 20_000_000},
+             status=422, field="heavy_hitters.threshold_bps")
+    assert call(api, "PUT", "/coex/v1/heavy-hitters/config", {"threshold_bps": 10_000_000})[0] == 200
+
+
+def test_mode_detector_with_sflow_rt_is_a_422(api):
+    rejected(api, "PUT", "/coex/v1/heavy-hitters/config", {"source": "sflow-rt", "detector": "mode"},
+             status=422, field="heavy_hitters.detector")
+
+
+def test_port_body_may_repeat_the_path_but_not_contradict_it(api):
+    port = call(api, "GET", "/coex/v1/ports/66/1")[1]
+    assert call(api, "PUT", "/coex/v1/ports/0x42/1", port)[0] == 200  # what GET shows goes back as is
+    rejected(api, "PUT", "/coex/v1/ports/0x42/1", {**port, "port": 2}, status=400, field="port")
+
+
 @pytest.mark.parametrize("authorization", [
     "Bearer s\u00e9cret", "Bearer \u00ff", "Bearer \u2603", "Bearer s\udcff", "Basic \u00e9", "\u00e9", "Bearer ",
 ])
