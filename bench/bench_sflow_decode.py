@@ -153,14 +153,14 @@ def agent_batches(samples, phase_s: float):
     """(time sampled, key, frame) in time order -> (time delivered, key, frame, since): what
     the collector sees when the agent sends SAMPLES_PER_DATAGRAM at a time or at its tick
     (when it holds any). since: what SFlowCollector.collection_start() tells for that
-    datagram, the previous datagram's time but at most AGENT_TICK_S back (None at first)."""
+    datagram, the previous datagram's time if it was less than AGENT_TICK_S before, else None."""
     batch: list = []
     next_flush = phase_s
     last_sent = None
 
     def send(at):
         nonlocal last_sent
-        since = None if last_sent is None else max(last_sent, at - AGENT_TICK_S)
+        since = last_sent if last_sent is not None and last_sent > at - AGENT_TICK_S else None
         out = [(at, k, fr, since) for _, k, fr in batch]
         batch.clear()
         last_sent = at
