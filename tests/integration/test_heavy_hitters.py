@@ -62,6 +62,45 @@ def penalized_actions(api, separate_queues: bool) -> str:
     return f"{mark}write_metadata:{names.index('penalized') + 1:#x}/0xff,goto_table:1"
 
 
+def run_watching(api, flows, report_at_s: float) -> dict:
+    """Run iperf3 flows [(client, server, port, rate, duration_s)] in parallel and watch s1's
+    flow table all along: every steering flow ever seen (5-tuple -> first sight), when the
+    first appeared, the byte counts of the one to port 5201, and GET /heavy-hitters at
+    report_at_s."""
+    out = {"reports": {}, "seen": {}, "first_after_s": None, "big_bytes": [], "during": None}
+
+    def run(c, s, p, rate, duration):
+        out["reports"][p] = iperf3(c, s, "cubic", duration_s=duration, port=p, extra=f"-b {rate}")
+
+    threads = [threading.Thread(target=run, args=flow) for flow in flows]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for line in steering_flows():
+            flow = parse_steering(line)
+            out["seen"].setdefault(flow["five_tuple"], flow)
+            if flow["five_tuple"][3] == 5201:
+                out["big_bytes"].append(flow["n_bytes"])
+            if out["first_after_s"] is None:
+                out["first_after_s"] = time.monotonic() - started
+        if out["during"] is None and time.monotonic() - started > report_at_s:
+            out["during"] = api.ok("GET", "/heavy-hitters")
+        time.sleep(0.1)
+    for t in threads:
+        t.join()
+    return out
+
+
+def wait_released(seen: dict, timeout_s: float = 10) -> None:
+    """Wait until no steering flow is left on s1, adding any seen meanwhile to `seen`."""
+    deadline = time.monotonic() + timeout_s
+    while (lines := steering_flows()) and time.monotonic() < deadline:
+        for line in lines:
+            seen.setdefault(parse_steering(line)["five_tuple"], None)
+        time.sleep(0.2)
+
+
 def test_big_flow_is_steered_and_released_small_ones_never(lab):
     net, api, ctl = lab
     api.ok("PUT", "/ports/1/3", {"capacity_bps": 50_000_000})
@@ -71,40 +110,15 @@ def test_big_flow_is_steered_and_released_small_ones_never(lab):
     # The agent runs on the bridge of the bottleneck port only.
     assert sflow_settings("s1")["sampling"] == "64" and sflow_settings("s2") is None
     h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
-    flows = [(h1, h3, 5201, "30M")] + [(h2, h4, 5202 + i, "1M") for i in range(3)]
-    reports: dict[int, dict] = {}
-
-    def run(c, s, p, rate):
-        reports[p] = iperf3(c, s, "cubic", duration_s=10, port=p, extra=f"-b {rate}")
-
-    threads = [threading.Thread(target=run, args=flow) for flow in flows]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    # Watch the flow table for the whole run: every steering flow ever seen, and the big
-    # one's byte count over time.
-    seen: dict[tuple, dict] = {}
-    detected_after = None
-    big_bytes: list[int] = []
-    during = None
-    while any(t.is_alive() for t in threads):
-        for line in steering_flows():
-            flow = parse_steering(line)
-            seen.setdefault(flow["five_tuple"], flow)
-            if flow["five_tuple"][3] == 5201:
-                big_bytes.append(flow["n_bytes"])
-                if detected_after is None:
-                    detected_after = time.monotonic() - started
-        if during is None and time.monotonic() - started > 6:  # a full window into the flow
-            during = api.ok("GET", "/heavy-hitters")
-        time.sleep(0.1)
-    for t in threads:
-        t.join()
+    # Watch the flow table for the whole run (a full window into the flow for the report).
+    run = run_watching(api, [(h1, h3, 5201, "30M", 10)] + [(h2, h4, 5202 + i, "1M", 10) for i in range(3)],
+                       report_at_s=6)
+    seen, detected_after, big_bytes, during = run["seen"], run["first_after_s"], run["big_bytes"], run["during"]
     print(f"heavy hitter steered {detected_after} s after the flows started")
     assert detected_after is not None, f"never steered; report: {api.ok('GET', '/heavy-hitters')}"
     # Exactly the big flow's data connection (iperf3's own record of its 5-tuple) was steered,
     # into the penalized aggregate; none of the small ones ever was.
-    [connected] = reports[5201]["start"]["connected"]
+    [connected] = run["reports"][5201]["start"]["connected"]
     big = ("10.0.0.1", "10.0.0.3", connected["local_port"], 5201)
     assert list(seen) == [big], seen
     assert seen[big]["actions"] == penalized_actions(api, separate_queues=False)
@@ -121,11 +135,7 @@ def test_big_flow_is_steered_and_released_small_ones_never(lab):
     [now] = during["current"]
     assert 20e6 <= now["estimate_bps"] <= 42e6, now
     # Released once the flow is gone: the window (3 s) empties, the hold (1 s) has passed.
-    deadline = time.monotonic() + 10
-    while (lines := steering_flows()) and time.monotonic() < deadline:
-        for line in lines:
-            seen.setdefault(parse_steering(line)["five_tuple"], None)
-        time.sleep(0.2)
+    wait_released(seen)
     assert steering_flows() == [] and steering_flows("s2") == []
     assert list(seen) == [big], seen  # not even while the big one was being released
     report = api.ok("GET", "/heavy-hitters")

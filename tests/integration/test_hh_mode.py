@@ -12,12 +12,8 @@ the big one gone they would become the mode in turn, as the paper intends.
 
 from __future__ import annotations
 
-import threading
-import time
-
-from experiments.traffic import iperf3
-from tests.integration.test_heavy_hitters import (SFLOW_PORT, lab, parse_steering,  # noqa: F401
-                                                  penalized_actions, steering_flows)
+from tests.integration.test_heavy_hitters import (SFLOW_PORT, lab, penalized_actions,  # noqa: F401
+                                                  run_watching, steering_flows, wait_released)
 
 
 def test_mode_detector_steers_the_heaviest_flow_alone(lab):  # noqa: F811
@@ -27,32 +23,11 @@ def test_mode_detector_steers_the_heaviest_flow_alone(lab):  # noqa: F811
         "enabled": True, "detector": "mode", "collector": f"127.0.0.1:{SFLOW_PORT}", "sampling": 64,
         "polling_s": 5, "rec_int": 1, "hist_len": 128, "stat_int": 32, "window_s": 3, "min_hold_s": 1})
     h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
-    flows = [(h1, h3, 5201, "30M", 8)] + [(h2, h4, 5202 + i, "1M", 6) for i in range(3)]
-    reports: dict[int, dict] = {}
-
-    def run(c, s, p, rate, duration):
-        reports[p] = iperf3(c, s, "cubic", duration_s=duration, port=p, extra=f"-b {rate}")
-
-    threads = [threading.Thread(target=run, args=flow) for flow in flows]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    seen: dict[tuple, dict] = {}
-    detected_after = None
-    during = None
-    while any(t.is_alive() for t in threads):
-        for line in steering_flows():
-            flow = parse_steering(line)
-            seen.setdefault(flow["five_tuple"], flow)
-            if detected_after is None:
-                detected_after = time.monotonic() - started
-        if during is None and time.monotonic() - started > 4:
-            during = api.ok("GET", "/heavy-hitters")
-        time.sleep(0.1)
-    for t in threads:
-        t.join()
+    run = run_watching(api, [(h1, h3, 5201, "30M", 8)] + [(h2, h4, 5202 + i, "1M", 6) for i in range(3)],
+                       report_at_s=4)
+    seen, detected_after, during = run["seen"], run["first_after_s"], run["during"]
     print(f"mode detector steered after {detected_after} s")
-    [connected] = reports[5201]["start"]["connected"]
+    [connected] = run["reports"][5201]["start"]["connected"]
     big = ("10.0.0.1", "10.0.0.3", connected["local_port"], 5201)
     assert list(seen) == [big], seen  # the heaviest flow, and nothing else, ever
     assert seen[big]["actions"] == penalized_actions(api, separate_queues=False)
@@ -64,11 +39,7 @@ def test_mode_detector_steers_the_heaviest_flow_alone(lab):  # noqa: F811
     assert current["flow"]["dst_port"] == 5201 and 15e6 <= current["estimate_bps"] <= 45e6
 
     # Quiet for window_s (3 s): released and forgotten.
-    deadline = time.monotonic() + 10
-    while (lines := steering_flows()) and time.monotonic() < deadline:
-        for line in lines:
-            seen.setdefault(parse_steering(line)["five_tuple"], None)
-        time.sleep(0.2)
+    wait_released(seen)
     assert steering_flows() == [] and list(seen) == [big]
     report = api.ok("GET", "/heavy-hitters")
     assert report["current"] == [] and report["detector"] == "mode"
