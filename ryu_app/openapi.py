@@ -11,91 +11,184 @@ from __future__ import annotations
 import json
 import re
 
-from coex.policy import AQM_DISCIPLINES, MAX_CAPACITY_BPS
+from coex.policy import AQM_DISCIPLINES, MAX_CAPACITY_BPS, MAX_RULES, OFPP_MAX
 from ryu_app.rest import PREFIX, ROUTES
 
+# Patterns are ECMA-262 regular expressions (OpenAPI 3.1): [0-9], not \d, which Python
+# would also let match non-ASCII digits.
 NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$"}
-PREFIX_V4 = {"type": "string", "description": "IPv4 address or prefix, e.g. 10.0.0.0/24",
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_DOTTED = _OCTET + "(\\." + _OCTET + "){3}"
+PREFIX_V4 = {"type": ["string", "null"], "description": "IPv4 address or prefix, e.g. 10.0.0.0/24 (or with a "
+             "netmask, 10.0.0.0/255.255.255.0)", "pattern": f"^{_DOTTED}(/((3[0-2]|[12]?[0-9])|{_DOTTED}))?$",
              "example": "10.0.0.1/32"}
 L4_PORT = {"type": "integer", "minimum": 0, "maximum": 65535}
+DSCP = {"type": "integer", "minimum": 0, "maximum": 63}
+DPID = {"type": "integer", "minimum": 1, "maximum": 2**64 - 1}
+OF_PORT = {"type": "integer", "minimum": 1, "maximum": OFPP_MAX}
+CAPACITY = {"type": "integer", "minimum": 8000, "maximum": MAX_CAPACITY_BPS}
+VERSION = {"type": "integer", "minimum": 0}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(schema: dict) -> dict:
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def _obj(properties: dict, required=(), **more) -> dict:
+    """A JSON object that takes no other fields, as coex.policy refuses unknown ones."""
+    return {"type": "object", "additionalProperties": False, "properties": properties,
+            **({"required": list(required)} if required else {}), **more}
+
+
+RULE_FIELDS = {"name": NAME, "aggregate": NAME,
+               "priority": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 0},
+               "match": _ref("Match")}
+AGGREGATE_FIELDS = {"dscp": DSCP, "queue_weight": {"type": "integer", "minimum": 1, "maximum": 1000},
+                    "own_path": {"type": "boolean"}}
+PORT_FIELDS = {"dpid": DPID, "port": OF_PORT, "capacity_bps": CAPACITY,
+               "aqm": {"oneOf": [_ref("Aqm"), {"type": "null"}]}}
 
 SCHEMAS = {
-    "Error": {"type": "object", "required": ["error", "field"],
-              "properties": {"error": {"type": "string"}, "field": {"type": ["string", "null"]}}},
-    "Match": {"type": "object", "additionalProperties": False, "properties": {
+    "Error": {"type": "object", "additionalProperties": False, "required": ["error", "field"],
+              "properties": {"error": {"type": "string", "minLength": 1},
+                             "field": {"type": ["string", "null"]}}},
+    "Match": _obj({
         "ipv4_src": PREFIX_V4, "ipv4_dst": PREFIX_V4,
-        "ip_proto": {"type": "integer", "minimum": 0, "maximum": 255},
-        "tp_src": L4_PORT, "tp_dst": L4_PORT,
-        "dscp": {"type": "integer", "minimum": 0, "maximum": 63},
-        "eth_src": {"type": "string", "pattern": "^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$"}},
-        "description": "Unset fields match anything; tp_src/tp_dst need ip_proto 6 or 17."},
-    "Rule": {"type": "object", "additionalProperties": False, "required": ["name", "aggregate", "match"],
-             "properties": {"name": NAME, "aggregate": NAME,
-                            "priority": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 0},
-                            "match": {"$ref": "#/components/schemas/Match"}}},
-    "Aggregate": {"type": "object", "additionalProperties": False, "properties": {
-        "dscp": {"type": "integer", "minimum": 0, "maximum": 63},
-        "queue_weight": {"type": "integer", "minimum": 1, "maximum": 1000},
-        "own_path": {"type": "boolean"}}},
-    "LimitedQueue": {"type": "object", "additionalProperties": False, "properties": {
+        "ip_proto": _nullable({"type": "integer", "minimum": 0, "maximum": 255}),
+        "tp_src": _nullable(L4_PORT), "tp_dst": _nullable(L4_PORT), "dscp": _nullable(DSCP),
+        "eth_src": {"type": ["string", "null"], "pattern": "^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$"}},
+        description="Unset (or null) fields match anything; tp_src/tp_dst need ip_proto 6 or 17.",
+        # tp_src or tp_dst set -> ip_proto is 6 or 17
+        **{"if": {"anyOf": [{"required": [k], "properties": {k: {"type": "integer"}}} for k in ("tp_src", "tp_dst")]},
+           "then": {"required": ["ip_proto"], "properties": {"ip_proto": {"enum": [6, 17]}}}}),
+    "Rule": _obj(RULE_FIELDS, required=("name", "aggregate", "match")),
+    "RuleBody": _obj(RULE_FIELDS, required=("aggregate", "match"),
+                     description="A rule for PUT /rules/{name}: name may be left out; if given it is "
+                                 "the name in the path."),
+    "Aggregate": _obj(AGGREGATE_FIELDS),
+    "AggregateBody": _obj({"name": NAME, **AGGREGATE_FIELDS},
+                          description="An aggregate for PUT /aggregates/{name} (GET shows it with its "
+                                      "name): name may be left out; if given it is the name in the path."),
+    "LimitedQueue": _obj({
         "enabled": {"type": "boolean", "default": False},
         "aggregate": NAME,
         "fraction": {"type": "number", "minimum": 0.01, "maximum": 1.0, "default": 0.5},
-        "rate_bps": {"type": ["integer", "null"], "minimum": 8000, "maximum": MAX_CAPACITY_BPS},
-        "burst_ms": {"type": ["number", "null"], "minimum": 1, "maximum": 10000}}},
-    "Approaches": {"type": "object", "additionalProperties": False, "properties": {
-        "separate_paths": {"type": "boolean"}, "separate_queues": {"type": "boolean"},
-        "limited_queue": {"$ref": "#/components/schemas/LimitedQueue"}}},
-    "Aqm": {"type": "object", "additionalProperties": False, "required": ["discipline"], "properties": {
+        "rate_bps": _nullable({"type": "integer", "minimum": 8000, "maximum": MAX_CAPACITY_BPS,
+                               "description": "at most the capacity of every bottleneck port"}),
+        "burst_ms": _nullable({"type": "number", "minimum": 1, "maximum": 10000})}),
+    "Approaches": _obj({"separate_paths": {"type": "boolean"}, "separate_queues": {"type": "boolean"},
+                        "limited_queue": _ref("LimitedQueue")}),
+    "Aqm": _obj({
         "discipline": {"type": "string", "enum": list(AQM_DISCIPLINES)},
-        "params": {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}}}},
-    "PortBody": {"type": "object", "additionalProperties": False, "required": ["capacity_bps"], "properties": {
-        "capacity_bps": {"type": "integer", "minimum": 8000, "maximum": MAX_CAPACITY_BPS},
-        "aqm": {"oneOf": [{"$ref": "#/components/schemas/Aqm"}, {"type": "null"}]}}},
-    "HeavyHitters": {"type": "object", "additionalProperties": False, "properties": {
+        "params": {"type": "object", "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,31}$"},
+                   "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1e12},
+                   "description": "Per discipline (docs/ckcd.md); rate_bps at most the port's "
+                                  "capacity_bps."}},
+        required=("discipline",)),
+    "Port": _obj(PORT_FIELDS, required=("dpid", "port", "capacity_bps")),
+    "PortBody": _obj(PORT_FIELDS, required=("capacity_bps",),
+                     description="A port for PUT /ports/{dpid}/{port} (GET shows it with dpid and "
+                                 "port): dpid and port may be left out; if given they are the path's."),
+    "HeavyHitters": _obj({
         "enabled": {"type": "boolean"}, "source": {"type": "string", "enum": ["embedded", "sflow-rt"]},
-        "collector": {"type": "string", "example": "127.0.0.1:6343"},
-        "sflow_rt_url": {"type": "string", "example": "http://127.0.0.1:8008"},
-        "sampling": {"type": "integer", "minimum": 1}, "polling_s": {"type": "integer", "minimum": 1},
-        "detector": {"type": "string", "enum": ["rate", "mode"]},
-        "threshold_bps": {"type": ["integer", "null"], "minimum": 8000},
-        "capacity_share": {"type": ["number", "null"], "minimum": 0.001, "maximum": 1},
-        "fair_share_multiple": {"type": ["number", "null"], "minimum": 1},
-        "window_s": {"type": "number", "minimum": 1},
-        "min_window_s": {"type": "number", "minimum": 0.1}, "release_fraction": {"type": "number"},
-        "min_hold_s": {"type": "number", "minimum": 0}, "rec_int": {"type": "integer", "minimum": 1},
-        "hist_len": {"type": "integer", "minimum": 1}, "stat_int": {"type": "integer", "minimum": 1}},
-        "description": "Set exactly one of threshold_bps, capacity_share, fair_share_multiple."},
-    "Policy": {"type": "object", "additionalProperties": False, "properties": {
-        "rules": {"type": "array", "items": {"$ref": "#/components/schemas/Rule"}},
-        "aggregates": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Aggregate"}},
-        "approaches": {"$ref": "#/components/schemas/Approaches"},
-        "ports": {"type": "array", "items": {"type": "object"}},
-        "heavy_hitters": {"$ref": "#/components/schemas/HeavyHitters"}}},
+        "collector": {"type": "string", "example": "127.0.0.1:6343",
+                      "pattern": "^[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?:[0-9]{1,5}$",
+                      "description": "host:port, port 1-65535"},
+        "sflow_rt_url": {"type": "string", "example": "http://127.0.0.1:8008",
+                         "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$"},
+        "sampling": {"type": "integer", "minimum": 1, "maximum": 1 << 20},
+        "polling_s": {"type": "integer", "minimum": 1, "maximum": 3600},
+        "detector": {"type": "string", "enum": ["rate", "mode"],
+                     "description": "'mode' needs source 'embedded'"},
+        "threshold_bps": _nullable({"type": "integer", "minimum": 8000, "maximum": MAX_CAPACITY_BPS,
+                                    "description": "at most the largest bottleneck port's capacity"}),
+        "capacity_share": _nullable({"type": "number", "minimum": 0.001, "maximum": 1}),
+        "fair_share_multiple": _nullable({"type": "number", "minimum": 1, "maximum": 1000}),
+        "window_s": {"type": "number", "minimum": 1, "maximum": 600},
+        "min_window_s": {"type": "number", "minimum": 0.1, "maximum": 600,
+                         "description": "at most window_s"},
+        "release_fraction": {"type": "number", "minimum": 0.05, "maximum": 1},
+        "min_hold_s": {"type": "number", "minimum": 0, "maximum": 3600},
+        "rec_int": {"type": "integer", "minimum": 1, "maximum": 1 << 16},
+        "hist_len": {"type": "integer", "minimum": 1, "maximum": 1 << 20},
+        "stat_int": {"type": "integer", "minimum": 1, "maximum": 1 << 20}},
+        description="Set at most one of threshold_bps, capacity_share, fair_share_multiple "
+                    "(none: capacity_share 0.5)."),
+    "Policy": _obj({
+        "rules": {"type": "array", "maxItems": MAX_RULES, "items": _ref("Rule")},
+        "aggregates": {"type": "object", "propertyNames": NAME, "additionalProperties": _ref("Aggregate")},
+        "approaches": _ref("Approaches"),
+        "ports": {"type": "array", "items": _ref("Port")},
+        "heavy_hitters": _ref("HeavyHitters")}),
+    "Change": _obj({"version": VERSION, "at": {"type": "number"}, "summary": {"type": "string"}},
+                   required=("version", "at", "summary")),
 }
 
-REQUEST_BODIES = {"put_policy": "Policy", "create_rule": "Rule", "put_rule": "Rule",
-                  "put_aggregate": "Aggregate", "put_approaches": "Approaches",
+REQUEST_BODIES = {"put_policy": "Policy", "create_rule": "Rule", "put_rule": "RuleBody",
+                  "put_aggregate": "AggregateBody", "put_approaches": "Approaches",
                   "put_port": "PortBody", "put_aqm": "Aqm", "put_hh_config": "HeavyHitters"}
+
+
+def _answer(**properties) -> dict:
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+_CHANGED = _answer(version=VERSION)
+RESPONSES = {  # handler -> schema of its 2xx answer
+    "health": _answer(status={"const": "ok"}, policy_version=VERSION,
+                      switches_connected={"type": "integer", "minimum": 0}, uptime_s={"type": "number"}),
+    "openapi": {"type": "object", "required": ["openapi", "paths"]},
+    "get_policy": _answer(version=VERSION, policy=_ref("Policy")),
+    "put_policy": _answer(version=VERSION, policy=_ref("Policy")),
+    "list_rules": _answer(rules={"type": "array", "items": _ref("Rule")}),
+    "create_rule": _answer(version=VERSION, rule=_ref("Rule")),
+    "get_rule": _ref("Rule"),
+    "put_rule": _answer(version=VERSION, rule=_ref("Rule")),
+    "delete_rule": _CHANGED,
+    "list_aggregates": _answer(aggregates={"type": "object", "additionalProperties": _ref("Aggregate")}),
+    "get_aggregate": _ref("AggregateBody"),
+    "put_aggregate": _answer(version=VERSION, aggregate=_ref("AggregateBody")),
+    "delete_aggregate": _CHANGED,
+    "get_approaches": _ref("Approaches"),
+    "put_approaches": _answer(version=VERSION, approaches=_ref("Approaches")),
+    "list_ports": _answer(ports={"type": "array", "items": _ref("Port")}),
+    "get_port": _ref("Port"),
+    "put_port": _answer(version=VERSION, port=_ref("Port")),
+    "delete_port": _CHANGED,
+    "put_aqm": _answer(version=VERSION, port=_ref("Port")),
+    "delete_aqm": _CHANGED,
+    "get_heavy_hitters": _answer(enabled={"type": "boolean"}, ports={"type": "array"},
+                                 current={"type": "array"}, log={"type": "array"}),
+    "get_hh_config": _ref("HeavyHitters"),
+    "put_hh_config": _answer(version=VERSION, heavy_hitters=_ref("HeavyHitters")),
+    "get_state": _answer(policy_version=VERSION, switches={"type": "array"}, ports={"type": "array"}),
+    "get_changes": _answer(changes={"type": "array", "items": _ref("Change")}),
+}
 
 PATH_PARAMS = {
     "name": {"schema": NAME},
-    "dpid": {"schema": {"type": "string", "pattern": "^([1-9][0-9]*|0x[0-9a-fA-F]+)$"},
-             "description": "datapath id, decimal or 0x-prefixed hex"},
-    "port": {"schema": {"type": "string", "pattern": "^[1-9][0-9]*$"}, "description": "OpenFlow port number"},
+    "dpid": {"schema": {"type": "string", "pattern": "^(0*[1-9][0-9]{0,19}|0[xX]0*[1-9a-fA-F][0-9a-fA-F]{0,15})$"},
+             "description": "datapath id (1 to 2^64-1), decimal or 0x-prefixed hex"},
+    "port": {"schema": {"type": "string", "pattern": "^0*[1-9][0-9]{0,9}$"},
+             "description": f"OpenFlow port number (1 to {OFPP_MAX})"},
 }
 
 
 def build_openapi() -> dict:
     paths: dict = {}
     for method, template, handler, mutating, summary in ROUTES:
+        answer = {"application/json": {"schema": RESPONSES[handler]}}
         op = {"operationId": handler, "summary": summary, "responses": {
-            "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
             "4XX": {"description": "Rejected; nothing changed",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}
+                    "content": {"application/json": {"schema": _ref("Error")}}}}}
+        if handler != "create_rule":
+            op["responses"]["200"] = {"description": "OK", "content": answer}
         if handler in ("create_rule", "put_rule"):
-            op["responses"]["201"] = {"description": "Created",
-                                      "content": {"application/json": {"schema": {"type": "object"}}}}
+            op["responses"]["201"] = {"description": "Created", "content": answer}
         params = re.findall(r"\{(\w+)\}", template)
         if params:
             op["parameters"] = [{"name": p, "in": "path", "required": True, **PATH_PARAMS[p]} for p in params]
