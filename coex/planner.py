@@ -10,12 +10,20 @@ import networkx as nx
 
 from coex.policy import Policy, Port
 
-# Meter bursts: TCP collapses under a meter whose bucket is small against its window
-# (measured on our machines at 20 Mbit/s: burst 1000 kbit -> 7 Mbit/s, 5000 -> 19,
-# 20000 -> 21). 250 ms at the meter rate gives the 5000 kbit that worked at 20 Mbit/s;
-# never below the paper's 1 Mbit.
+# Meter bursts. A meter drops what exceeds its bucket, and a TCP flow sends its window as a
+# burst at the line rate: to average the meter rate R, Reno/CUBIC's window must reach about
+# 4/3 R x RTT (it halves at a loss), so the bucket must hold that much - BURST_RTTS round
+# trips of the aggregate at R. Independently of the RTT, our userspace datapath needs
+# 250 ms at R (measured at 20 Mbit/s, sub-ms RTT: burst 1000 kbit -> 7 Mbit/s, 5000 -> 19,
+# 20000 -> 21): vswitchd forwards in batches. The larger wins; never below the paper's 1 Mbit.
+BURST_RTTS = 2.0
 DEFAULT_BURST_MS = 250.0
 MIN_BURST_KBIT = 1000
+
+
+def meter_burst_ms(lq) -> float:
+    """The burst, as time at the meter rate: the policy's, else the larger of 2 RTTs and 250 ms."""
+    return lq.burst_ms if lq.burst_ms is not None else max(DEFAULT_BURST_MS, BURST_RTTS * lq.rtt_ms)
 
 
 # --- Separate Paths -------------------------------------------------------------------
@@ -73,8 +81,7 @@ def meter_plans(policy: Policy) -> list[MeterPlan]:
     for port in sorted(policy.ports, key=lambda p: (p.dpid, p.port)):
         rate_bps = lq.rate_bps if lq.rate_bps is not None else lq.fraction * port.capacity_bps
         rate_kbps = max(8, int(rate_bps // 1000))
-        burst_ms = lq.burst_ms if lq.burst_ms is not None else DEFAULT_BURST_MS
-        burst_kbit = max(MIN_BURST_KBIT, int(rate_kbps * burst_ms / 1000))
+        burst_kbit = max(MIN_BURST_KBIT, int(rate_kbps * meter_burst_ms(lq) / 1000))
         meter_id = next_id.get(port.dpid, 1)
         next_id[port.dpid] = meter_id + 1
         plans.append(MeterPlan(port.dpid, port.port, meter_id, lq.aggregate, rate_kbps, burst_kbit))

@@ -278,17 +278,19 @@ class LimitedQueue:
     aggregate: str = "queue_filling"
     fraction: float = 0.5           # of the bottleneck port's capacity (paper: 50 %)
     rate_bps: int | None = None     # explicit rate instead of the fraction
-    burst_ms: float | None = None   # burst as time at the meter rate; None: planner default
+    burst_ms: float | None = None   # burst as time at the meter rate; None: from rtt_ms (planner)
+    rtt_ms: float = 20.0            # the aggregate's round-trip time without queueing
 
     @classmethod
     def from_dict(cls, d, field: str) -> "LimitedQueue":
-        d = _obj(d, field, ("enabled", "aggregate", "fraction", "rate_bps", "burst_ms"))
+        d = _obj(d, field, ("enabled", "aggregate", "fraction", "rate_bps", "burst_ms", "rtt_ms"))
         return cls(enabled=_bool(d.get("enabled", False), f"{field}.enabled"),
                    aggregate=_name(d.get("aggregate", "queue_filling"), f"{field}.aggregate"),
                    fraction=_num(d.get("fraction", 0.5), f"{field}.fraction", 0.01, 1.0),
                    rate_bps=_int(d.get("rate_bps"), f"{field}.rate_bps", 8000, MAX_CAPACITY_BPS,
                                  optional=True),
-                   burst_ms=_num(d.get("burst_ms"), f"{field}.burst_ms", 1.0, 10_000.0, optional=True))
+                   burst_ms=_num(d.get("burst_ms"), f"{field}.burst_ms", 1.0, 10_000.0, optional=True),
+                   rtt_ms=_num(d.get("rtt_ms", 20.0), f"{field}.rtt_ms", 0.01, 5_000.0))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

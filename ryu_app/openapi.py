@@ -79,7 +79,8 @@ SCHEMAS = {
         "fraction": {"type": "number", "minimum": 0.01, "maximum": 1.0, "default": 0.5},
         "rate_bps": _nullable({"type": "integer", "minimum": 8000, "maximum": MAX_CAPACITY_BPS,
                                "description": "at most the capacity of every bottleneck port"}),
-        "burst_ms": _nullable({"type": "number", "minimum": 1, "maximum": 10000})}),
+        "burst_ms": _nullable({"type": "number", "minimum": 1, "maximum": 10000}),
+        "rtt_ms": {"type": "number", "minimum": 0.01, "maximum": 5000}}),
     "Approaches": _obj({"separate_paths": {"type": "boolean"}, "separate_queues": {"type": "boolean"},
                         "limited_queue": _ref("LimitedQueue")}),
     "Aqm": _obj({

@@ -47,6 +47,16 @@ def test_meter_burst_never_below_one_megabit():
     assert meter_plans(p)[0].burst_kbit == 1000
 
 
+def test_meter_burst_covers_two_round_trips_of_a_long_path():
+    p = Policy.from_dict({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 100_000_000}],
+                          "approaches": {"limited_queue": {"enabled": True, "rtt_ms": 300}}})
+    [m] = meter_plans(p)
+    assert m.rate_kbps == 50_000 and m.burst_kbit == 30_000  # 2 x 300 ms at 50 Mbit/s
+    short = Policy.from_dict({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 100_000_000}],
+                              "approaches": {"limited_queue": {"enabled": True, "rtt_ms": 40}}})
+    assert meter_plans(short)[0].burst_kbit == 12_500  # 2 x 40 ms is below the 250 ms floor
+
+
 def test_no_meters_when_limited_queue_is_off():
     p = Policy.from_dict({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 40_000_000}]})
     assert meter_plans(p) == []
