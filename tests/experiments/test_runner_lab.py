@@ -1,13 +1,16 @@
 """The experiment runner end to end on the real lab (private OVS, ryu-manager, Mininet,
 ckcd-link, iperf3): fidelity of the emulation, and consistent outputs."""
 
+import csv
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from experiments.report import write_report
-from experiments.runner import load_records, run_batch
+from experiments.runner import run_batch
 from experiments.scenario import parse_scenario
 
 LINK = {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80}
@@ -45,11 +48,18 @@ def stolen(run) -> bool:
 def test_one_cubic_flow_fills_the_emulated_link_with_the_right_rtt(batch, tmp_path):
     _, records, _ = batch
     [run] = runs_of(records, "fidelity")
+    steal = []
     for attempt in range(2):  # what an experimenter does with a run the runner says to rerun
         if not stolen(run):
             break
-        print(f"fidelity run {attempt + 1} untrusted for VM steal: {run['metrics']['fidelity']['reasons']}")
+        steal.append(run["metrics"]["fidelity"]["reasons"][0])
+        print(f"fidelity run {attempt + 1} untrusted for VM steal: {steal[-1]}")
         [run] = run_batch([parse_scenario(FIDELITY, "test")], str(tmp_path / f"rerun{attempt}"))
+    if stolen(run):
+        # Three runs in a row without the vCPU: the hypervisor's load, not the emulator's
+        # fidelity, decided them; any number from them says nothing about the lab.
+        pytest.skip("the hypervisor withheld the vCPU in all three fidelity runs: "
+                    + "; ".join(steal + run["metrics"]["fidelity"]["reasons"]))
     m = run["metrics"]
     print(f"fidelity: {m['total_mbps']:.1f} Mbit/s, utilization {m['utilization']:.3f}, "
           f"ping RTT {m['rtt_ms']['mean']:.2f} ms")
@@ -64,21 +74,49 @@ def test_one_cubic_flow_fills_the_emulated_link_with_the_right_rtt(batch, tmp_pa
     assert m["fidelity"]["trusted"], m["fidelity"]["reasons"]
 
 
-def test_outputs_exist_and_are_consistent(batch):
+GOODPUT_CEILING = 1448 / 1514           # TCP payload per Ethernet frame at MTU 1500
+DRAIN_MS = 80 * 1514 * 8 / 50e6 * 1e3   # a full 80-packet buffer at 50 Mbit/s: 19.4 ms
+
+
+def test_outputs_exist_and_are_consistent(batch, tmp_path):
     out, records, result = batch
-    pair = runs_of(records, "pair")
-    assert {r["case"]["name"] for r in pair} == {"droptail", "ckcd"}
-    for run in pair:
+    pair = {r["case"]["name"]: r for r in runs_of(records, "pair")}
+    assert set(pair) == {"droptail", "ckcd"}
+    for name, run in pair.items():
         m = run["metrics"]
-        assert not run.get("error")
-        assert m["total_mbps"] <= m["capacity_mbps"]
-        assert 1 / 2 <= m["jain"] <= 1.0
-        assert sum(f["mean_mbps"] for f in m["flows"]) == pytest.approx(m["total_mbps"])
-    for name in ("results.json", "summary.csv", "flows.csv", "report.md"):
-        assert os.path.getsize(os.path.join(out, name)) > 0
-    plots = [p for p in os.listdir(os.path.join(out, "plots")) if p.endswith(".png")]
-    assert plots and all(os.path.getsize(os.path.join(out, "plots", p)) > 10_000 for p in plots)
-    # `ckcd-coex report DIR` re-renders the same numbers from the saved runs.
+        assert not run.get("error"), run.get("error")
+        rates = [f["mean_mbps"] for f in m["flows"]]
+        assert len(rates) == 2 and all(r > 1.0 for r in rates), (name, rates)  # both flows carried data
+        # 2 % above the ceiling allows for 1 s iperf3 intervals cut at the window's edges
+        assert sum(rates) <= m["capacity_mbps"] * GOODPUT_CEILING * 1.02, (name, rates)
+        assert m["jain"] == pytest.approx(sum(rates) ** 2 / (2 * sum(r * r for r in rates)))
+        assert 0 < m["queue_delay_ms"]["mean"] <= DRAIN_MS + 1.0, (name, m["queue_delay_ms"])
+        assert m["queue_delay_ms"]["p99"] <= DRAIN_MS + 1.0, (name, m["queue_delay_ms"])
+    # BBR and CUBIC keep DropTail's 80 packets mostly full; CKCD drops before the queue builds.
+    assert (pair["ckcd"]["metrics"]["queue_delay_ms"]["mean"]
+            < pair["droptail"]["metrics"]["queue_delay_ms"]["mean"])
+    # The CSVs hold the records' numbers.
+    with open(os.path.join(out, "flows.csv")) as f:
+        flows = list(csv.DictReader(f))
+    assert len(flows) == sum(len(r["metrics"]["flows"]) for r in records)
+    for row in (r for r in flows if r["scenario"] == "pair"):
+        [fl] = [f for f in pair[row["case"]]["metrics"]["flows"] if f["label"] == row["flow"]]
+        assert float(row["mean_mbps"]) == pytest.approx(fl["mean_mbps"], abs=0.01)
+    with open(os.path.join(out, "summary.csv")) as f:
+        summary = {(r["scenario"], r["case"]): r for r in csv.DictReader(f)}
+    assert set(summary) == {("fidelity", "droptail"), ("pair", "droptail"), ("pair", "ckcd")}
+    for name, run in pair.items():
+        assert float(summary[("pair", name)]["jain"]) == pytest.approx(run["metrics"]["jain"], abs=1e-3)
+    report = open(os.path.join(out, "report.md")).read()
+    plots = sorted(p for p in os.listdir(os.path.join(out, "plots")) if p.endswith(".png"))
+    assert {"pair_timeseries.png", "pair_bars.png"} <= set(plots)
+    assert all(os.path.getsize(os.path.join(out, "plots", p)) > 10_000 for p in plots)
+    assert all(f"plots/{p}" in report for p in plots), "the report shows every plot"
+    # `ckcd-coex report DIR`, the real command, re-renders the same numbers from the saved runs.
     before = json.load(open(os.path.join(out, "results.json")))["summary"]
-    write_report(out, load_records(out), command=None)
+    os.remove(os.path.join(out, "report.md"))
+    cli = os.path.join(os.path.dirname(sys.executable), "ckcd-coex")
+    done = subprocess.run([cli, "report", out], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "report:" in done.stdout and os.path.exists(os.path.join(out, "report.md"))
     assert json.load(open(os.path.join(out, "results.json")))["summary"] == before
