@@ -20,7 +20,7 @@ Definitions (docs/experiments.md has the reasons):
 
 from __future__ import annotations
 
-from experiments.metrics import in_window, jain_index, mean_ci95, percentile
+from experiments.metrics import in_window, jain_index, mean_ci95, percentile, window_rate
 from experiments.scenario import Scenario
 from ovs_config.link_daemon import schedule_kept
 
@@ -49,10 +49,10 @@ def run_metrics(record: dict) -> dict:
     rate_bps = scenario.link.rate_bps
     flows = []
     for f in record["flows"]:
-        goodput = in_window(f["goodput"], w0, w1)
+        goodput = window_rate(f["goodput"], w0, w1)
         srtt = in_window(f["srtt"], w0, w1)
         flows.append({"label": f["label"], "cc": f["cc"], "aggregate": f.get("aggregate"),
-                      "mean_mbps": sum(goodput) / len(goodput) if goodput else (None if f["error"] else 0.0),
+                      "mean_mbps": goodput if goodput is not None else (None if f["error"] else 0.0),
                       "srtt_ms": _stats(srtt), "retransmits": f.get("retransmits"),
                       "link_drops": sum(sum(d.values()) for d in (f.get("link_drops") or {}).values()),
                       "error": f["error"]})

@@ -72,6 +72,12 @@ def in_window(series: Sequence[Sequence[float]], start_s: float, end_s: float) -
     return [v for t, v, *_ in series if start_s <= t <= end_s and v is not None]
 
 
-def window_mean(series: Sequence[Sequence[float]], start_s: float, end_s: float) -> float | None:
-    vals = in_window(series, start_s, end_s)
-    return sum(vals) / len(vals) if vals else None
+def window_rate(series: Sequence[Sequence[float]], start_s: float, end_s: float) -> float | None:
+    """The time-weighted mean of a [(t, rate, seconds), ...] series in the window: what was carried
+    over how long. iperf3's intervals are not all 1 s (the last one of a flow is shorter and may
+    hold a burst the receiver read late), so a plain mean of their rates overweights short ones.
+    Entries without a length count as equal ones (records written before it was kept)."""
+    pairs = [(v, s[0] if s else 1.0) for t, v, *s in series if start_s <= t <= end_s and v is not None]
+    seconds = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / seconds if seconds > 0 else None
+

@@ -280,7 +280,8 @@ def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, net) ->
     for iv in server.get("intervals", []):
         s = iv["sum"]
         if s["seconds"] > 0.2:
-            rec["goodput"].append([round(base + (s["start"] + s["end"]) / 2, 3), s["bytes"] * 8 / s["seconds"] / 1e6])
+            rec["goodput"].append([round(base + (s["start"] + s["end"]) / 2, 3), s["bytes"] * 8 / s["seconds"] / 1e6,
+                                   round(s["seconds"], 6)])
     for iv in report.get("intervals", []):
         st = iv["streams"][0]
         if "rtt" in st and st["seconds"] > 0.2:

@@ -4,7 +4,7 @@ drops, fidelity, summaries over repeats and the comparison with the paper."""
 import pytest
 
 from experiments import analysis
-from experiments.metrics import percentile, window_mean
+from experiments.metrics import percentile, window_rate
 from experiments.scenario import ScenarioError, parse_scenario
 
 DOC = {"name": "syn", "topology": "dumbbell", "duration_s": 40, "warmup_s": 10, "disciplines": ["droptail", "ckcd"],
@@ -105,5 +105,7 @@ def test_coex_scenarios_need_aggregates_and_twopaths_for_separate_paths():
 def test_percentile_and_window_helpers():
     assert percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
     assert percentile(list(range(101)), 99) == pytest.approx(99)
-    assert window_mean([[0, 100], [5, 1], [6, 3], [9, 100]], 5, 6) == pytest.approx(2)
-    assert window_mean([], 0, 1) is None
+    assert window_rate([[0, 100], [5, 1], [6, 3], [9, 100]], 5, 6) == pytest.approx(2)
+    assert window_rate([], 0, 1) is None
+    # weighted by interval length: 1 s at 90 and a 0.25 s tail read at 200 carried 140 Mbit in 1.25 s
+    assert window_rate([[10.5, 90.0, 1.0], [11.1, 200.0, 0.25]], 10, 12) == pytest.approx(112.0)
