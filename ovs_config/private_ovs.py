@@ -25,6 +25,7 @@ OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DEFAULT_RUN_DIR = "/run/ckcd-coex/ovs"
 WMEM_DEFAULT = 8388608
 _ENV_KEYS = ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR")
+OWNER_FILE = "owner.pid"  # the process that started the daemons (stop() is its job)
 
 
 class OVSError(RuntimeError):
@@ -41,13 +42,23 @@ def _run(cmd: list[str], env: dict | None = None, timeout: float = 20) -> str:
     return out.stdout
 
 
+def process_alive(pid: int) -> bool:
+    """Whether pid runs. A zombie does not: where PID 1 does not reap orphans (containers,
+    this VM) a daemon that exited stays a zombie, and kill(pid, 0) still succeeds on it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def _pid_alive(pidfile: str) -> int | None:
     try:
         pid = int(open(pidfile).read().strip())
-        os.kill(pid, 0)
-        return pid
     except (OSError, ValueError):
         return None
+    return pid if process_alive(pid) else None
 
 
 class PrivateOVS:
@@ -75,12 +86,17 @@ class PrivateOVS:
         return _run(["ovs-vsctl", f"--db=unix:{self.db_sock}", "--timeout=10", *args],
                     timeout=timeout)
 
+    def _owner_alive(self) -> bool:
+        """Whether the process that started the running daemons still lives."""
+        return _pid_alive(os.path.join(self.run_dir, OWNER_FILE)) is not None
+
     def start(self) -> "PrivateOVS":
-        # Idempotent: an instance that finds the daemons running uses them and, on stop(),
-        # leaves them to whoever started them (a test session around an experiment run).
-        self._started_here = not self.running()
+        # Idempotent: an instance that finds the daemons running, started by a live process,
+        # uses them and, on stop(), leaves them to it (a test session around an experiment run).
+        # Daemons whose starter died (a killed run: no teardown) are leftovers: start afresh.
+        self._started_here = not (self.running() and self._owner_alive())
         if self._started_here:
-            self._stop_daemons()  # a half-started instance from a crash
+            self._stop_daemons()  # a half-started instance or a dead run's daemons
             os.makedirs(self.run_dir, exist_ok=True)
             self._raise_wmem()
             db = os.path.join(self.run_dir, "conf.db")
@@ -101,6 +117,8 @@ class PrivateOVS:
                   f"--log-file={os.path.join(self.run_dir, 'ovs-vswitchd.log')}", "--detach"],
                  env={**os.environ, **self.env()})
             self._wait_ready()
+            with open(os.path.join(self.run_dir, OWNER_FILE), "w") as f:
+                f.write(f"{os.getpid()}\n")
         self._export_env()
         return self
 

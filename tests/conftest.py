@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB_TOOLS = ("ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovs-ofctl", "mn", "iperf3", "ethtool", "ip")
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def pytest_configure(config):
+    # A CI timeout or `kill` sends SIGTERM, which would end pytest without fixture teardown
+    # and leave the lab (OVS, Mininet, link daemons) behind; as an interrupt, teardown runs.
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
 
 
 def lab_prerequisites_missing() -> str | None:

@@ -17,18 +17,3 @@ def test_nested_lock_in_one_process_does_not_wait_on_itself(tmp_path):
         assert other.returncode != 0 and "TimeoutError" in other.stderr
     with lab_lock(path=path, timeout_s=1):  # released at the end
         pass
-
-
-def test_private_ovs_leaves_daemons_it_did_not_start(monkeypatch):
-    from ovs_config.private_ovs import PrivateOVS
-
-    ovs = PrivateOVS(run_dir="/nonexistent-ckcd-test")
-    calls = []
-    monkeypatch.setattr(PrivateOVS, "running", lambda self: True)  # someone else's, already up
-    monkeypatch.setattr(PrivateOVS, "_stop_daemons", lambda self: calls.append("stop"))
-    monkeypatch.setattr(PrivateOVS, "vsctl", lambda self, *a, **k: "")
-    ovs.start()
-    ovs.stop()
-    assert calls == []
-    ovs.stop(force=True)
-    assert calls == ["stop"]
