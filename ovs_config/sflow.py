@@ -116,6 +116,20 @@ def enable_sflow(bridge: str, sampling: int = 64, polling_s: int = 10,
     return out.strip()
 
 
+def ensure_sflow(bridge: str, sampling: int, polling_s: int, target: str,
+                 vsctl: Optional[Vsctl] = None) -> bool:
+    """Have ``bridge``'s agent send to ``target`` with these settings; True if it had to change.
+    A bridge already doing so is left alone: a new row restarts the agent (its sequence
+    numbers, its counters' polling)."""
+    now = sflow_settings(bridge, vsctl=vsctl)
+    # ovs-vsctl lists the targets column as a set: ["127.0.0.1:6343"]
+    if now and now.get("targets", "").strip("[]").replace('"', "") == target \
+            and now.get("sampling") == str(sampling) and now.get("polling") == str(polling_s):
+        return False
+    enable_sflow(bridge, sampling=sampling, polling_s=polling_s, target=target, vsctl=vsctl)
+    return True
+
+
 def disable_sflow(bridge: str, vsctl: Optional[Vsctl] = None) -> None:
     """Detach sFlow from ``bridge`` (its row is garbage-collected). Idempotent."""
     _check_name("bridge", bridge)

@@ -122,14 +122,16 @@ class CoexController(app_manager.RyuApp):
         return version
 
     def _configure_heavy_hitters(self) -> None:
-        """sFlow agents on the bridges of the bottleneck ports, detectors on the ports."""
+        """sFlow agents on the bridges of the bottleneck ports, sending to `collector` (the
+        embedded collector, or sFlow-RT's sFlow port); detectors on the ports."""
         hh = self.policy.heavy_hitters
         bridges = {self.bridge_names[p.dpid] for p in self.policy.ports if p.dpid in self.bridge_names}
         for bridge in sorted(set(self.bridge_names.values())):
             try:
-                if hh.enabled and hh.source == "embedded" and bridge in bridges:
-                    sflow.enable_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s,
-                                       target=hh.collector)
+                if hh.enabled and bridge in bridges:
+                    if sflow.ensure_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s,
+                                          target=sflow.validate_target(hh.collector)):
+                        self.logger.info("sFlow agent on %s sends to %s (%s)", bridge, hh.collector, hh.source)
                 elif sflow.sflow_settings(bridge) is not None:
                     sflow.disable_sflow(bridge)
             except (ValueError, RuntimeError) as err:

@@ -136,7 +136,7 @@ class HeavyHitterService:
             self.app.logger.error("heavy hitters: %s", self.error)
             return
         if hh.source == "sflow-rt":
-            self._point_agents(hh, ports)
+            self._check_sflow_rt_addresses(hh)
         for p in ports:
             name = self.app.port_names.get((p.dpid, p.port))
             if name is not None:
@@ -164,10 +164,9 @@ class HeavyHitterService:
             self._threads.append(hub.spawn(self._poll_sflow_rt, gen))
         self._threads.append(hub.spawn(self._tick_loop, gen))
 
-    def _point_agents(self, hh: HeavyHitters, ports) -> None:
-        """sFlow-RT: the OVS agent of every bridge with a bottleneck port sends to sFlow-RT's
-        sFlow address (`collector`, sFlow-RT's default is UDP 6343 where its REST API runs).
-        Idempotent: a bridge already sending there with these settings is left alone."""
+    def _check_sflow_rt_addresses(self, hh: HeavyHitters) -> None:
+        """sFlow-RT: the controller points the OVS agents at `collector`, which must be
+        sFlow-RT's sFlow address (UDP 6343 by default), not its REST API's (8008)."""
         try:
             target = sflow.validate_target(hh.collector)
         except ValueError as err:
@@ -181,19 +180,6 @@ class HeavyHitterService:
                     "`collector` to sFlow-RT's sFlow address (port 6343 by default)", target, hh.sflow_rt_url)
         except ValueError:
             pass  # a host name in the URL: nothing to compare without a lookup
-        bridges = sorted({self.app.bridge_names[p.dpid] for p in ports if p.dpid in self.app.bridge_names})
-        for bridge in bridges:
-            try:
-                now = sflow.sflow_settings(bridge)
-                # ovs-vsctl lists the targets column as a set: ["127.0.0.1:6343"]
-                sends_to = now.get("targets", "").strip("[]").replace('"', "") if now else None
-                if sends_to == target \
-                        and now.get("sampling") == str(hh.sampling) and now.get("polling") == str(hh.polling_s):
-                    continue
-                sflow.enable_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s, target=target)
-                self.app.logger.info("sFlow agent on %s sends to sFlow-RT at %s", bridge, target)
-            except (ValueError, RuntimeError) as err:
-                self.app.logger.error("sFlow on %s: %s", bridge, err)
 
     def stop(self) -> None:
         self._generation += 1  # loops of an older generation end by themselves

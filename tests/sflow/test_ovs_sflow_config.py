@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ovs_config.sflow import (disable_sflow, enable_sflow, sflow_command, sflow_settings,
+from ovs_config.sflow import (disable_sflow, enable_sflow, ensure_sflow, sflow_command, sflow_settings,
                               validate_target)
 
 
@@ -63,3 +63,29 @@ def test_enable_disable_settings_through_a_vsctl_callable():
     disable_sflow("s1", vsctl=vsctl)
     assert calls[-1] == ("clear", "bridge", "s1", "sflow")
     assert sflow_settings("s1", vsctl=lambda *a: "[]\n") is None
+
+
+def test_ensure_sflow_leaves_an_agent_alone_that_already_sends_there():
+    """A new sFlow row restarts the agent, so a reconfigure that changes nothing must not make one.
+    The fake answers as the real ovs-vsctl does (the column is `targets`, a set)."""
+    rows = {"s1": None}
+    creates = []
+
+    def vsctl(*args):
+        if args[:2] == ("get", "bridge"):
+            return "[]\n" if rows["s1"] is None else "5b1f3f4e-0000-0000-0000-000000000000\n"
+        if args[0].startswith("--columns"):
+            target, sampling, polling = rows["s1"]
+            return (f'agent               : lo\nheader              : 128\npolling             : {polling}\n'
+                    f'sampling            : {sampling}\ntargets             : ["{target}"]\n')
+        creates.append(args)
+        rows["s1"] = (next(a.split("=", 1)[1].strip('"') for a in args if a.startswith("target=")),
+                      next(a.split("=", 1)[1] for a in args if a.startswith("sampling=")),
+                      next(a.split("=", 1)[1] for a in args if a.startswith("polling=")))
+        return "5b1f3f4e-0000-0000-0000-000000000000\n"
+
+    assert ensure_sflow("s1", sampling=64, polling_s=1, target="127.0.0.1:6343", vsctl=vsctl) is True
+    assert ensure_sflow("s1", sampling=64, polling_s=1, target="127.0.0.1:6343", vsctl=vsctl) is False
+    assert ensure_sflow("s1", sampling=256, polling_s=1, target="127.0.0.1:6343", vsctl=vsctl) is True
+    assert ensure_sflow("s1", sampling=256, polling_s=1, target="127.0.0.1:16343", vsctl=vsctl) is True
+    assert len(creates) == 3
