@@ -321,7 +321,7 @@ class HeavyHitters:
     fair_share_multiple take the capacity of the bottleneck port being watched."""
     enabled: bool = False
     source: str = "embedded"            # "embedded" collector or "sflow-rt"
-    collector: str = "127.0.0.1:6343"   # where OVS sends datagrams (embedded collector)
+    collector: str = "127.0.0.1:6343"   # where OVS's agents send: our collector, or sFlow-RT's sFlow port
     sflow_rt_url: str = "http://127.0.0.1:8008"
     sampling: int = 64                  # OVS samples 1 in N packets
     polling_s: int = 10                 # OVS counter polling interval
