@@ -121,7 +121,7 @@ def _timeseries(plt, path: str, records: list[dict]) -> None:
         for f in rec["flows"]:
             if not f["goodput"]:
                 continue
-            t, v = zip(*f["goodput"])
+            t, v = [p[0] for p in f["goodput"]], [p[1] for p in f["goodput"]]  # (t, Mbit/s, seconds)
             color = CC_COLORS.get(f["cc"]) if many else None
             label = f["cc"] if many else f["label"]
             ax_t.plot(t, v, lw=1, color=color, label=None if label in seen else label)

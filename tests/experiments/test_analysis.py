@@ -22,9 +22,9 @@ def record(case, bbr_mbps, cubic_mbps, sojourn_ms, rtt_ms, cpu_busy=50.0, late=0
     secs = [t + 0.5 for t in range(40)]
     # During the warm-up (t < 10 s) the flows send something else entirely: it must not count.
     flows = [{"label": "bbr", "cc": "bbr", "aggregate": None, "error": None, "retransmits": 0,
-              "goodput": [[t, 999.0 if t < 10 else bbr_mbps] for t in secs], "srtt": [[t, rtt_ms] for t in secs]},
+              "goodput": [[t, 999.0 if t < 10 else bbr_mbps, 1.0] for t in secs], "srtt": [[t, rtt_ms] for t in secs]},
              {"label": "cubic", "cc": "cubic", "aggregate": None, "error": None, "retransmits": 0,
-              "goodput": [[t, 0.0 if t < 10 else cubic_mbps] for t in secs], "srtt": [[t, rtt_ms] for t in secs]}]
+              "goodput": [[t, 0.0 if t < 10 else cubic_mbps, 1.0] for t in secs], "srtt": [[t, rtt_ms] for t in secs]}]
     series = [{"t": t / 10, "interval_s": 0.1, "qlen_pkts": 10, "tx_bytes": 1_250_000 * 0.9,
                "sojourn_ms": 50.0 if t < 100 else sojourn_ms, "sojourn_count": 800,
                "drops": {"overflow": 1 if t >= 100 else 100, "early": 0}} for t in range(400)]
@@ -109,3 +109,27 @@ def test_percentile_and_window_helpers():
     assert window_rate([], 0, 1) is None
     # weighted by interval length: 1 s at 90 and a 0.25 s tail read at 200 carried 140 Mbit in 1.25 s
     assert window_rate([[10.5, 90.0, 1.0], [11.1, 200.0, 0.25]], 10, 12) == pytest.approx(112.0)
+
+
+def test_report_renders_from_records_without_a_lab(tmp_path):
+    """What `ckcd-coex report` writes, from records in the form the runner saves them."""
+    import csv
+    import json
+    import os
+
+    from experiments.report import write_report
+    records = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("ckcd", 50.0, 40.0, 1.5, 21.5)]
+    out = write_report(str(tmp_path), records, command="ckcd-coex run syn.toml")
+    [head] = out["headline"]
+    assert head["jain_droptail"] == pytest.approx(90 ** 2 / (2 * (80 ** 2 + 10 ** 2)))
+    assert head["jain_ckcd"] == pytest.approx(90 ** 2 / (2 * (50 ** 2 + 40 ** 2)))
+    assert head["queue_delay_reduction"] == pytest.approx(1 - 1.5 / 6.0)
+    assert {os.path.basename(p) for p in out["plots"]["syn"]} == {"syn_timeseries.png", "syn_bars.png"}
+    for p in out["plots"]["syn"]:
+        assert os.path.getsize(os.path.join(tmp_path, p)) > 10_000
+    with open(tmp_path / "summary.csv") as f:
+        rows = {r["case"]: r for r in csv.DictReader(f)}
+    assert float(rows["ckcd"]["total_mbps"]) == pytest.approx(90.0)
+    assert json.load(open(tmp_path / "results.json"))["summary"] == out["summary"]
+    report = (tmp_path / "report.md").read_text()
+    assert "ckcd-coex run syn.toml" in report and "plots/syn_bars.png" in report
