@@ -137,6 +137,45 @@ def _bridge_connected(bridge: str) -> bool:
     return False
 
 
+SYSTEM_OVSDB = "/var/run/openvswitch/db.sock"
+
+
+def _on_system_ovs(dev: str) -> str | None:
+    """The bridge of the machine's own OVS (not our private one) that holds dev, if any."""
+    if not os.path.exists(SYSTEM_OVSDB):
+        return None
+    out = subprocess.run(["ovs-vsctl", f"--db=unix:{SYSTEM_OVSDB}", "--timeout=2", "port-to-br", dev],
+                         capture_output=True, text=True)
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def remove_stale_switch_interfaces(topo) -> list[str]:
+    """Delete the switch-side interfaces (s1-eth3, ...) this topology is about to create if a
+    crashed run left them in the root namespace: Mininet creates switch-to-switch veths without
+    deleting old ones first, so one leftover fails every later build with "File exists".
+    Runs under the lab lock, so no lab of ours is using them; an interface the machine's own
+    OVS holds is someone else's Mininet, and we refuse rather than break it."""
+    switches = set(topo.switches())
+    names = set()
+    for node1, node2, info in topo.links(withInfo=True):
+        for node, port in ((node1, info.get("port1")), (node2, info.get("port2"))):
+            if node in switches and port is not None:
+                names.add(f"{node}-eth{port}")
+    removed = []
+    for dev in sorted(names):
+        if not os.path.exists(f"/sys/class/net/{dev}"):
+            continue
+        owner = _on_system_ovs(dev)
+        if owner:
+            raise OVSError(f"interface {dev} belongs to bridge {owner} of this machine's own Open vSwitch "
+                           "(another Mininet?): stop it (mn -c) before running the lab")
+        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+        removed.append(dev)
+    if removed:
+        print(f"lab: removed interfaces a crashed run left behind: {' '.join(removed)}", file=sys.stderr)
+    return removed
+
+
 @contextlib.contextmanager
 def mininet_net(topo, controller: Controller, discovery_wait_s: float = 2.5):
     """A started Mininet on the private OVS (userspace datapath), offloads off, torn down always."""
@@ -153,6 +192,7 @@ def mininet_net(topo, controller: Controller, discovery_wait_s: float = 2.5):
     net = Mininet(topo=topo, switch=partial(OVSSwitch, datapath="user", protocols="OpenFlow13"),
                   controller=partial(RemoteController, ip="127.0.0.1", port=controller.of_port),
                   autoSetMacs=True, waitConnected=False, build=False)
+    remove_stale_switch_interfaces(topo)
     try:
         net.build()  # inside the try: a failed build still stops the nodes it made
         net.start()
