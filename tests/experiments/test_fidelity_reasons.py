@@ -4,7 +4,7 @@ shape: one link, one flow, CPU rows [t, busy %, steal %, vswitchd, runner, links
 
 from __future__ import annotations
 
-from experiments.analysis import STEAL_HIGH_PCT, run_metrics
+from experiments.analysis import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT, run_metrics
 from experiments.scenario import parse_scenario
 
 SCENARIO = parse_scenario({"name": "t", "topology": "dumbbell", "duration_s": 10, "warmup_s": 2,
@@ -12,18 +12,23 @@ SCENARIO = parse_scenario({"name": "t", "topology": "dumbbell", "duration_s": 10
                            "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80}}, "test")
 
 
-def record(steal_pct: float, late_fraction: float) -> dict:
+def record(steal_pct: float, late_fraction: float, ping_ms: float | None = None,
+           queue_ms: float = 2.0) -> dict:
     releases = 10_000
     final = {"dirs": {d: {"schedule": {"releases": releases, "late_over_1ms": int(late_fraction * releases),
                                        "late_mean_us": 300.0}} for d in ("ab", "ba")}}
     flow = {"label": "f1", "cc": "cubic", "goodput": [[5.0, 45.0]], "srtt": [[5.0, 25.0]], "error": None}
-    return {"scenario": SCENARIO.to_dict(), "flows": [flow], "ping": [],
-            "links": {"l0": {"series": [], "sojourn_samples": [], "final": final}},
+    # The link's 100 ms log over the window (2..10 s): queueing delay queue_ms throughout.
+    series = [{"t": 2 + i / 10, "interval_s": 0.1, "tx_bytes": 600_000, "sojourn_ms": queue_ms,
+               "sojourn_count": 400, "qlen_pkts": 8, "drops": {}} for i in range(80)]
+    ping = [[2.0 + i / 5, ping_ms] for i in range(40)] if ping_ms is not None else []
+    return {"scenario": SCENARIO.to_dict(), "flows": [flow], "ping": ping,
+            "links": {"l0": {"series": series, "sojourn_samples": [], "final": final}},
             "cpu": [[t, 60.0, steal_pct, 20.0, 5.0, 30.0] for t in range(10)]}
 
 
-def reasons(steal_pct: float, late_fraction: float) -> list[str]:
-    return run_metrics(record(steal_pct, late_fraction))["fidelity"]["reasons"]
+def reasons(steal_pct: float, late_fraction: float, **kw) -> list[str]:
+    return run_metrics(record(steal_pct, late_fraction, **kw))["fidelity"]["reasons"]
 
 
 def test_late_link_under_steal_says_rerun():
@@ -38,3 +43,15 @@ def test_late_link_without_steal_is_ours():
 
 def test_kept_schedule_is_trusted_whatever_the_steal():
     assert reasons(30.0, 0.01) == []
+
+
+def test_rtt_the_link_explains_is_trusted():
+    # base 20 ms + 2 ms queue; 0.4-1.1 ms more is what normal runs measured (vswitchd, hosts)
+    assert reasons(2.0, 0.01, ping_ms=22.0 + RTT_EXCESS_MAX_MS - 0.1) == []
+
+
+def test_rtt_above_what_the_link_explains_is_untrusted():
+    # 2026-11-22 intra_cubic/ckcd: ping 31.1 ms over a 10 ms link with 1.6 ms of queue, 12 % steal
+    [why] = reasons(12.0, 0.04, ping_ms=31.1, queue_ms=1.6)
+    assert "ping RTT 31.1 ms is 9.5 ms above what the emulated link explains" in why
+    assert "steal 12 %" in why
