@@ -14,7 +14,7 @@ import os
 import platform
 
 from experiments import analysis
-from experiments.analysis import PAPER, fmt
+from experiments.analysis import PAPER, RTT_EXCESS_MAX_MS, fmt
 
 CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
 CASE_ORDER = ("droptail", "red", "codel", "choke", "ckcd")
@@ -301,8 +301,9 @@ def _markdown(path: str, records, summary, head, plots, command) -> None:
     failed = [r for r in records if r.get("error")]
     lines += ["", "## Fidelity", ""]
     if not bad and not failed:
-        lines.append("Every run was trusted: the CPU was never saturated for more than 10 % of a run and ckcd-link "
-                     "kept its schedule (≤ 5 % of releases more than 1 ms late, mean ≤ 1 ms).")
+        lines.append("Every run was trusted: the CPU was never saturated for more than 10 % of a run, ckcd-link "
+                     "kept its schedule (≤ 5 % of releases more than 1 ms late, mean ≤ 1 ms) and ping's RTT was "
+                     f"within {RTT_EXCESS_MAX_MS:g} ms of what the emulated link explains.")
     for r, reasons in bad:
         lines.append(f"- untrusted: {r['scenario']['name']}/{r['case']['name']} rep {r['rep']}: {'; '.join(reasons)}")
     for r in failed:
