@@ -11,13 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
-
-
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def cmd_demo(args) -> int:
@@ -172,8 +167,10 @@ def main(argv=None) -> int:
     if getattr(args, "needs_root", True) and os.geteuid() != 0:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # teardown runs on kill as on Ctrl-C
+    from experiments.lab import teardown_on_sigterm
     from experiments.scenario import ScenarioError
+
+    teardown_on_sigterm()
     try:
         return args.func(args)
     except ScenarioError as err:

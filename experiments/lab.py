@@ -19,9 +19,19 @@ import tempfile
 import time
 from functools import partial
 
-from ovs_config.private_ovs import OVSError
+from ovs_config.private_ovs import OVSError, remove_leftover_interface
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def teardown_on_sigterm() -> None:
+    """Make SIGTERM (kill, a CI timeout) an interrupt, so the lab's context managers tear it
+    down as on Ctrl-C instead of the process dying with OVS, Mininet and daemons left behind."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def _ryu_manager() -> str:
@@ -137,40 +147,17 @@ def _bridge_connected(bridge: str) -> bool:
     return False
 
 
-SYSTEM_OVSDB = "/var/run/openvswitch/db.sock"
-
-
-def _on_system_ovs(dev: str) -> str | None:
-    """The bridge of the machine's own OVS (not our private one) that holds dev, if any."""
-    if not os.path.exists(SYSTEM_OVSDB):
-        return None
-    out = subprocess.run(["ovs-vsctl", f"--db=unix:{SYSTEM_OVSDB}", "--timeout=2", "port-to-br", dev],
-                         capture_output=True, text=True)
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
-
-
 def remove_stale_switch_interfaces(topo) -> list[str]:
     """Delete the switch-side interfaces (s1-eth3, ...) this topology is about to create if a
-    crashed run left them in the root namespace: Mininet creates switch-to-switch veths without
-    deleting old ones first, so one leftover fails every later build with "File exists".
-    Runs under the lab lock, so no lab of ours is using them; an interface the machine's own
-    OVS holds is someone else's Mininet, and we refuse rather than break it."""
+    crashed run left them: Mininet creates switch-to-switch veths without deleting old ones
+    first, so one leftover fails every later build with "File exists"."""
     switches = set(topo.switches())
     names = set()
     for node1, node2, info in topo.links(withInfo=True):
         for node, port in ((node1, info.get("port1")), (node2, info.get("port2"))):
             if node in switches and port is not None:
                 names.add(f"{node}-eth{port}")
-    removed = []
-    for dev in sorted(names):
-        if not os.path.exists(f"/sys/class/net/{dev}"):
-            continue
-        owner = _on_system_ovs(dev)
-        if owner:
-            raise OVSError(f"interface {dev} belongs to bridge {owner} of this machine's own Open vSwitch "
-                           "(another Mininet?): stop it (mn -c) before running the lab")
-        subprocess.run(["ip", "link", "del", dev], capture_output=True)
-        removed.append(dev)
+    removed = [dev for dev in sorted(names) if remove_leftover_interface(dev)]
     if removed:
         print(f"lab: removed interfaces a crashed run left behind: {' '.join(removed)}", file=sys.stderr)
     return removed

@@ -14,6 +14,7 @@ import os
 import subprocess
 
 from ovs_config.link_daemon import LinkDaemon
+from ovs_config.private_ovs import remove_leftover_interface
 
 RUN_DIR = "/run/ckcd-coex"
 
@@ -46,9 +47,8 @@ class SwitchLink:
         os.makedirs(RUN_DIR, exist_ok=True)
         try:
             for bridge, ofport, switch_dev, link_dev, direction in self.ends:
-                for dev in (switch_dev, link_dev):  # a crashed run's leftover (we hold the lab lock)
-                    if os.path.exists(f"/sys/class/net/{dev}"):
-                        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+                for dev in (switch_dev, link_dev):
+                    remove_leftover_interface(dev)
                 _ip("link", "add", switch_dev, "type", "veth", "peer", "name", link_dev)
                 for dev in (switch_dev, link_dev):
                     _ip("link", "set", dev, "up")

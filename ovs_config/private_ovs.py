@@ -26,10 +26,27 @@ DEFAULT_RUN_DIR = "/run/ckcd-coex/ovs"
 WMEM_DEFAULT = 8388608
 _ENV_KEYS = ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR")
 OWNER_FILE = "owner.pid"  # the process that started the daemons (stop() is its job)
+SYSTEM_OVSDB = "/var/run/openvswitch/db.sock"  # the machine's own OVS, if it runs one
 
 
 class OVSError(RuntimeError):
     pass
+
+
+def remove_leftover_interface(dev: str) -> bool:
+    """Delete `dev` if a crashed lab run left it in the root namespace; True if there was one.
+    Callers hold the lab lock, so no lab of ours is using it. One that the machine's own OVS
+    holds belongs to someone else (another Mininet): refused, not broken."""
+    if not os.path.exists(f"/sys/class/net/{dev}"):
+        return False
+    if os.path.exists(SYSTEM_OVSDB):
+        owner = subprocess.run(["ovs-vsctl", f"--db=unix:{SYSTEM_OVSDB}", "--timeout=2", "port-to-br", dev],
+                               capture_output=True, text=True)
+        if owner.returncode == 0 and owner.stdout.strip():
+            raise OVSError(f"interface {dev} belongs to bridge {owner.stdout.strip()} of this machine's own "
+                           "Open vSwitch (another Mininet?): stop it (mn -c) before running the lab")
+    subprocess.run(["ip", "link", "del", dev], capture_output=True)
+    return True
 
 
 def _run(cmd: list[str], env: dict | None = None, timeout: float = 20) -> str:

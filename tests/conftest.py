@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 
 import pytest
 
@@ -12,14 +11,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB_TOOLS = ("ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovs-ofctl", "mn", "iperf3", "ethtool", "ip")
 
 
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def pytest_configure(config):
     # A CI timeout or `kill` sends SIGTERM, which would end pytest without fixture teardown
     # and leave the lab (OVS, Mininet, link daemons) behind; as an interrupt, teardown runs.
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    from experiments.lab import teardown_on_sigterm
+
+    teardown_on_sigterm()
 
 
 def lab_prerequisites_missing() -> str | None:

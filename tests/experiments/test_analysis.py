@@ -1,10 +1,15 @@
 """Run metrics from synthetic run records (no lab): warm-up window, utilization, delays,
 drops, fidelity, summaries over repeats and the comparison with the paper."""
 
+import csv
+import json
+import os
+
 import pytest
 
 from experiments import analysis
 from experiments.metrics import percentile, window_rate
+from experiments.report import write_report
 from experiments.scenario import ScenarioError, parse_scenario
 
 DOC = {"name": "syn", "topology": "dumbbell", "duration_s": 40, "warmup_s": 10, "disciplines": ["droptail", "ckcd"],
@@ -113,11 +118,6 @@ def test_percentile_and_window_helpers():
 
 def test_report_renders_from_records_without_a_lab(tmp_path):
     """What `ckcd-coex report` writes, from records in the form the runner saves them."""
-    import csv
-    import json
-    import os
-
-    from experiments.report import write_report
     records = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("ckcd", 50.0, 40.0, 1.5, 21.5)]
     out = write_report(str(tmp_path), records, command="ckcd-coex run syn.toml")
     [head] = out["headline"]

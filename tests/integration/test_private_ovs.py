@@ -42,4 +42,3 @@ def test_dead_runs_daemons_are_replaced_and_a_live_owners_left_alone(lab_ready):
     finally:
         PrivateOVS(run_dir).stop(force=True)
         shutil.rmtree(run_dir, ignore_errors=True)
-

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 from experiments.lab import Controller, mininet_net
 from ovs_config.bottleneck import SwitchLink
+from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 
 OF_PORT = 16653
@@ -38,18 +38,10 @@ def test_a_crashed_runs_leftover_link_daemon_veth_does_not_stop_the_next_lab(pri
         try:
             with mininet_net(Dumbbell(core_link=False), ctl) as net, \
                     SwitchLink("s1", 3, "s2", 3, rate_bps=50_000_000, delay_ms=1, name="t9"):
-                assert eventually_pings(net)
+                eventually(lambda: net.pingAll(timeout=2) == 0, timeout_s=10,
+                           what="pingall without loss once LLDP finds the link through the daemon")
         finally:
             ctl.stop()
         assert not os.path.exists("/sys/class/net/s1-t9"), "the link's own veth outlived SwitchLink.stop()"
     finally:
         subprocess.run(["ip", "link", "del", "s1-t9"], capture_output=True)
-
-
-def eventually_pings(net) -> bool:
-    """pingall without loss once LLDP has found the link through the daemon (within 10 s)."""
-    for _ in range(5):
-        if net.pingAll(timeout=2) == 0:
-            return True
-        time.sleep(2)
-    return False
