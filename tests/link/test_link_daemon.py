@@ -181,20 +181,32 @@ def _share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, flo
     return iperf_goodput_bps(bbr), iperf_goodput_bps(cubic), st
 
 
+def _kept_share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, float, dict]:
+    """_share_run, rerun (twice at most) while the daemon fell behind its schedule: the VM's
+    host then withheld the vCPU (one such DropTail run in a make test gave BBR/CUBIC 23.4/9.9
+    Mbit/s instead of ~7:1), and the shares say nothing about the discipline. Skips if all three were."""
+    for _ in range(3):
+        bbr, cubic, st = _share_run(lab, daemon_factory, spec, seconds)
+        if schedule_kept(st):
+            return bbr, cubic, st
+        print(f"\n{spec}: ckcd-link fell behind its schedule (BBR {bbr / 1e6:.1f} / CUBIC {cubic / 1e6:.1f} "
+              "Mbit/s): rerun")
+    pytest.skip(f"{spec}: ckcd-link fell behind its schedule in three runs (the VM's host withheld the CPU)")
+
+
 def test_bbr_dominates_droptail_and_ckcd_is_fairer(lab, daemon_factory):
     """Seed 000's regime at half the rate: a buffer of half a BDP (40 packets; BDP = 50 Mbit/s
     x 20 ms = 83 packets), the same buffer for both disciplines so only the discipline differs.
     Measured here (3 runs each, 17 s): DropTail BBR 41.6 / CUBIC 5.6 Mbit/s, Jain 0.63; CKCD
     25.8 / 19.7, Jain 0.98. (At 80 packets, one BDP, DropTail alone gave Jain 0.85-0.98; at 20,
     CKCD's q_min clamps to 6 and it moved Jain only from 0.59 to 0.66: docs/ckcd-link.md.)"""
-    bbr_dt, cubic_dt, st_dt = _share_run(lab, daemon_factory, "droptail limit=40", 17)
-    bbr_ck, cubic_ck, st_ck = _share_run(lab, daemon_factory, CKCD_SPEC_HALF_BDP, 17)
+    bbr_dt, cubic_dt, st_dt = _kept_share_run(lab, daemon_factory, "droptail limit=40", 17)
+    bbr_ck, cubic_ck, st_ck = _kept_share_run(lab, daemon_factory, CKCD_SPEC_HALF_BDP, 17)
     j_dt, j_ck = jain([bbr_dt, cubic_dt]), jain([bbr_ck, cubic_ck])
     print(f"\ndroptail limit=40: BBR {bbr_dt / 1e6:.1f} / CUBIC {cubic_dt / 1e6:.1f} Mbit/s, "
           f"Jain {j_dt:.3f}")
     print(f"{CKCD_SPEC_HALF_BDP}: BBR {bbr_ck / 1e6:.1f} / CUBIC {cubic_ck / 1e6:.1f} Mbit/s, "
           f"Jain {j_ck:.3f}; drops {st_ck['dirs']['ab']['drops']}")
-    print(f"schedule kept: droptail {schedule_kept(st_dt)}, ckcd {schedule_kept(st_ck)}")
     assert bbr_dt > 3 * cubic_dt  # BBR starves CUBIC behind DropTail (measured 7x)
     # Tolerances: half the measured gaps (Jain 0.63 -> 0.98; utilization 95 %).
     assert j_ck >= j_dt + 0.15, (j_dt, j_ck)
