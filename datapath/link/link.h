@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "../core/aqm.h"
+#include "../host/aqm_host.h"
 #include "frame.h"
 #include "json.h"
 
@@ -117,7 +118,8 @@ struct link_dir {
 	int rx_fd, tx_fd;
 	int tx_ifindex;
 	struct aqm_queue *q;
-	struct aqm_env env;     /* env.rate_bps follows rate_bps */
+	struct aqm_host host;   /* the core's random numbers and drop callback */
+	struct aqm_env env;     /* made from host; env.rate_bps follows rate_bps */
 	char spec[QDISC_SPEC_MAX]; /* the discipline as given (--qdisc, set_qdisc): re-applied on a rate change */
 
 	uint64_t rate_bps;
@@ -184,7 +186,6 @@ struct link {
 	struct link_config cfg;
 	struct link_dir dir[2];
 	struct pkt_pool pool;
-	uint64_t rng[2];      /* PRNG state for the core */
 	uint64_t start_ns;
 	uint64_t hash_seed;
 	uint64_t wakeups;

@@ -4,8 +4,8 @@
 LINK_SRCS      := main.c pipe.c tx.c port.c report.c control.c json.c units.c frame.c
 LINK_OBJS      := $(LINK_SRCS:%.c=$(BUILD)/link/%.o)
 LINK_UNIT_OBJS := $(BUILD)/link/unit_test.o $(BUILD)/link/frame.o $(BUILD)/link/json.o \
-                  $(BUILD)/link/units.o
-LINK_HDRS      := $(wildcard link/*.h) core/aqm.h
+                  $(BUILD)/link/units.o $(AQM_HOST_OBJ)
+LINK_HDRS      := $(wildcard link/*.h) core/aqm.h host/aqm_host.h
 
 all: $(BUILD)/ckcd-link $(BUILD)/link-unit-test
 
@@ -15,8 +15,8 @@ $(BUILD)/link:
 $(BUILD)/link/%.o: link/%.c $(LINK_HDRS) | $(BUILD)/link
 	$(CC) $(CFLAGS) -pthread -c -o $@ $<
 
-$(BUILD)/ckcd-link: $(LINK_OBJS) $(AQM_CORE_LIB)
-	$(CC) $(CFLAGS) -pthread -o $@ $(LINK_OBJS) $(AQM_CORE_LIB) -lm
+$(BUILD)/ckcd-link: $(LINK_OBJS) $(AQM_HOST_OBJ) $(AQM_CORE_LIB)
+	$(CC) $(CFLAGS) -pthread -o $@ $(LINK_OBJS) $(AQM_HOST_OBJ) $(AQM_CORE_LIB) -lm
 
 $(BUILD)/link-unit-test: $(LINK_UNIT_OBJS)
 	$(CC) $(CFLAGS) -o $@ $(LINK_UNIT_OBJS) -lm

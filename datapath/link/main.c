@@ -179,14 +179,6 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 	cfg->delay_ns[1] = delay_ba_given ? delay_ba : delay;
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static void pool_init(struct link *l)
 {
 	struct pkt_pool *pool = &l->pool;
@@ -266,10 +258,9 @@ int main(int argc, char **argv)
 		if (getrandom(&l.cfg.seed, sizeof(l.cfg.seed), 0) != sizeof(l.cfg.seed))
 			l.cfg.seed = now_ns() ^ (uint64_t)getpid() << 32;
 	}
-	seed = l.cfg.seed;
-	l.rng[0] = splitmix64(&seed);
-	l.rng[1] = splitmix64(&seed);
-	l.hash_seed = splitmix64(&seed);
+	/* The flow hash's key; the directions seed their own random numbers (dir_init). */
+	seed = l.cfg.seed ^ 0x68617368ull; /* "hash": a stream apart from the directions' */
+	l.hash_seed = aqm_splitmix64(&seed);
 
 	/* Queue specs are parameters too: refuse them before touching the
 	 * interfaces. */

@@ -110,36 +110,11 @@ void pool_put(struct pkt_pool *pool, struct pkt *p)
 	pool->nfree++;
 }
 
-/* ---- the core's environment ------------------------------------------ */
+/* ---- the core's environment (host/aqm_host.c) -------------------------- */
 
-/* xorshift128+ (Vigna's shift triple 23/17/26), state seeded by splitmix64. */
-static uint32_t env_random(void *ctx)
+static void dir_drop(void *owner, struct aqm_pkt *ap, enum aqm_drop_reason why)
 {
-	struct link_dir *d = ctx;
-	uint64_t *s = d->link->rng;
-	uint64_t x = s[0], y = s[1];
-
-	s[0] = y;
-	x ^= x << 23;
-	s[1] = x ^ y ^ (x >> 17) ^ (y >> 26);
-	return (uint32_t)((s[1] + y) >> 32);
-}
-
-static void *env_alloc(void *ctx, size_t bytes)
-{
-	(void)ctx;
-	return calloc(1, bytes);
-}
-
-static void env_free(void *ctx, void *p)
-{
-	(void)ctx;
-	free(p);
-}
-
-static void env_drop(void *ctx, struct aqm_pkt *ap, enum aqm_drop_reason why)
-{
-	struct link_dir *d = ctx;
+	struct link_dir *d = owner;
 	struct pkt *p = (struct pkt *)ap;
 	struct flow_stats *f = &d->flows[p->flow_idx];
 
@@ -188,12 +163,9 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	d->rx_fd = d->tx_fd = -1;
 	d->rate_bps = l->cfg.rate_bps[index];
 	d->delay_ns = l->cfg.delay_ns[index];
-	d->env.ctx = d;
-	d->env.random_u32 = env_random;
-	d->env.alloc = env_alloc;
-	d->env.free = env_free;
-	d->env.drop = env_drop;
-	d->env.rate_bps = d->rate_bps;
+	/* Direction ab draws what ckcd-replay --seed draws; ba its own stream. */
+	aqm_host_init(&d->host, l->cfg.seed + (uint64_t)index, dir_drop, d);
+	d->env = aqm_host_env(&d->host, d->rate_bps);
 	while (cap < l->cfg.pool_pkts)
 		cap <<= 1;
 	d->line = calloc(cap, sizeof(*d->line));

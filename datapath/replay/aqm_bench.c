@@ -19,35 +19,14 @@
 #include <time.h>
 
 #include "../core/aqm.h"
+#include "../host/aqm_host.h"
 
-static uint64_t rng = 88172645463325252ull;
 static struct aqm_pkt **freelist;
 static size_t nfree;
 
-static uint32_t rng_u32(void *ctx)
+static void on_drop(void *owner, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 {
-	(void)ctx;
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)rng;
-}
-
-static void *mem_alloc(void *ctx, size_t n)
-{
-	(void)ctx;
-	return calloc(1, n);
-}
-
-static void mem_free(void *ctx, void *p)
-{
-	(void)ctx;
-	free(p);
-}
-
-static void on_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
-{
-	(void)ctx;
+	(void)owner;
 	(void)why;
 	freelist[nfree++] = pkt;
 }
@@ -66,7 +45,9 @@ int main(int argc, char **argv)
 	unsigned long flows = 2, packets = 2000000, rate_bps = 100000000;
 	double load = 1.1;
 	uint64_t t_free = 0, pkt_ns, qsum = 0;
-	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop, 0 };
+	struct aqm_host host;
+	struct aqm_rng flow_rng;
+	struct aqm_env env;
 	struct aqm_queue *q;
 	struct aqm_pkt *pool;
 	char err[256];
@@ -95,7 +76,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "aqm-bench: --flows, --packets, --rate-bps must be > 0\n");
 		return 2;
 	}
-	env.rate_bps = rate_bps; /* as ckcd-link does: a spec without rate_bps follows the link */
+	aqm_host_init(&host, 1, on_drop, NULL);
+	env = aqm_host_env(&host, rate_bps); /* as ckcd-link does: a spec without rate_bps follows the link */
 	q = aqm_create(spec, &env, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "aqm-bench: %s\n", err);
@@ -104,12 +86,17 @@ int main(int argc, char **argv)
 	npool = 1u << 16; /* more than any queue limit we bench */
 	pool = calloc(npool, sizeof(*pool));
 	freelist = calloc(npool, sizeof(*freelist));
+	flow_of = malloc(65536 * sizeof(*flow_of));
+	if (!pool || !freelist || !flow_of) {
+		fprintf(stderr, "aqm-bench: out of memory\n");
+		return 1;
+	}
 	for (i = 0; i < npool; i++)
 		freelist[nfree++] = &pool[i];
 	/* flow of each arrival drawn up front: keep the RNG out of the loop */
-	flow_of = malloc(65536 * sizeof(*flow_of));
+	aqm_rng_seed(&flow_rng, 2);
 	for (i = 0; i < 65536; i++)
-		flow_of[i] = 1 + rng_u32(0) % flows;
+		flow_of[i] = 1 + aqm_rng_u32(&flow_rng) % flows;
 	/* simulated clock: arrivals at load x the link rate, 1500-byte packets */
 	pkt_ns = 1500ull * 8 * 1000000000ull / rate_bps;
 	gap_ns = (uint64_t)((double)pkt_ns / load);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../core/aqm.h"
+#include "../host/aqm_host.h"
 
 struct rec {
 	struct aqm_pkt pkt;
@@ -39,59 +40,66 @@ struct reconf {
 };
 
 static struct {
-	uint64_t rng;
 	uint64_t now_ns;
 	int print_packets;
-	struct flowstat *flows;
-	size_t nflows_cap;
+	struct flowstat *flows; /* open addressing, at most half full */
+	size_t nflows, nflows_cap;
 } g;
 
-static uint32_t rng_u32(void *ctx)
+/* Out of memory is not a bad input: say so and exit 1 (2 is for bad input). */
+static void *xalloc(void *p)
 {
-	(void)ctx;
-	/* xorshift64* */
-	g.rng ^= g.rng >> 12;
-	g.rng ^= g.rng << 25;
-	g.rng ^= g.rng >> 27;
-	return (uint32_t)((g.rng * UINT64_C(2685821657736338717)) >> 32);
+	if (!p) {
+		fprintf(stderr, "ckcd-replay: out of memory\n");
+		exit(1);
+	}
+	return p;
 }
 
-static void *mem_alloc(void *ctx, size_t n)
+static size_t flow_slot(const struct flowstat *flows, size_t cap, uint32_t flow)
 {
-	(void)ctx;
-	return calloc(1, n);
+	size_t i = (flow * 2654435761u) & (cap - 1);
+
+	while (flows[i].used && flows[i].flow != flow)
+		i = (i + 1) & (cap - 1);
+	return i;
 }
 
-static void mem_free(void *ctx, void *p)
+/* Doubles the table: a trace may hold any number of flows (a uint32 each). */
+static void flows_grow(void)
 {
-	(void)ctx;
-	free(p);
+	size_t cap = g.nflows_cap ? 2 * g.nflows_cap : 1024;
+	struct flowstat *v = xalloc(calloc(cap, sizeof(*v)));
+
+	for (size_t k = 0; k < g.nflows_cap; k++)
+		if (g.flows[k].used)
+			v[flow_slot(v, cap, g.flows[k].flow)] = g.flows[k];
+	free(g.flows);
+	g.flows = v;
+	g.nflows_cap = cap;
 }
 
 static struct flowstat *flow_stat(uint32_t flow)
 {
-	size_t i = (flow * 2654435761u) & (g.nflows_cap - 1);
+	struct flowstat *f;
 
-	for (;;) {
-		struct flowstat *f = &g.flows[i];
-
-		if (!f->used) {
-			f->used = 1;
-			f->flow = flow;
-			return f;
-		}
-		if (f->flow == flow)
-			return f;
-		i = (i + 1) & (g.nflows_cap - 1);
+	if (2 * (g.nflows + 1) > g.nflows_cap)
+		flows_grow();
+	f = &g.flows[flow_slot(g.flows, g.nflows_cap, flow)];
+	if (!f->used) {
+		f->used = 1;
+		f->flow = flow;
+		g.nflows++;
 	}
+	return f;
 }
 
-static void on_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+static void on_drop(void *owner, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 {
 	struct rec *r = (struct rec *)pkt;
 	struct flowstat *f = flow_stat(r->flow);
 
-	(void)ctx;
+	(void)owner;
 	f->drops[why]++;
 	if (g.print_packets)
 		printf("{\"type\":\"pkt\",\"seq\":%" PRIu64 ",\"t_arr_ns\":%" PRIu64 ",\"flow\":%" PRIu32
@@ -188,7 +196,7 @@ static int parse_u64(const char *s, uint64_t *v)
 static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 {
 	size_t cap = 1 << 16, cnt = 0, lineno = 0;
-	struct rec *v = malloc(cap * sizeof(*v));
+	struct rec *v = xalloc(malloc(cap * sizeof(*v)));
 	char line[512];
 	uint64_t last_t = 0;
 
@@ -220,7 +228,7 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 		last_t = t;
 		if (cnt == cap) {
 			cap *= 2;
-			v = realloc(v, cap * sizeof(*v));
+			v = xalloc(realloc(v, cap * sizeof(*v)));
 		}
 		memset(&v[cnt], 0, sizeof(v[cnt]));
 		v[cnt].seq = cnt;
@@ -241,10 +249,11 @@ int main(int argc, char **argv)
 	const char *spec = 0, *trace = 0;
 	uint64_t rate_bps = 100000000, seed = 1, xstats_every_ns = 0;
 	int describe = 0, i;
-	struct reconf *rc = calloc((size_t)argc, sizeof(*rc));
+	struct reconf *rc = xalloc(calloc((size_t)argc, sizeof(*rc)));
 	size_t nrc = 0, irc = 0;
 	char err[512];
-	struct aqm_env env = { 0, rng_u32, mem_alloc, mem_free, on_drop, 0 };
+	struct aqm_host host;
+	struct aqm_env env;
 	struct aqm_queue *q;
 	struct rec *recs;
 	size_t n, next = 0;
@@ -323,10 +332,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	g.rng = seed * UINT64_C(0x9E3779B97F4A7C15) + UINT64_C(0x2545F4914F6CDD1D);
-	if (!g.rng)
-		g.rng = 1;
-	env.rate_bps = rate_bps; /* the link drains at --rate-bps: a spec without rate_bps follows it */
+	aqm_host_init(&host, seed, on_drop, NULL);
+	/* the link drains at --rate-bps: a spec without rate_bps follows it */
+	env = aqm_host_env(&host, rate_bps);
 	q = aqm_create(spec, &env, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "ckcd-replay: %s\n", err);
@@ -351,10 +359,6 @@ int main(int argc, char **argv)
 		}
 	}
 	recs = read_trace(in, trace ? trace : "-", &n);
-	g.nflows_cap = 1;
-	while (g.nflows_cap < 4 * n + 16 && g.nflows_cap < (1u << 20))
-		g.nflows_cap <<= 1;
-	g.flows = calloc(g.nflows_cap, sizeof(*g.flows));
 	next_xstats = xstats_every_ns ? xstats_every_ns : UINT64_MAX;
 
 	for (;;) {

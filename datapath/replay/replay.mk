@@ -4,10 +4,10 @@ REPLAY_TOOLS := $(BUILD)/ckcd-replay $(BUILD)/aqm-bench
 
 all: $(REPLAY_TOOLS)
 
-$(BUILD)/ckcd-replay: replay/ckcd_replay.c core/aqm.h $(AQM_CORE_LIB)
+$(BUILD)/ckcd-replay: replay/ckcd_replay.c core/aqm.h host/aqm_host.h $(AQM_HOST_OBJ) $(AQM_CORE_LIB)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ replay/ckcd_replay.c $(AQM_CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ replay/ckcd_replay.c $(AQM_HOST_OBJ) $(AQM_CORE_LIB)
 
-$(BUILD)/aqm-bench: replay/aqm_bench.c core/aqm.h $(AQM_CORE_LIB)
+$(BUILD)/aqm-bench: replay/aqm_bench.c core/aqm.h host/aqm_host.h $(AQM_HOST_OBJ) $(AQM_CORE_LIB)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ replay/aqm_bench.c $(AQM_CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ replay/aqm_bench.c $(AQM_HOST_OBJ) $(AQM_CORE_LIB)
