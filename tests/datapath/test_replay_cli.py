@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
-from replaylib import SEC, merge, poisson, run_raw
+from replaylib import REPLAY, SEC, merge, poisson, run_raw
 
 
 @pytest.mark.parametrize("spec,names", [
@@ -141,3 +142,17 @@ def test_serialization_by_frame_length():
     cp = run_raw(["--qdisc", "droptail", "--rate-bps", "10000000"], "0 1 1000\n0 2 500\n")
     pk = [json.loads(x) for x in cp.stdout.splitlines() if '"pkt"' in x]
     assert [(p["t_ns"], p["t_dep_ns"]) for p in pk] == [(0, 800_000), (800_000, 1_200_000)]
+
+
+def test_more_flows_than_the_old_table_held():
+    # ckcd-replay's per-flow table was capped at 2^20 slots and probed forever once a trace
+    # held more distinct flows; now it grows. 2^20 + 1000 flows, one packet each, 1 ns apart.
+    n = (1 << 20) + 1000
+    trace = "".join(f"{i} {i} 64\n" for i in range(n))
+    cp = subprocess.run([REPLAY, "--qdisc", "droptail limit=1000000", "--no-packets"], input=trace,
+                        capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    flows = sum(1 for line in cp.stdout.splitlines() if line.startswith('{"type":"flow"'))
+    assert flows == n
+    total = json.loads(cp.stdout.splitlines()[-1])["total"]
+    assert total["enq_pkts"] + total["drops"]["overflow"] == n
