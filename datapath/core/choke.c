@@ -9,46 +9,22 @@
  *   else                    RED probabilistic drop (red.c)
  *   then the hard limit     overflow
  */
-#include "red_avg.h"
+#include "red_law.h"
 #include "ring.h"
-
-enum { P_LIMIT, P_MIN, P_MAX, P_MAXP, P_WLOG, P_RATE, P_AVPKT };
-
-static const struct aqm_param choke_params[] = {
-	[P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
-	[P_MIN] = { "min", "packets", 0, 1000000, 20, 0, AQM_PARAM_INT, 0 },
-	[P_MAX] = { "max", "packets", 1, 1000000, 60, 0, AQM_PARAM_INT, 0 },
-	[P_MAXP] = { "max_p", "probability", 1, 1000000, 100000, 6, AQM_PARAM_INT, 0 },
-	[P_WLOG] = { "wlog", "log2(1/w)", 0, 23, 9, 0, AQM_PARAM_INT, 0 },
-	[P_RATE] = { "rate_bps", "bit/s", 1000, 1000000000000LL, 100000000, 0, AQM_PARAM_INT, 0 },
-	[P_AVPKT] = { "avpkt", "bytes", 64, 65535, 1500, 0, AQM_PARAM_INT, 0 },
-};
 
 struct choke {
 	struct aqm_ring ring;
-	struct aqm_red_avg avg;
-	uint32_t limit;
-	int64_t min_q16, max_q16;
-	struct aqm_red_mark mark;
-	uint64_t matched, prob_drops, forced_drops;
+	struct aqm_red_law law; /* parameters, thresholds and early drops as red's */
+	uint64_t matched;
 };
 
 static int choke_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
 {
 	struct choke *c = aqm_priv(q);
-	uint64_t maxp_q32;
 
-	if (aqm_red_check_thresholds("choke", a->v[P_LIMIT], a->v[P_MIN], a->v[P_MAX], err, errlen))
+	if (aqm_red_law_init(&c->law, "choke", a, err, errlen))
 		return -1;
-	c->limit = (uint32_t)a->v[P_LIMIT];
-	c->min_q16 = a->v[P_MIN] << 16;
-	c->max_q16 = a->v[P_MAX] << 16;
-	maxp_q32 = ((uint64_t)a->v[P_MAXP] << 32) / 1000000;
-	c->mark.pb_scale = maxp_q32 / (uint64_t)(a->v[P_MAX] - a->v[P_MIN]);
-	c->mark.count = -1;
-	aqm_red_avg_init(&c->avg, AQM_W_ONE >> a->v[P_WLOG], (uint64_t)a->v[P_RATE],
-			 (uint32_t)a->v[P_AVPKT]);
-	if (aqm_ring_alloc(&c->ring, &q->env, c->limit)) {
+	if (aqm_ring_alloc(&c->ring, &q->env, c->law.limit)) {
 		aqm_err(err, errlen, "choke: out of memory for parameter 'limit'", 0, 0);
 		return -1;
 	}
@@ -65,12 +41,13 @@ static void choke_release(struct aqm_queue *q)
 static int choke_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
 {
 	struct choke *c = aqm_priv(q);
+	struct aqm_red_law *law = &c->law;
 	int64_t avg;
 
-	aqm_red_avg_update(&c->avg, q->qlen_pkts, now_ns);
-	avg = c->avg.avg_q16;
-	if (avg <= c->min_q16) {
-		c->mark.count = -1;
+	aqm_red_avg_update(&law->avg, q->qlen_pkts, now_ns);
+	avg = law->avg.avg_q16;
+	if (avg <= law->min_q16) {
+		law->mark.count = -1;
 	} else {
 		uint32_t idx;
 		struct aqm_pkt *victim = aqm_ring_random(&c->ring, q, &idx);
@@ -82,22 +59,15 @@ static int choke_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 			aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);
 			aqm_drop_arriving(q, pkt, AQM_DROP_CHOKE_MATCH);
 			if (!q->qlen_pkts)
-				aqm_red_avg_start_idle(&c->avg, now_ns);
+				aqm_red_avg_start_idle(&law->avg, now_ns);
 			return AQM_DROPPED;
 		}
-		if (avg > c->max_q16) {
-			c->mark.count = -1;
-			c->forced_drops++;
-			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+		if (avg > law->max_q16)
+			return aqm_red_law_force(law, q, pkt);
+		if (aqm_red_law_between(law, q, pkt, avg) == AQM_DROPPED)
 			return AQM_DROPPED;
-		}
-		if (aqm_red_mark(&c->mark, avg - c->min_q16, &q->env)) {
-			c->prob_drops++;
-			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-			return AQM_DROPPED;
-		}
 	}
-	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt)) {
+	if (q->qlen_pkts >= law->limit || aqm_ring_push(&c->ring, pkt)) {
 		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
 		return AQM_DROPPED;
 	}
@@ -120,7 +90,7 @@ static struct aqm_pkt *choke_dequeue(struct aqm_queue *q, uint64_t now_ns)
 	if (pkt) {
 		aqm_account_remove(q, pkt);
 		if (!q->qlen_pkts)
-			aqm_red_avg_start_idle(&c->avg, now_ns);
+			aqm_red_avg_start_idle(&c->law.avg, now_ns);
 	}
 	return pkt;
 }
@@ -129,7 +99,7 @@ static int choke_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct choke *c = aqm_priv(q);
 
-	if (q->qlen_pkts >= c->limit || aqm_ring_push(&c->ring, pkt))
+	if (q->qlen_pkts >= c->law.limit || aqm_ring_push(&c->ring, pkt))
 		return -1;
 	aqm_account_add(q, pkt);
 	return 0;
@@ -139,17 +109,15 @@ static size_t choke_xstats(const struct aqm_queue *q, char *buf, size_t len, siz
 {
 	const struct choke *c = aqm_priv(q);
 
-	pos = aqm_put_kfixed(buf, len, pos, "q_avg", (c->avg.avg_q16 * 1000) >> 16, 3);
-	pos = aqm_put_kvi(buf, len, pos, "count", c->mark.count);
+	pos = aqm_red_law_xstats(&c->law, buf, len, pos);
 	pos = aqm_put_kv(buf, len, pos, "matched", c->matched);
-	pos = aqm_put_kv(buf, len, pos, "prob_drops", c->prob_drops);
-	return aqm_put_kv(buf, len, pos, "forced_drops", c->forced_drops);
+	return aqm_red_law_xstats_drops(&c->law, buf, len, pos);
 }
 
 const struct aqm_ops aqm_choke_ops = {
 	.name = "choke",
-	.params = choke_params,
-	.nparams = sizeof(choke_params) / sizeof(choke_params[0]),
+	.params = aqm_red_params,
+	.nparams = RED_NPARAMS,
 	.priv_size = sizeof(struct choke),
 	.init = choke_init,
 	.enqueue = choke_enqueue,

@@ -8,31 +8,21 @@
  * plus a hard packet limit (overflow) and the idle-time decay of q_avg
  * (red_avg.h), which needs the link rate and the average packet size.
  */
-#include "red_avg.h"
+#include "red_law.h"
 
-enum { P_LIMIT, P_MIN, P_MAX, P_MAXP, P_WLOG, P_RATE, P_AVPKT };
-
-static const struct aqm_param red_params[] = {
-	[P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
-	[P_MIN] = { "min", "packets", 0, 1000000, 20, 0, AQM_PARAM_INT, 0 },
-	[P_MAX] = { "max", "packets", 1, 1000000, 60, 0, AQM_PARAM_INT, 0 },
-	[P_MAXP] = { "max_p", "probability", 1, 1000000, 100000, 6, AQM_PARAM_INT, 0 },
-	[P_WLOG] = { "wlog", "log2(1/w)", 0, 23, 9, 0, AQM_PARAM_INT, 0 },
-	[P_RATE] = { "rate_bps", "bit/s", 1000, 1000000000000LL, 100000000, 0, AQM_PARAM_INT, 0 },
-	[P_AVPKT] = { "avpkt", "bytes", 64, 65535, 1500, 0, AQM_PARAM_INT, 0 },
+const struct aqm_param aqm_red_params[RED_NPARAMS] = {
+	[RED_P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
+	[RED_P_MIN] = { "min", "packets", 0, 1000000, 20, 0, AQM_PARAM_INT, 0 },
+	[RED_P_MAX] = { "max", "packets", 1, 1000000, 60, 0, AQM_PARAM_INT, 0 },
+	[RED_P_MAXP] = { "max_p", "probability", 1, 1000000, 100000, 6, AQM_PARAM_INT, 0 },
+	[RED_P_WLOG] = { "wlog", "log2(1/w)", 0, 23, 9, 0, AQM_PARAM_INT, 0 },
+	[RED_P_RATE] = { "rate_bps", "bit/s", 1000, 1000000000000LL, 100000000, 0, AQM_PARAM_INT, 0 },
+	[RED_P_AVPKT] = { "avpkt", "bytes", 64, 65535, 1500, 0, AQM_PARAM_INT, 0 },
 };
 
-struct red {
-	struct aqm_fifo fifo;
-	struct aqm_red_avg avg;
-	uint32_t limit;
-	int64_t min_q16, max_q16;
-	struct aqm_red_mark mark;
-	uint64_t prob_drops, forced_drops;
-};
-
-int aqm_red_check_thresholds(const char *name, int64_t limit, int64_t min, int64_t max,
-			     char *err, size_t errlen)
+/* min < max <= limit, or an error naming 'max'. */
+static int check_thresholds(const char *name, int64_t limit, int64_t min, int64_t max,
+			    char *err, size_t errlen)
 {
 	size_t pos;
 
@@ -55,44 +45,64 @@ int aqm_red_check_thresholds(const char *name, int64_t limit, int64_t min, int64
 	return 0;
 }
 
+int aqm_red_law_init(struct aqm_red_law *law, const char *name, const struct aqm_args *a,
+		     char *err, size_t errlen)
+{
+	const int64_t *v = a->v;
+	uint64_t maxp_q32;
+
+	if (check_thresholds(name, v[RED_P_LIMIT], v[RED_P_MIN], v[RED_P_MAX], err, errlen))
+		return -1;
+	law->limit = (uint32_t)v[RED_P_LIMIT];
+	law->min_q16 = v[RED_P_MIN] << 16;
+	law->max_q16 = v[RED_P_MAX] << 16;
+	maxp_q32 = ((uint64_t)v[RED_P_MAXP] << 32) / 1000000;
+	law->mark.pb_scale = maxp_q32 / (uint64_t)(v[RED_P_MAX] - v[RED_P_MIN]);
+	law->mark.count = -1;
+	aqm_red_avg_init(&law->avg, AQM_W_ONE >> v[RED_P_WLOG], (uint64_t)v[RED_P_RATE],
+			 (uint32_t)v[RED_P_AVPKT]);
+	return 0;
+}
+
+size_t aqm_red_law_xstats(const struct aqm_red_law *law, char *buf, size_t len, size_t pos)
+{
+	pos = aqm_put_kfixed(buf, len, pos, "q_avg", (law->avg.avg_q16 * 1000) >> 16, 3);
+	return aqm_put_kvi(buf, len, pos, "count", law->mark.count);
+}
+
+size_t aqm_red_law_xstats_drops(const struct aqm_red_law *law, char *buf, size_t len, size_t pos)
+{
+	pos = aqm_put_kv(buf, len, pos, "prob_drops", law->prob_drops);
+	return aqm_put_kv(buf, len, pos, "forced_drops", law->forced_drops);
+}
+
+struct red {
+	struct aqm_fifo fifo;
+	struct aqm_red_law law;
+};
+
 static int red_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
 {
 	struct red *r = aqm_priv(q);
-	uint64_t maxp_q32;
 
-	if (aqm_red_check_thresholds("red", a->v[P_LIMIT], a->v[P_MIN], a->v[P_MAX], err, errlen))
-		return -1;
-	r->limit = (uint32_t)a->v[P_LIMIT];
-	r->min_q16 = a->v[P_MIN] << 16;
-	r->max_q16 = a->v[P_MAX] << 16;
-	maxp_q32 = ((uint64_t)a->v[P_MAXP] << 32) / 1000000;
-	r->mark.pb_scale = maxp_q32 / (uint64_t)(a->v[P_MAX] - a->v[P_MIN]);
-	r->mark.count = -1;
-	aqm_red_avg_init(&r->avg, AQM_W_ONE >> a->v[P_WLOG], (uint64_t)a->v[P_RATE],
-			 (uint32_t)a->v[P_AVPKT]);
-	return 0;
+	return aqm_red_law_init(&r->law, "red", a, err, errlen);
 }
 
 static int red_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
 {
 	struct red *r = aqm_priv(q);
+	struct aqm_red_law *law = &r->law;
 	int64_t avg;
 
-	aqm_red_avg_update(&r->avg, q->qlen_pkts, now_ns);
-	avg = r->avg.avg_q16;
-	if (avg < r->min_q16) {
-		r->mark.count = -1;
-	} else if (avg >= r->max_q16) {
-		r->mark.count = -1;
-		r->forced_drops++;
-		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+	aqm_red_avg_update(&law->avg, q->qlen_pkts, now_ns);
+	avg = law->avg.avg_q16;
+	if (avg < law->min_q16)
+		law->mark.count = -1;
+	else if (avg >= law->max_q16)
+		return aqm_red_law_force(law, q, pkt);
+	else if (aqm_red_law_between(law, q, pkt, avg) == AQM_DROPPED)
 		return AQM_DROPPED;
-	} else if (aqm_red_mark(&r->mark, avg - r->min_q16, &q->env)) {
-		r->prob_drops++;
-		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-		return AQM_DROPPED;
-	}
-	if (q->qlen_pkts >= r->limit) {
+	if (q->qlen_pkts >= law->limit) {
 		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
 		return AQM_DROPPED;
 	}
@@ -116,7 +126,7 @@ static struct aqm_pkt *red_dequeue(struct aqm_queue *q, uint64_t now_ns)
 	if (pkt) {
 		aqm_account_remove(q, pkt);
 		if (!q->qlen_pkts)
-			aqm_red_avg_start_idle(&r->avg, now_ns);
+			aqm_red_avg_start_idle(&r->law.avg, now_ns);
 	}
 	return pkt;
 }
@@ -125,7 +135,7 @@ static int red_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct red *r = aqm_priv(q);
 
-	if (q->qlen_pkts >= r->limit)
+	if (q->qlen_pkts >= r->law.limit)
 		return -1;
 	aqm_fifo_push(&r->fifo, pkt);
 	aqm_account_add(q, pkt);
@@ -136,16 +146,14 @@ static size_t red_xstats(const struct aqm_queue *q, char *buf, size_t len, size_
 {
 	const struct red *r = aqm_priv(q);
 
-	pos = aqm_put_kfixed(buf, len, pos, "q_avg", (r->avg.avg_q16 * 1000) >> 16, 3);
-	pos = aqm_put_kvi(buf, len, pos, "count", r->mark.count);
-	pos = aqm_put_kv(buf, len, pos, "prob_drops", r->prob_drops);
-	return aqm_put_kv(buf, len, pos, "forced_drops", r->forced_drops);
+	pos = aqm_red_law_xstats(&r->law, buf, len, pos);
+	return aqm_red_law_xstats_drops(&r->law, buf, len, pos);
 }
 
 const struct aqm_ops aqm_red_ops = {
 	.name = "red",
-	.params = red_params,
-	.nparams = sizeof(red_params) / sizeof(red_params[0]),
+	.params = aqm_red_params,
+	.nparams = RED_NPARAMS,
 	.priv_size = sizeof(struct red),
 	.init = red_init,
 	.enqueue = red_enqueue,

@@ -108,8 +108,4 @@ static inline int aqm_red_mark(struct aqm_red_mark *m, int64_t above_min_q16, co
 	return 0;
 }
 
-/* red.c: min < max <= limit, or an error naming 'max'. Shared with choke. */
-int aqm_red_check_thresholds(const char *name, int64_t limit, int64_t min, int64_t max,
-			     char *err, size_t errlen);
-
 #endif

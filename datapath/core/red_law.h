@@ -1,0 +1,58 @@
+/* red_law.h - what red and choke share (as include/net/red.h serves sch_red and
+ * sch_choke): the parameter table, the thresholds and RED's marking state, their
+ * check at init, the early drops and their counters. Each discipline keeps its own
+ * queue (red: a FIFO; choke: a ring it can draw a random packet from) and its own
+ * comparisons against the thresholds (choke's are Linux sch_choke's: q_avg <= min
+ * passes, q_avg > max is forced).
+ */
+#ifndef CKCD_RED_LAW_H
+#define CKCD_RED_LAW_H
+
+#include "red_avg.h"
+
+enum { RED_P_LIMIT, RED_P_MIN, RED_P_MAX, RED_P_MAXP, RED_P_WLOG, RED_P_RATE, RED_P_AVPKT,
+       RED_NPARAMS };
+
+/* limit, min, max (packets), max_p, wlog, rate_bps, avpkt: red's and choke's table. */
+extern const struct aqm_param aqm_red_params[RED_NPARAMS];
+
+struct aqm_red_law {
+	struct aqm_red_avg avg;
+	struct aqm_red_mark mark;
+	uint32_t limit;           /* hard limit, packets */
+	int64_t min_q16, max_q16; /* thresholds in packets, Q16 (as q_avg) */
+	uint64_t prob_drops, forced_drops;
+};
+
+/* From checked arguments of aqm_red_params; refuses (naming 'max') unless
+ * min < max <= limit. name is the discipline's, for the message. */
+int aqm_red_law_init(struct aqm_red_law *law, const char *name, const struct aqm_args *a,
+		     char *err, size_t errlen);
+
+/* q_avg is above max: the arrival is dropped (early, "forced"). */
+static inline int aqm_red_law_force(struct aqm_red_law *law, struct aqm_queue *q, struct aqm_pkt *pkt)
+{
+	law->mark.count = -1;
+	law->forced_drops++;
+	aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+	return AQM_DROPPED;
+}
+
+/* q_avg is between the thresholds: RED's probabilistic drop, or AQM_QUEUED
+ * when the arrival may go on to the limit check. */
+static inline int aqm_red_law_between(struct aqm_red_law *law, struct aqm_queue *q,
+				      struct aqm_pkt *pkt, int64_t avg_q16)
+{
+	if (!aqm_red_mark(&law->mark, avg_q16 - law->min_q16, &q->env))
+		return AQM_QUEUED;
+	law->prob_drops++;
+	aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+	return AQM_DROPPED;
+}
+
+/* "q_avg=… count=…" (the discipline adds its own tokens after these). */
+size_t aqm_red_law_xstats(const struct aqm_red_law *law, char *buf, size_t len, size_t pos);
+/* "prob_drops=… forced_drops=…" */
+size_t aqm_red_law_xstats_drops(const struct aqm_red_law *law, char *buf, size_t len, size_t pos);
+
+#endif
