@@ -5,6 +5,7 @@ recording on purpose (`python -m tests.experiments.test_pinned_outputs`) and the
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ import types
 import pytest
 
 from experiments import analysis, runner
+from experiments import report
 from experiments.report import _flows_csv, _summary_csv
 from experiments.scenario import ScenarioError, builtin_names, parse_scenario, resolve
 
@@ -182,19 +184,34 @@ METRICS_RECORDS = {
 }
 
 
-def metrics_outputs() -> dict:
+def metrics_outputs(monkeypatch) -> dict:
     records = {name: make() for name, make in METRICS_RECORDS.items()}
     per_run = {name: analysis.run_metrics(rec) for name, rec in records.items()}
     for name, rec in records.items():
         rec["metrics"] = per_run[name]
-    summary = analysis.summarize(list(records.values()))
-    return {"run_metrics": per_run, "summary": summary, "headline": analysis.headline(summary),
-            "summary_csv": _csv_text(_summary_csv, summary), "flows_csv": _csv_text(_flows_csv, list(records.values()))}
+    runs = list(records.values())
+    runs.append({**metrics_record("ckcd", "none", 0.0), "error": "RunError: pingall lost 100 %", "metrics": None})
+    summary = analysis.summarize(runs)
+    head = analysis.headline(summary)
+    return {"run_metrics": per_run, "summary": summary, "headline": head,
+            "summary_csv": _written(_summary_csv, summary), "flows_csv": _written(_flows_csv, runs),
+            "report_md": _report_markdown(monkeypatch, runs, summary, head)}
 
 
-def _csv_text(write, data) -> str:
+def _report_markdown(monkeypatch, runs, summary, head) -> str:
+    """report.md without the plots, on a machine and at a time that do not vary."""
+    monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(report.platform, "node", lambda: "labhost")
+    monkeypatch.setattr(report.platform, "release", lambda: "6.18.0")
+    when = types.SimpleNamespace(now=lambda: datetime.datetime(2026, 11, 23, 20, 0, 0))
+    monkeypatch.setattr(report, "datetime", types.SimpleNamespace(datetime=when))
+    plots = {"met": ["plots/met_timeseries.png", "plots/met_bars.png"]}
+    return _written(lambda path, _: report._markdown(path, runs, summary, head, plots, "ckcd-coex run met"), None)
+
+
+def _written(write, data) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "out.csv")
+        path = os.path.join(tmp, "out")
         write(path, data)
         with open(path) as f:
             return f.read()
@@ -336,35 +353,34 @@ def _pinned(name: str):
         return json.load(f)
 
 
-def _plain(data):
-    """As run.json would hold it (tuples become lists, floats round-trip)."""
-    return json.loads(json.dumps(data))
+def _as_json(data) -> str:
+    """As results.json and run.json would hold it: key order, tuples as lists, floats exactly."""
+    return json.dumps(data, indent=1)
 
 
 def test_scenario_parsing_and_its_refusals_are_unchanged():
-    assert _plain(scenario_outputs()) == _pinned("scenarios")
+    assert _as_json(scenario_outputs()) == _as_json(_pinned("scenarios"))
 
 
-def test_run_metrics_summary_and_csv_are_unchanged():
-    assert _plain(metrics_outputs()) == _pinned("metrics")
+def test_run_metrics_summary_csv_and_report_are_unchanged(monkeypatch):
+    assert _as_json(metrics_outputs(monkeypatch)) == _as_json(_pinned("metrics"))
 
 
 def test_traffic_schedule_and_collected_record_are_unchanged(tmp_path, monkeypatch):
-    assert traffic_outputs(str(tmp_path), monkeypatch) == _pinned("traffic")
+    assert _as_json(traffic_outputs(str(tmp_path), monkeypatch)) == _as_json(_pinned("traffic"))
 
 
 def _write_pinned() -> None:
     mp = pytest.MonkeyPatch()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            outputs = {"scenarios": scenario_outputs(), "metrics": metrics_outputs(),
+            outputs = {"scenarios": scenario_outputs(), "metrics": metrics_outputs(mp),
                        "traffic": traffic_outputs(tmp, mp)}
     finally:
         mp.undo()
     for name, data in outputs.items():
         with open(os.path.join(PINNED, f"{name}.json"), "w") as f:
-            json.dump(_plain(data), f, indent=1, sort_keys=True)
-            f.write("\n")
+            f.write(_as_json(data) + "\n")
         print(f"wrote {name}.json", file=sys.stderr)
 
 
