@@ -20,6 +20,7 @@ Definitions (docs/experiments.md has the reasons):
 
 from __future__ import annotations
 
+from experiments.cpu import CpuSample
 from experiments.metrics import in_window, jain_index, mean_ci95, percentile, window_rate
 from experiments.scenario import Scenario
 from ovs_config.link_daemon import schedule_kept
@@ -103,14 +104,8 @@ def run_metrics(record: dict) -> dict:
     queue_delay = dict(_stats(all_sojourn), mean=weighted_sum / weighted_n if weighted_n else None)
     rtt = _stats(in_window(record.get("ping", []), w0, w1))
 
-    cpu_rows = record.get("cpu", [])
-    busy = [r[1] for r in cpu_rows]
-    saturated = sum(1 for b in busy if b > CPU_SATURATED_PCT) / len(busy) if busy else 0.0
-    cpu = {"mean_pct": _mean(busy), "p95_pct": percentile(busy, 95), "saturated_fraction": saturated,
-           "steal_mean_pct": _mean([r[2] for r in cpu_rows]),
-           "vswitchd_core_pct": _mean([r[3] for r in cpu_rows if r[3] is not None]),
-           "runner_core_pct": _mean([r[4] for r in cpu_rows if len(r) > 5]),
-           "links_core_pct": _mean([r[-1] for r in cpu_rows])}
+    cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
+    saturated = cpu["saturated_fraction"]
 
     reasons = []
     if saturated > CPU_SATURATED_MAX_FRACTION:
@@ -139,6 +134,17 @@ def run_metrics(record: dict) -> dict:
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": queue_delay, "rtt_ms": rtt, "drops": drops, "links": links, "cpu": cpu,
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def _cpu_metrics(samples: list[CpuSample]) -> dict:
+    """Over every sample of the run, not only the measurement window."""
+    busy = [s.busy_pct for s in samples]
+    saturated = sum(1 for b in busy if b > CPU_SATURATED_PCT) / len(busy) if busy else 0.0
+    return {"mean_pct": _mean(busy), "p95_pct": percentile(busy, 95), "saturated_fraction": saturated,
+            "steal_mean_pct": _mean([s.steal_pct for s in samples]),
+            "vswitchd_core_pct": _mean([s.vswitchd_core_pct for s in samples]),
+            "runner_core_pct": _mean([s.runner_core_pct for s in samples]),
+            "links_core_pct": _mean([s.links_core_pct for s in samples])}
 
 
 def _rtt_excess_ms(rtt_mean: float | None, delay_ms: float, links: dict) -> float | None:

@@ -32,6 +32,7 @@ import time
 import zlib
 
 from experiments import analysis
+from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
 from experiments.progress import Progress
 from experiments.rest_client import CoexClient
@@ -347,52 +348,6 @@ def _vswitchd_pid() -> int | None:
             return int(f.read().strip())
     except (OSError, ValueError):
         return None
-
-
-class CpuSampler:
-    """The machine's CPU every second from /proc/stat: busy % of all cores (steal counts as busy:
-    the VM wanted the CPU and did not get it), and the named processes' % of one core."""
-
-    def __init__(self, t0: float, pids: list, stop: threading.Event, period_s: float = 1.0):
-        self.t0, self.pids, self.stop, self.period_s = t0, pids, stop, period_s
-        self.series: list = []
-        # [t, busy_pct, steal_pct, vswitchd_pct_core, runner_pct_core, links_pct_core]; pids are
-        # vswitchd, this runner, then the link daemons.
-        self.hz = os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def _stat():
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        idle = fields[3] + fields[4]
-        steal = fields[7] if len(fields) > 7 else 0
-        return sum(fields[:8]), idle, steal
-
-    def _proc_ticks(self, pid: int | None) -> int:
-        if not pid:
-            return 0
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-            return int(rest[11]) + int(rest[12])
-        except (OSError, IndexError, ValueError):
-            return 0
-
-    def run(self) -> None:
-        prev = self._stat()
-        prev_t = time.monotonic()
-        prev_p = [self._proc_ticks(p) for p in self.pids]
-        while not self.stop.wait(self.period_s):
-            cur, now = self._stat(), time.monotonic()
-            cur_p = [self._proc_ticks(p) for p in self.pids]
-            total = cur[0] - prev[0]
-            if total > 0:
-                busy = 100.0 * (total - (cur[1] - prev[1])) / total
-                steal = 100.0 * (cur[2] - prev[2]) / total
-                core = [100.0 * (c - p) / self.hz / (now - prev_t) for c, p in zip(cur_p, prev_p)]
-                self.series.append([round(now - self.t0, 2), round(busy, 1), round(steal, 1),
-                                    round(core[0], 1), round(core[1], 1), round(sum(core[2:]), 1)])
-            prev, prev_t, prev_p = cur, now, cur_p
 
 
 class SojournSampler:
