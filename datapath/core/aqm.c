@@ -135,14 +135,11 @@ void aqm_set_env_rate(struct aqm_queue *q, uint64_t rate_bps)
 	q->env.rate_bps = rate_bps;
 }
 
-int aqm_reconfigure(struct aqm_queue **qp, const char *spec, char *err, size_t errlen)
+void aqm_replace(struct aqm_queue **qp, struct aqm_queue *nq)
 {
-	struct aqm_queue *old = *qp, *nq;
+	struct aqm_queue *old = *qp;
 	struct aqm_pkt *pkt;
 
-	nq = aqm_create(spec, &old->env, err, errlen);
-	if (!nq)
-		return -1;
 	/* Carry the packets over in order, no AQM decision, timestamps kept.
 	 * Only what exceeds the new discipline's hard capacity is tail-dropped. */
 	while ((pkt = old->ops->pop_raw(old)) != 0) {
@@ -169,6 +166,15 @@ int aqm_reconfigure(struct aqm_queue **qp, const char *spec, char *err, size_t e
 	}
 	free_queue(old);
 	*qp = nq;
+}
+
+int aqm_reconfigure(struct aqm_queue **qp, const char *spec, char *err, size_t errlen)
+{
+	struct aqm_queue *nq = aqm_create(spec, &(*qp)->env, err, errlen);
+
+	if (!nq)
+		return -1;
+	aqm_replace(qp, nq);
 	return 0;
 }
 

@@ -86,6 +86,13 @@ struct aqm_queue *aqm_create(const char *spec, const struct aqm_env *env,
  * left untouched and err names the parameter. Returns 0 or -1. */
 int aqm_reconfigure(struct aqm_queue **q, const char *spec, char *err, size_t errlen);
 
+/* The two halves of aqm_reconfigure(), for a caller that changes several
+ * queues all or none: first aqm_create() each new queue (with the old one's
+ * env; any may fail, and then nothing has changed), then aqm_replace() each,
+ * which cannot fail: *q's packets and totals move to nq, as aqm_reconfigure()
+ * moves them, and the old queue is freed. */
+void aqm_replace(struct aqm_queue **q, struct aqm_queue *nq);
+
 /* Set the rate that the next aqm_reconfigure() of *q gives a rate_bps the
  * spec leaves out (a link whose rate changed re-applies its spec after it). */
 void aqm_set_env_rate(struct aqm_queue *q, uint64_t rate_bps);

@@ -21,6 +21,13 @@
 
 #define MAX_CLIENTS 16
 #define MAX_LINE 65536
+/* Replies a client has not read yet, at most. The daemon answers on its
+ * forwarding thread: a client that sends requests and never reads would
+ * otherwise grow its buffer without bound (53 400 unread `stats` replies took
+ * the daemon from 102 to 259 MiB). Past this it is disconnected and counted
+ * (`show`: control.clients_dropped_unread). Four times the largest reply, a
+ * `stats` of both directions with max_flows 4096 (about 2 MiB). */
+#define MAX_UNREAD_REPLY_BYTES (8u << 20)
 
 struct client {
 	struct ep_tag tag; /* first */
@@ -33,6 +40,7 @@ struct client {
 };
 
 static struct ep_tag listen_tag = {EP_CONTROL_LISTEN};
+static uint64_t clients_dropped_unread;
 static int listen_fd = -1;
 static struct client *clients[MAX_CLIENTS];
 
@@ -74,6 +82,11 @@ static void client_close(struct client *c)
 	free(c->in);
 	jb_free(&c->out);
 	free(c);
+}
+
+uint64_t control_clients_dropped_unread(void)
+{
+	return clients_dropped_unread;
 }
 
 void control_close(struct link *l)
@@ -261,72 +274,47 @@ static void cmd_set_qdisc(struct link *l, struct request *r)
 	jb_obj_close(r->out);
 }
 
-static void cmd_set_link(struct link *l, struct request *r)
+/* rate_bps of a set_link request: 0 when absent, -1 (reply written) when bad. */
+static int get_rate(struct request *r, uint64_t *rate_bps)
 {
-	static const char *const allowed[] = {"dir", "rate_bps", "delay_ms", NULL};
-	const struct jfield *rate = json_get(r->f, r->n, "rate_bps");
-	const struct jfield *delay = json_get(r->f, r->n, "delay_ms");
-	uint64_t rate_bps = 0, delay_ns = 0;
+	const struct jfield *f = json_get(r->f, r->n, "rate_bps");
 	char err[256];
-	int mask;
 
-	if (check_fields(r, allowed) < 0)
-		return;
-	if ((mask = get_dir_mask(r, 0, 1)) < 0)
-		return;
-	if (!rate && !delay) {
-		reply_error(r->out, "rate_bps", "set_link needs rate_bps and/or delay_ms");
-		return;
+	*rate_bps = 0;
+	if (!f)
+		return 0;
+	/* the bound keeps the conversion exact; check_rate() then says the range */
+	if (f->type != J_NUM || f->num != floor(f->num) || f->num < 0 || f->num > 1e15) {
+		reply_error(r->out, "rate_bps", "rate_bps: must be an integer number of bit/s");
+		return -1;
 	}
-	/* Validate everything before changing anything. */
-	if (rate) {
-		if (rate->type != J_NUM || rate->num != floor(rate->num) || rate->num < 0 || rate->num > 1e15) {
-			reply_error(r->out, "rate_bps", "rate_bps: must be an integer number of bit/s");
-			return;
-		}
-		rate_bps = (uint64_t)rate->num;
-		if (check_rate(rate_bps, err, sizeof(err)) < 0) {
-			reply_error(r->out, "rate_bps", "rate_bps: %s", err);
-			return;
-		}
+	*rate_bps = (uint64_t)f->num;
+	if (check_rate(*rate_bps, err, sizeof(err)) < 0) {
+		reply_error(r->out, "rate_bps", "rate_bps: %s", err);
+		return -1;
 	}
-	int reapply[2] = {0, 0};
+	return 1;
+}
 
-	for (int i = 0; rate && i < 2; i++) {
-		if (!(mask & (1 << i)))
-			continue;
-		reapply[i] = dir_rate_changes_qdisc(&l->dir[i], rate_bps, err, sizeof(err));
-		if (reapply[i] < 0) {
-			reply_error(r->out, "rate_bps", "rate_bps: the %s discipline refuses it: %s",
-				    l->dir[i].name, err);
-			return;
-		}
+/* delay_ms of a set_link request: 0 when absent, -1 (reply written) when bad. */
+static int get_delay(struct request *r, uint64_t *delay_ns)
+{
+	const struct jfield *f = json_get(r->f, r->n, "delay_ms");
+	const double max_ms = (double)LINK_DELAY_MAX_NS / 1e6;
+
+	*delay_ns = 0;
+	if (!f)
+		return 0;
+	if (f->type != J_NUM || !(f->num >= 0 && f->num <= max_ms)) {
+		reply_error(r->out, "delay_ms", "delay_ms: must be a number of milliseconds in 0..%.0f", max_ms);
+		return -1;
 	}
-	if (delay) {
-		if (delay->type != J_NUM || delay->num < 0 || delay->num > 1e7) {
-			reply_error(r->out, "delay_ms", "delay_ms: must be a number of milliseconds in 0..10000");
-			return;
-		}
-		delay_ns = (uint64_t)llround(delay->num * 1e6);
-		if (check_delay(delay_ns, err, sizeof(err)) < 0) {
-			reply_error(r->out, "delay_ms", "delay_ms: %s", err);
-			return;
-		}
-	}
-	for (int i = 0; i < 2; i++) {
-		if (!(mask & (1 << i)))
-			continue;
-		/* Frames already serialized or in the delay line keep their
-		 * computed times; the new values apply from the next frame. */
-		/* A discipline whose rate_bps follows the link is rebuilt at the new rate
-		 * (validated above on a throw-away queue; only memory can fail now). */
-		if (rate && dir_set_rate(&l->dir[i], rate_bps, reapply[i], err, sizeof(err)) < 0) {
-			reply_error(r->out, "rate_bps", "rate_bps: %s", err);
-			return;
-		}
-		if (delay)
-			l->dir[i].delay_ns = delay_ns;
-	}
+	*delay_ns = (uint64_t)llround(f->num * 1e6);
+	return 1;
+}
+
+static void reply_link(struct link *l, struct request *r)
+{
 	reply_ok_open(r);
 	jb_key(r->out, "dirs");
 	jb_obj_open(r->out);
@@ -339,6 +327,49 @@ static void cmd_set_link(struct link *l, struct request *r)
 	}
 	jb_obj_close(r->out);
 	jb_obj_close(r->out);
+}
+
+/* All or nothing: everything is checked, and every discipline that follows the
+ * link's rate is rebuilt aside, before either direction changes. */
+static void cmd_set_link(struct link *l, struct request *r)
+{
+	static const char *const allowed[] = {"dir", "rate_bps", "delay_ms", NULL};
+	struct aqm_queue *rebuilt[2] = {NULL, NULL};
+	uint64_t rate_bps, delay_ns;
+	int mask, has_rate, has_delay;
+	char err[256];
+
+	if (check_fields(r, allowed) < 0 || (mask = get_dir_mask(r, 0, 1)) < 0)
+		return;
+	if ((has_rate = get_rate(r, &rate_bps)) < 0 || (has_delay = get_delay(r, &delay_ns)) < 0)
+		return;
+	if (!has_rate && !has_delay) {
+		reply_error(r->out, "rate_bps", "set_link needs rate_bps and/or delay_ms");
+		return;
+	}
+	for (int i = 0; has_rate && i < 2; i++) {
+		if (!(mask & (1 << i)))
+			continue;
+		if (dir_prepare_rate(&l->dir[i], rate_bps, &rebuilt[i], err, sizeof(err)) < 0) {
+			reply_error(r->out, "rate_bps", "rate_bps: the %s discipline refuses it: %s",
+				    l->dir[i].name, err);
+			for (int j = 0; j < i; j++)
+				if (rebuilt[j])
+					aqm_destroy(rebuilt[j]);
+			return;
+		}
+	}
+	/* Frames already serialized or in the delay line keep their computed
+	 * times; the new values apply from the next frame. */
+	for (int i = 0; i < 2; i++) {
+		if (!(mask & (1 << i)))
+			continue;
+		if (has_rate)
+			dir_commit_rate(&l->dir[i], rate_bps, rebuilt[i]);
+		if (has_delay)
+			l->dir[i].delay_ns = delay_ns;
+	}
+	reply_link(l, r);
 }
 
 static void cmd_ping(struct link *l, struct request *r)
@@ -475,6 +506,16 @@ static void client_accept(int epfd)
 	}
 }
 
+/* 1 when the client's unread replies are over the bound even after sending
+ * what its socket takes now. */
+static int over_unread_bound(struct client *c, int epfd)
+{
+	if (c->out.len - c->out_sent <= MAX_UNREAD_REPLY_BYTES)
+		return 0;
+	client_flush(c, epfd);
+	return c->out.len - c->out_sent > MAX_UNREAD_REPLY_BYTES;
+}
+
 static void client_read(struct link *l, struct client *c, int epfd)
 {
 	for (;;) {
@@ -500,6 +541,13 @@ static void client_read(struct link *l, struct client *c, int epfd)
 				c->discarding = 0;
 			} else if (i > start) {
 				control_handle_line(l, c->in + start, &c->out);
+				if (over_unread_bound(c, epfd)) {
+					clients_dropped_unread++;
+					fprintf(stderr, "ckcd-link: control client disconnected: more than "
+						"%u bytes of replies unread\n", MAX_UNREAD_REPLY_BYTES);
+					client_close(c);
+					return;
+				}
 			}
 			start = i + 1;
 		}

@@ -21,5 +21,7 @@ struct ep_tag {
 struct link;
 /* One request line in, one reply line appended to out. */
 void control_handle_line(struct link *l, char *line, struct jbuf *out);
+/* Clients disconnected because they left too many replies unread. */
+uint64_t control_clients_dropped_unread(void);
 
 #endif

@@ -216,8 +216,9 @@ void tx_stop(struct link_dir *d);
 void tx_release_inline(struct link_dir *d);
 uint32_t dir_line_len(const struct link_dir *d);
 int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen);
-int dir_rate_changes_qdisc(struct link_dir *d, uint64_t rate_bps, char *err, size_t errlen);
-int dir_set_rate(struct link_dir *d, uint64_t rate_bps, int reapply, char *err, size_t errlen);
+int dir_prepare_rate(struct link_dir *d, uint64_t rate_bps, struct aqm_queue **rebuilt,
+		     char *err, size_t errlen);
+void dir_commit_rate(struct link_dir *d, uint64_t rate_bps, struct aqm_queue *rebuilt);
 
 struct pkt *pool_get(struct pkt_pool *pool);
 void pool_put(struct pkt_pool *pool, struct pkt *p);

@@ -217,40 +217,41 @@ int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen
 	return 0;
 }
 
-/* 1 when the discipline would differ at rate_bps (a rate_bps its spec leaves out follows
- * the link), 0 when not, -1 (err set) when its spec is refused at that rate. Tries the
- * spec on a throw-away queue: changes nothing. */
-int dir_rate_changes_qdisc(struct link_dir *d, uint64_t rate_bps, char *err, size_t errlen)
+/* The discipline as it would be at rate_bps, built but not in use: *rebuilt
+ * is NULL when the rate does not change it (no rate_bps its spec leaves out,
+ * so it does not follow the link). -1 (err set) when the spec is refused at
+ * that rate. Changes nothing: a set_link over both directions prepares both
+ * before it commits either. */
+int dir_prepare_rate(struct link_dir *d, uint64_t rate_bps, struct aqm_queue **rebuilt,
+		     char *err, size_t errlen)
 {
 	struct aqm_env env = d->env;
 	struct aqm_queue *trial;
 	char now[QDISC_SPEC_MAX], then[QDISC_SPEC_MAX];
 
+	*rebuilt = NULL;
 	env.rate_bps = rate_bps;
 	trial = aqm_create(d->spec, &env, err, errlen);
 	if (!trial)
 		return -1;
 	aqm_describe(trial, then, sizeof(then));
-	aqm_destroy(trial);
 	aqm_describe(d->q, now, sizeof(now));
-	return strcmp(now, then) != 0;
+	if (strcmp(now, then) == 0)
+		aqm_destroy(trial);
+	else
+		*rebuilt = trial;
+	return 0;
 }
 
-/* The new rate from the next frame on; with reapply, the discipline is rebuilt from its
- * spec at that rate (queued packets carried over, as set_qdisc does). */
-int dir_set_rate(struct link_dir *d, uint64_t rate_bps, int reapply, char *err, size_t errlen)
+/* The new rate from the next frame on, with the discipline dir_prepare_rate()
+ * rebuilt for it (queued packets carried over, as set_qdisc does). Cannot fail. */
+void dir_commit_rate(struct link_dir *d, uint64_t rate_bps, struct aqm_queue *rebuilt)
 {
-	uint64_t old = d->env.rate_bps;
-
 	d->env.rate_bps = rate_bps;
 	aqm_set_env_rate(d->q, rate_bps);
-	if (reapply && aqm_reconfigure(&d->q, d->spec, err, errlen) < 0) {
-		d->env.rate_bps = old;
-		aqm_set_env_rate(d->q, old);
-		return -1;
-	}
+	if (rebuilt)
+		aqm_replace(&d->q, rebuilt);
 	d->rate_bps = rate_bps;
-	return 0;
 }
 
 uint32_t dir_line_len(const struct link_dir *d)

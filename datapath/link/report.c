@@ -1,6 +1,7 @@
 /* report.c - ckcd-link's JSON views: show, stats, samples and the
  * time-series log. Field meanings are documented in docs/ckcd-link.md. */
 #include "link.h"
+#include "control.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,10 @@ void report_show(struct link *l, struct jbuf *b)
 		put_qdisc(b, d->q);
 		jb_obj_close(b);
 	}
+	jb_obj_close(b);
+	jb_key(b, "control");
+	jb_obj_open(b);
+	jb_ku64(b, "clients_dropped_unread", control_clients_dropped_unread());
 	jb_obj_close(b);
 }
 
