@@ -20,6 +20,8 @@ Definitions (docs/experiments.md has the reasons):
 
 from __future__ import annotations
 
+import dataclasses
+
 from experiments.cpu import CpuSample
 from experiments.metrics import in_window, jain_index, mean_ci95, percentile, window_rate
 from experiments.scenario import Scenario
@@ -50,71 +52,116 @@ def _stats(values: list) -> dict:
 
 
 def run_metrics(record: dict) -> dict:
+    """The metrics of one run record (module docstring: what each one means), and whether the
+    run is trusted with the reasons it is not."""
     scenario = Scenario.from_dict(record["scenario"])
     w0, w1 = scenario.measure_window_s
-    rate_bps = scenario.link.rate_bps
-    flows = []
-    for f in record["flows"]:
-        goodput = window_rate(f["goodput"], w0, w1)
-        srtt = in_window(f["srtt"], w0, w1)
-        flows.append({"label": f["label"], "cc": f["cc"], "aggregate": f.get("aggregate"),
-                      "mean_mbps": goodput if goodput is not None else (None if f["error"] else 0.0),
-                      "srtt_ms": _stats(srtt), "retransmits": f.get("retransmits"),
-                      "link_drops": sum(sum(d.values()) for d in (f.get("link_drops") or {}).values()),
-                      "error": f["error"]})
+    flows = [_flow_metrics(f, w0, w1) for f in record["flows"]]
     rates = [f["mean_mbps"] or 0.0 for f in flows]
     total = sum(rates)
-    capacity_mbps = rate_bps * len(record["links"]) / 1e6
-
-    classes = {}
-    for key, attr in (("classes", "cc"), ("aggregates", "aggregate")):
-        groups: dict = {}
-        for f, r in zip(flows, rates):
-            if f[attr]:
-                groups.setdefault(f[attr], []).append((r, f))
-        classes[key] = {name: {"flows": len(g), "total_mbps": sum(r for r, _ in g),
-                               "mean_mbps": sum(r for r, _ in g) / len(g), "jain": jain_index([r for r, _ in g]),
-                               "srtt_ms": _mean([f["srtt_ms"]["mean"] for _, f in g])}
-                        for name, g in sorted(groups.items())}
-
-    links = {}
-    all_sojourn, weighted_sum, weighted_n = [], 0.0, 0
-    drops: dict = {}
-    for name, link in record["links"].items():
-        rows = [r for r in link["series"] if w0 <= r["t"] <= w1]
-        tx_bytes = sum(r["tx_bytes"] for r in rows)
-        span = sum(r["interval_s"] for r in rows)
-        wsum = sum(r["sojourn_ms"] * r["sojourn_count"] for r in rows if r["sojourn_ms"] is not None)
-        wn = sum(r["sojourn_count"] for r in rows if r["sojourn_ms"] is not None)
-        link_drops: dict = {}
-        for r in rows:
-            for reason, n in r["drops"].items():
-                link_drops[reason] = link_drops.get(reason, 0) + n
-                drops[reason] = drops.get(reason, 0) + n
-        samples = in_window(link["sojourn_samples"], w0, w1)
-        all_sojourn += samples
-        weighted_sum += wsum
-        weighted_n += wn
-        final = link.get("final")
-        sched = _schedule(final)
-        links[name] = {"busy": tx_bytes * 8 / (rate_bps * span) if span else None,
-                       "queue_delay_ms": dict(_stats(samples), mean=wsum / wn if wn else None),
-                       "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
-                       "drops": link_drops, "schedule": sched, "schedule_kept": sched["kept"]}
-    queue_delay = dict(_stats(all_sojourn), mean=weighted_sum / weighted_n if weighted_n else None)
+    capacity_mbps = scenario.link.rate_bps * len(record["links"]) / 1e6
+    windows = {name: _LinkWindow.of(link, w0, w1) for name, link in record["links"].items()}
+    links = {name: _link_metrics(windows[name], link.get("final"), scenario.link.rate_bps)
+             for name, link in record["links"].items()}
     rtt = _stats(in_window(record.get("ping", []), w0, w1))
-
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
-    saturated = cpu["saturated_fraction"]
+    reasons = _untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows)
+    return {"window_s": [w0, w1], "flows": flows,
+            "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
+            "jain": jain_index(rates), "total_mbps": total,
+            "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
+            "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
+            "drops": _drops_by_reason(row for w in windows.values() for row in w.rows), "links": links, "cpu": cpu,
+            "fidelity": {"trusted": not reasons, "reasons": reasons}}
 
-    reasons = []
-    if saturated > CPU_SATURATED_MAX_FRACTION:
-        reasons.append(f"CPU above {CPU_SATURATED_PCT:.0f} % in {100 * saturated:.0f} % of the seconds "
-                       f"(limit {100 * CPU_SATURATED_MAX_FRACTION:.0f} %)")
+
+def _flow_metrics(flow: dict, w0: float, w1: float) -> dict:
+    """A flow's goodput and sRTT over the window; a flow that sent nothing there has 0 Mbit/s,
+    one that failed has none."""
+    goodput = window_rate(flow["goodput"], w0, w1)
+    return {"label": flow["label"], "cc": flow["cc"], "aggregate": flow.get("aggregate"),
+            "mean_mbps": goodput if goodput is not None else (None if flow["error"] else 0.0),
+            "srtt_ms": _stats(in_window(flow["srtt"], w0, w1)), "retransmits": flow.get("retransmits"),
+            "link_drops": sum(sum(d.values()) for d in (flow.get("link_drops") or {}).values()),
+            "error": flow["error"]}
+
+
+def _group_metrics(flows: list[dict], rates: list[float], attr: str) -> dict:
+    """Per value of the flows' `attr` (cc: the classes; aggregate), sorted by it: how many flows,
+    their total and mean rate, Jain's index among them and their mean sRTT."""
+    groups: dict = {}
+    for f, r in zip(flows, rates):
+        if f[attr]:
+            groups.setdefault(f[attr], []).append((r, f))
+    return {name: {"flows": len(g), "total_mbps": sum(r for r, _ in g),
+                   "mean_mbps": sum(r for r, _ in g) / len(g), "jain": jain_index([r for r, _ in g]),
+                   "srtt_ms": _mean([f["srtt_ms"]["mean"] for _, f in g])}
+            for name, g in sorted(groups.items())}
+
+
+@dataclasses.dataclass
+class _LinkWindow:
+    """A link's 100 ms log rows and its dequeue samples (sojourn, ms) inside the window."""
+    rows: list[dict]
+    sojourn_samples: list[float]
+
+    @classmethod
+    def of(cls, link: dict, w0: float, w1: float) -> "_LinkWindow":
+        return cls([r for r in link["series"] if w0 <= r["t"] <= w1], in_window(link["sojourn_samples"], w0, w1))
+
+
+def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int) -> dict:
+    rows = window.rows
+    tx_bytes = sum(r["tx_bytes"] for r in rows)
+    span = sum(r["interval_s"] for r in rows)
+    sched = _schedule(final)
+    return {"busy": tx_bytes * 8 / (rate_bps * span) if span else None,
+            "queue_delay_ms": _queue_delay_ms([window]),
+            "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
+            "drops": _drops_by_reason(rows), "schedule": sched, "schedule_kept": sched["kept"]}
+
+
+def _queue_delay_ms(windows) -> dict:
+    """Sojourn over one or more links: percentiles over the dequeue samples, the mean over every
+    dequeued frame (each log row's mean weighted by its frame count)."""
+    windows = list(windows)
+    timed = [[r for r in w.rows if r["sojourn_ms"] is not None] for w in windows]
+    # Summed per link first, then over links: the order in which the sums were always taken.
+    weighted_sum = sum(sum(r["sojourn_ms"] * r["sojourn_count"] for r in rows) for rows in timed)
+    frames = sum(sum(r["sojourn_count"] for r in rows) for rows in timed)
+    samples = [v for w in windows for v in w.sojourn_samples]
+    return dict(_stats(samples), mean=weighted_sum / frames if frames else None)
+
+
+def _drops_by_reason(rows) -> dict:
+    drops: dict = {}
+    for r in rows:
+        for reason, n in r["drops"].items():
+            drops[reason] = drops.get(reason, 0) + n
+    return drops
+
+
+def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows: list[dict]) -> list[str]:
+    """Why the run's numbers should not be trusted, in this order: a saturated CPU, links that
+    fell behind their schedule, ping waiting outside the emulated link, failed flows."""
     # Timing faults (a late link, delay outside it) are blamed on the hypervisor, with the advice
     # to rerun, when it held back the vCPU; otherwise they are ours to explain.
     steal = cpu["steal_mean_pct"] or 0.0
     blame = f"; the hypervisor took {steal:.0f} % of the CPU (steal): rerun" if steal >= STEAL_HIGH_PCT else ""
+    return (_cpu_reasons(cpu["saturated_fraction"]) + _schedule_reasons(links, blame)
+            + _rtt_reasons(rtt["mean"], delay_ms, links, blame)
+            + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]])
+
+
+def _cpu_reasons(saturated: float) -> list[str]:
+    if saturated <= CPU_SATURATED_MAX_FRACTION:
+        return []
+    return [f"CPU above {CPU_SATURATED_PCT:.0f} % in {100 * saturated:.0f} % of the seconds "
+            f"(limit {100 * CPU_SATURATED_MAX_FRACTION:.0f} %)"]
+
+
+def _schedule_reasons(links: dict, blame: str) -> list[str]:
+    reasons = []
     for name, link in links.items():
         s = link["schedule"]
         if s["kept"] is None:
@@ -122,18 +169,16 @@ def run_metrics(record: dict) -> dict:
         elif not s["kept"]:
             reasons.append(f"{name}: ckcd-link fell behind its schedule ({100 * s['late_over_1ms_fraction']:.1f} % "
                            f"of releases > 1 ms late, mean {s['late_mean_us']:.0f} us{blame})")
-    excess = _rtt_excess_ms(rtt["mean"], scenario.link.delay_ms, links)
-    if excess is not None and excess > RTT_EXCESS_MAX_MS:
-        reasons.append(f"ping RTT {rtt['mean']:.1f} ms is {excess:.1f} ms above what the emulated link explains "
-                       f"(2 x {scenario.link.delay_ms:g} ms + its mean queueing delay; limit "
-                       f"{RTT_EXCESS_MAX_MS:g} ms): packets waited outside ckcd-link{blame}")
-    for f in flows:
-        if f["error"]:
-            reasons.append(f"flow {f['label']}: {f['error']}")
-    return {"window_s": [w0, w1], "flows": flows, **classes, "jain": jain_index(rates), "total_mbps": total,
-            "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
-            "queue_delay_ms": queue_delay, "rtt_ms": rtt, "drops": drops, "links": links, "cpu": cpu,
-            "fidelity": {"trusted": not reasons, "reasons": reasons}}
+    return reasons
+
+
+def _rtt_reasons(rtt_mean: float | None, delay_ms: float, links: dict, blame: str) -> list[str]:
+    excess = _rtt_excess_ms(rtt_mean, delay_ms, links)
+    if excess is None or excess <= RTT_EXCESS_MAX_MS:
+        return []
+    return [f"ping RTT {rtt_mean:.1f} ms is {excess:.1f} ms above what the emulated link explains "
+            f"(2 x {delay_ms:g} ms + its mean queueing delay; limit "
+            f"{RTT_EXCESS_MAX_MS:g} ms): packets waited outside ckcd-link{blame}"]
 
 
 def _cpu_metrics(samples: list[CpuSample]) -> dict:
