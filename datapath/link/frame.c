@@ -39,23 +39,26 @@ static int l4_has_ports(uint8_t proto)
 	return proto == 6 || proto == 17 || proto == 132 || proto == 136; /* tcp udp sctp udplite */
 }
 
-static void parse_ports(const uint8_t *l4, const uint8_t *end, struct flow_key *k)
+/* The parsers walk a header by offsets into the bytes left, never by a pointer
+ * that could step past the frame's end (forming one is undefined in C). */
+
+static void parse_ports(const uint8_t *l4, size_t avail, struct flow_key *k)
 {
-	if (l4_has_ports(k->l4_proto) && end - l4 >= 4) {
+	if (l4_has_ports(k->l4_proto) && avail >= 4) {
 		k->sport = rd16(l4);
 		k->dport = rd16(l4 + 2);
 	}
 }
 
-static void parse_ipv4(const uint8_t *ip, const uint8_t *end, struct frame_info *out)
+static void parse_ipv4(const uint8_t *ip, size_t avail, struct frame_info *out)
 {
 	struct flow_key *k = &out->key;
-	unsigned ihl;
+	size_t ihl;
 
-	if (end - ip < 20 || ip[0] >> 4 != 4)
+	if (avail < 20 || ip[0] >> 4 != 4)
 		return;
 	ihl = (ip[0] & 0x0fu) * 4u;
-	if (ihl < 20 || end - ip < (long)ihl)
+	if (ihl < 20 || avail < ihl)
 		return;
 	k->family = 4;
 	out->dscp = ip[1] >> 2;
@@ -63,48 +66,42 @@ static void parse_ipv4(const uint8_t *ip, const uint8_t *end, struct frame_info 
 	memcpy(k->src, ip + 12, 4);
 	memcpy(k->dst, ip + 16, 4);
 	if ((rd16(ip + 6) & 0x1fffu) == 0) /* later fragments carry no ports */
-		parse_ports(ip + ihl, end, k);
+		parse_ports(ip + ihl, avail - ihl, k);
 }
 
-static void parse_ipv6(const uint8_t *ip, const uint8_t *end, struct frame_info *out)
+static void parse_ipv6(const uint8_t *ip, size_t avail, struct frame_info *out)
 {
 	struct flow_key *k = &out->key;
-	const uint8_t *p;
+	size_t off = 40; /* of the next header, from ip */
 	uint8_t nh;
 	int hops;
 
-	if (end - ip < 40 || ip[0] >> 4 != 6)
+	if (avail < 40 || ip[0] >> 4 != 6)
 		return;
 	k->family = 6;
 	out->dscp = (uint8_t)(((ip[0] & 0x0fu) << 4 | ip[1] >> 4) >> 2);
 	memcpy(k->src, ip + 8, 16);
 	memcpy(k->dst, ip + 24, 16);
 	nh = ip[6];
-	p = ip + 40;
 	/* Walk hop-by-hop, routing, fragment and destination options headers. */
 	for (hops = 0; hops < 8; hops++) {
-		if (nh == 0 || nh == 43 || nh == 60) {
-			if (end - p < 8)
-				break;
-			nh = p[0];
-			p += (p[1] + 1u) * 8u;
-		} else if (nh == 44) {
-			if (end - p < 8)
-				break;
-			if ((rd16(p + 2) & 0xfff8u) != 0) { /* not the first fragment */
-				k->l4_proto = p[0];
-				return;
-			}
-			nh = p[0];
-			p += 8;
-		} else {
+		const uint8_t *h = ip + off;
+
+		if (nh != 0 && nh != 43 && nh != 60 && nh != 44)
 			break;
+		if (avail - off < 8)
+			break;
+		if (nh == 44 && (rd16(h + 2) & 0xfff8u) != 0) { /* not the first fragment */
+			k->l4_proto = h[0];
+			return;
 		}
-		if (p > end)
+		off += nh == 44 ? 8u : (h[1] + 1u) * 8u; /* the fragment header has no length field */
+		nh = h[0];
+		if (off > avail)
 			return;
 	}
 	k->l4_proto = nh;
-	parse_ports(p, end, k);
+	parse_ports(ip + off, avail - off, k);
 }
 
 /* Keyed mixing of 64-bit words (multiply / xor-shift rounds). */
@@ -128,22 +125,24 @@ static uint64_t load64(const uint8_t *p)
 void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
 		    struct frame_info *out)
 {
-	const uint8_t *end = frame + len;
-	const uint8_t *l3 = frame + ETH_HDR_LEN;
+	size_t l3 = ETH_HDR_LEN; /* offset of the network header */
 	struct flow_key *k = &out->key;
-	uint16_t ethertype = rd16(frame + 12);
+	uint16_t ethertype;
 	uint64_t h;
 
 	memset(out, 0, sizeof(*out));
-	if (is_vlan(ethertype) && end - l3 >= 4) {
-		ethertype = rd16(l3 + 2);
+	if (len < ETH_HDR_LEN) /* frame_check refuses these; stay safe if called anyway */
+		return;
+	ethertype = rd16(frame + 12);
+	if (is_vlan(ethertype) && len - l3 >= 4) {
+		ethertype = rd16(frame + l3 + 2);
 		l3 += 4;
 	}
 	k->ethertype = ethertype;
 	if (ethertype == ETHERTYPE_IPV4)
-		parse_ipv4(l3, end, out);
+		parse_ipv4(frame + l3, len - l3, out);
 	else if (ethertype == ETHERTYPE_IPV6)
-		parse_ipv6(l3, end, out);
+		parse_ipv6(frame + l3, len - l3, out);
 
 	if (k->family == 0) {
 		/* Not IP (or a truncated IP header): the flow is the MAC pair

@@ -139,6 +139,33 @@ static void test_classify(void)
 	flow_key_format(&b.key, s, sizeof(s));
 	CHECK(strcmp(s, "udp [::1]:5000>[::2]:53") == 0);
 
+	/* IPv6 first fragment (header 44, no length field) then TCP: ports read. */
+	memset(g, 0, sizeof(g));
+	n = eth(g, 0x86dd);
+	g[n + 0] = 0x60;
+	g[n + 6] = 44;
+	g[n + 40] = 6;  /* next: tcp; offset 0: the first fragment */
+	g[n + 48] = 0x13;
+	g[n + 49] = 0x88;
+	frame_classify(g, (uint32_t)(n + 60), 7, &b);
+	CHECK(b.key.l4_proto == 6 && b.key.sport == 5000);
+	/* ... a later fragment: the protocol, no ports. */
+	g[n + 42] = 0x05;
+	frame_classify(g, (uint32_t)(n + 60), 7, &b);
+	CHECK(b.key.l4_proto == 6 && b.key.sport == 0);
+	/* An options header whose length runs past the frame's end: no ports, no read past it. */
+	memset(g, 0, sizeof(g));
+	n = eth(g, 0x86dd);
+	g[n + 0] = 0x60;
+	g[n + 6] = 60;
+	g[n + 40] = 6;
+	g[n + 41] = 200; /* 1608 bytes */
+	frame_classify(g, (uint32_t)(n + 48), 7, &b);
+	CHECK(b.key.family == 6 && b.key.sport == 0 && b.key.dport == 0);
+	/* Shorter than an Ethernet header (frame_check refuses it first): an empty key. */
+	frame_classify(g, 5, 7, &b);
+	CHECK(b.key.family == 0 && b.key.ethertype == 0);
+
 	/* Non-IP: MACs and ethertype. */
 	memset(g, 0, sizeof(g));
 	eth(g, 0x88cc);
