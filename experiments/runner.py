@@ -36,7 +36,7 @@ from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
 from experiments.progress import Progress
 from experiments.rest_client import CoexClient
-from experiments.scenario import Case, Scenario
+from experiments.scenario import Case, Flow, Scenario
 from experiments.topos import topology
 from ovs_config.bottleneck import SwitchLink
 from ovs_config.lablock import lab_lock
@@ -174,91 +174,140 @@ def apply_policy(api: CoexClient, scenario: Scenario, case: Case, net, link_ends
 # --- traffic and collection ------------------------------------------------------------------
 
 def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progress | None) -> dict:
+    """The measured part of a run: iperf3 servers, the samplers, ping, then each flow's client at
+    its start time; waits for the clients, stops everything it started and returns what the
+    flows, links, ping and CPU recorded."""
     controls = {name: LinkControl(link.control_path) for name, link in links.items()}
-    procs: list[subprocess.Popen] = []
-    files = []
-    stop = threading.Event()
-    threads = []
-    flows = scenario.flows
-    launched: dict[int, float] = {}
+    started = _Started()
     try:
-        for f in flows:  # servers first; -1: each serves one client and exits
-            dst = net.get(f.dst)
-            procs.append(dst.popen(["iperf3", "-s", "-1", "-J", "-p", str(f.port)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _start_servers(started, scenario.flows, net)
         time.sleep(0.5)
-        # Where each daemon's clock (log t, sample t_s) stands against ours.
-        daemon_zero = {}
-        for name, c in controls.items():
-            before = time.monotonic()
-            daemon_zero[name] = before - c.ping()["uptime_s"]
+        daemon_zero = _daemon_clock_zeros(controls)
         t0 = time.monotonic()
         wall0 = time.time()
-        cpu = CpuSampler(t0, [_vswitchd_pid(), os.getpid()] + [links[n].daemon.pid for n in links], stop)
-        sampler = SojournSampler(controls, daemon_zero, t0, stop)
-        threads = [threading.Thread(target=cpu.run, daemon=True),
-                   threading.Thread(target=sampler.run, daemon=True)]
-        for t in threads:
-            t.start()
-        ping_proc = None
+        cpu = CpuSampler(t0, [_vswitchd_pid(), os.getpid()] + [links[n].daemon.pid for n in links], started.stop)
+        sampler = SojournSampler(controls, daemon_zero, t0, started.stop)
+        started.start_threads(cpu.run, sampler.run)
         if scenario.ping:
-            src, dst = net.get(scenario.ping.src), net.get(scenario.ping.dst)
-            out = open(os.path.join(run_dir, "ping.txt"), "w")
-            files.append(out)
-            ping_proc = src.popen(["ping", "-n", "-D", "-i", f"{scenario.ping.interval_s:g}",
-                                   "-w", f"{scenario.duration_s:g}", dst.IP()], stdout=out,
-                                  stderr=subprocess.STDOUT)
-            procs.append(ping_proc)
-        clients: dict[int, subprocess.Popen] = {}
-        pending = sorted(range(len(flows)), key=lambda i: flows[i].start_s)
-        end = t0 + scenario.duration_s
-        while True:
-            now = time.monotonic()
-            while pending and now >= t0 + flows[pending[0]].start_s:
-                i = pending.pop(0)
-                f = flows[i]
-                cmd = ["iperf3", "-c", net.get(f.dst).IP(), "-p", str(f.port), "-t", f"{f.duration_s:g}",
-                       "-C", f.cc, "-J", "--get-server-output", "-i", "1"]
-                if f.rate_bps:
-                    cmd += ["-b", str(f.rate_bps)]
-                out = open(os.path.join(run_dir, f"iperf3-{f.port}.json"), "w")
-                files.append(out)
-                clients[i] = net.get(f.src).popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-                procs.append(clients[i])
-                launched[i] = time.monotonic() - t0
-            if progress:
-                progress.tick(now - t0)
-            if now >= end and not pending:
-                break
-            time.sleep(0.2)
-        deadline = time.monotonic() + FLOW_GRACE_S
-        for i, proc in clients.items():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+            _start_ping(started, scenario, net, run_dir)
+        clients, launched = _start_clients_on_time(started, scenario, net, run_dir, t0, progress)
+        _wait_for_clients(clients, FLOW_GRACE_S)
         stats = {name: c.stats("ab", max_flows=256) for name, c in controls.items()}
     finally:
-        stop.set()
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=5)
-        for t in threads:
-            t.join(timeout=5)
-        for f in files:
-            f.close()
+        started.end()
     finals = {name: link.stop() for name, link in links.items()}
     return {
         "t0_wall": wall0,
-        "flows": [_flow_record(f, launched.get(i), run_dir, stats, net) for i, f in enumerate(flows)],
+        "flows": [_flow_record(f, launched.get(i), run_dir, stats, net) for i, f in enumerate(scenario.flows)],
         "links": {name: _link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
                                      sampler.values.get(name, []))
                   for name in links},
         "ping": _ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
         "cpu": cpu.series,
     }
+
+
+class _Started:
+    """What the traffic phase started: processes, the files they write to, sampler threads (which
+    run until `stop` is set). `end()` stops all of it, whatever failed on the way (Ctrl-C too)."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.procs: list[subprocess.Popen] = []
+        self.files: list = []
+        self.sampler_threads: list[threading.Thread] = []
+
+    def popen(self, host, cmd: list[str], out_path: str | None = None) -> subprocess.Popen:
+        """`cmd` on a Mininet host, its output (stderr too) into out_path, or discarded."""
+        if out_path is None:
+            proc = host.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            out = open(out_path, "w")
+            self.files.append(out)
+            proc = host.popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def start_threads(self, *targets) -> None:
+        threads = [threading.Thread(target=t, daemon=True) for t in targets]
+        self.sampler_threads += threads
+        for t in threads:
+            t.start()
+
+    def end(self) -> None:
+        self.stop.set()
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+        for t in self.sampler_threads:
+            t.join(timeout=5)
+        for f in self.files:
+            f.close()
+
+
+def _start_servers(started: _Started, flows: list[Flow], net) -> None:
+    for f in flows:  # -1: each serves one client and exits
+        started.popen(net.get(f.dst), ["iperf3", "-s", "-1", "-J", "-p", str(f.port)])
+
+
+def _daemon_clock_zeros(controls: dict) -> dict[str, float]:
+    """Where each link daemon's clock (log t, sample t_s) started, on our monotonic clock."""
+    zeros = {}
+    for name, control in controls.items():
+        before = time.monotonic()  # read before the request: uptime is at most that old
+        zeros[name] = before - control.ping()["uptime_s"]
+    return zeros
+
+
+def _start_ping(started: _Started, scenario: Scenario, net, run_dir: str) -> None:
+    """Ping for the whole run, each reply stamped with the wall clock (-D)."""
+    ping = scenario.ping
+    src, dst = net.get(ping.src), net.get(ping.dst)
+    started.popen(src, ["ping", "-n", "-D", "-i", f"{ping.interval_s:g}", "-w", f"{scenario.duration_s:g}",
+                        dst.IP()], os.path.join(run_dir, "ping.txt"))
+
+
+def _start_clients_on_time(started: _Started, scenario: Scenario, net, run_dir: str, t0: float,
+                           progress: Progress | None) -> tuple[list[subprocess.Popen], dict[int, float]]:
+    """Start each flow's client once its start_s has come (looked at every 0.2 s) until all have
+    started and the run's duration is over. Returns the clients in start order, and when each
+    flow (by its index in scenario.flows) started, in seconds since t0."""
+    flows = scenario.flows
+    pending = sorted(range(len(flows)), key=lambda i: flows[i].start_s)
+    clients: list[subprocess.Popen] = []
+    launched: dict[int, float] = {}
+    end = t0 + scenario.duration_s
+    while True:
+        now = time.monotonic()
+        while pending and now >= t0 + flows[pending[0]].start_s:
+            i = pending.pop(0)
+            clients.append(_start_client(started, flows[i], net, run_dir))
+            launched[i] = time.monotonic() - t0
+        if progress:
+            progress.tick(now - t0)
+        if now >= end and not pending:
+            return clients, launched
+        time.sleep(0.2)
+
+
+def _start_client(started: _Started, f: Flow, net, run_dir: str) -> subprocess.Popen:
+    # -J --get-server-output: the receiver's per-second goodput comes back in the client's JSON
+    cmd = ["iperf3", "-c", net.get(f.dst).IP(), "-p", str(f.port), "-t", f"{f.duration_s:g}",
+           "-C", f.cc, "-J", "--get-server-output", "-i", "1"]
+    if f.rate_bps:
+        cmd += ["-b", str(f.rate_bps)]
+    return started.popen(net.get(f.src), cmd, os.path.join(run_dir, f"iperf3-{f.port}.json"))
+
+
+def _wait_for_clients(clients: list[subprocess.Popen], grace_s: float) -> None:
+    """Until every client has exited, or grace_s for all of them together (those still running
+    are killed with the rest)."""
+    deadline = time.monotonic() + grace_s
+    for proc in clients:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
 def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, net) -> dict:
