@@ -227,6 +227,11 @@ class _Table:
             raise self.error(name, f"{value!r} is not one of {', '.join(allowed)}")
         return value
 
+    def table(self, name: str, default=dataclasses.MISSING) -> "_Table | None":
+        """The sub-table `name` (None when it is absent and the default is None)."""
+        value = self.get(name, dict, default)
+        return None if value is None else _Table(value, self.key(name), self.source)
+
     def done(self) -> None:
         extra = sorted(set(self.data) - self.seen)
         if extra:
@@ -246,43 +251,76 @@ def _rate_bps(t: _Table, name_mbps: str, name_bps: str, default=dataclasses.MISS
 
 
 def parse_scenario(data: dict, source: str | None = None) -> Scenario:
+    """A checked Scenario from a scenario document (a parsed TOML file). Keys are read, and
+    refused, in the order below; `source` names the file in error messages."""
     top = _Table(data, "", source)
-    name = top.get("name", str)
-    if not name or not all(c.isalnum() or c in "_-" for c in name):
-        raise top.error("name", f"{name!r}: use letters, digits, '_' and '-' (it names a directory)")
+    name = _scenario_name(top)
     title = top.get("title", str, name)
     src_ref = top.get("source", str, "")
     notes = top.get("notes", str, "")
     topology = top.choice("topology", TOPOLOGIES, "dumbbell")
+    duration_s, warmup_s = _run_length(top)
+    repeat = int(top.number("repeat", 1, low=1, high=1000))
+    link = _link(top.table("link"))
+    disciplines = _names_each_once(top, "disciplines", DISCIPLINES, "droptail", "discipline")
+    approaches = _names_each_once(top, "approaches", APPROACHES, "none", "approach")
+    if "separate_paths" in approaches and topology != "twopaths":
+        raise top.error("approaches", "separate_paths needs topology = \"twopaths\" (two disjoint paths)")
+    params = _discipline_params(top.table("discipline_params", {}))
+    fraction = _limited_queue_fraction(top.table("coex", {}))
+    hosts = _hosts(topology)
+    flows = _flows(top, hosts, duration_s)
+    ping = _ping(top.table("ping", None), hosts)
+    top.done()
+    scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
+                        warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
+                        flows=flows, ping=ping, discipline_params=params,
+                        limited_queue_fraction=fraction, repeat=repeat, notes=notes)
+    _check_discipline_params(scenario, source)
+    if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
+        raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
+    return scenario
+
+
+def _scenario_name(top: _Table) -> str:
+    name = top.get("name", str)
+    if not name or not all(c.isalnum() or c in "_-" for c in name):
+        raise top.error("name", f"{name!r}: use letters, digits, '_' and '-' (it names a directory)")
+    return name
+
+
+def _run_length(top: _Table) -> tuple[float, float]:
+    """duration_s and warmup_s; the warm-up must leave part of the run to measure."""
     duration_s = top.number("duration_s", low=1, high=86400)
     warmup_s = top.number("warmup_s", 0.0, low=0)
     if warmup_s >= duration_s:
         raise top.error("warmup_s", f"{warmup_s:g} s leaves nothing of a {duration_s:g} s run")
-    repeat = int(top.number("repeat", 1, low=1, high=1000))
+    return duration_s, warmup_s
 
-    lt = _Table(top.get("link", dict), "link", source)
+
+def _link(lt: _Table) -> Link:
     link = Link(rate_bps=_rate_bps(lt, "rate_mbps", "rate_bps"),
                 delay_ms=lt.number("delay_ms", low=0, high=10000),
                 buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)))
     lt.done()
+    return link
 
-    disciplines = top.get("disciplines", list, ["droptail"])
-    for i, d in enumerate(disciplines):
-        if d not in DISCIPLINES:
-            raise top.error(f"disciplines[{i}]", f"{d!r} is not one of {', '.join(DISCIPLINES)}")
-    if not disciplines or len(set(disciplines)) != len(disciplines):
-        raise top.error("disciplines", "must list at least one discipline, each once")
-    approaches = top.get("approaches", list, ["none"])
-    for i, a in enumerate(approaches):
-        if a not in APPROACHES:
-            raise top.error(f"approaches[{i}]", f"{a!r} is not one of {', '.join(APPROACHES)}")
-    if not approaches or len(set(approaches)) != len(approaches):
-        raise top.error("approaches", "must list at least one approach, each once")
-    if "separate_paths" in approaches and topology != "twopaths":
-        raise top.error("approaches", "separate_paths needs topology = \"twopaths\" (two disjoint paths)")
 
+def _names_each_once(top: _Table, key: str, allowed: tuple[str, ...], default: str, noun: str) -> list[str]:
+    """A list of names from `allowed`, at least one, none twice (disciplines, approaches)."""
+    names = top.get(key, list, [default])
+    for i, n in enumerate(names):
+        if n not in allowed:
+            raise top.error(f"{key}[{i}]", f"{n!r} is not one of {', '.join(allowed)}")
+    if not names or len(set(names)) != len(names):
+        raise top.error(key, f"must list at least one {noun}, each once")
+    return names
+
+
+def _discipline_params(pt: _Table) -> dict[str, dict[str, Any]]:
+    """[discipline_params.<discipline>] tables of plain values; whether each discipline knows
+    them is checked on the whole scenario (_check_discipline_params)."""
     params: dict[str, dict[str, Any]] = {}
-    pt = _Table(top.get("discipline_params", dict, {}), "discipline_params", source)
     for d in list(pt.data):
         if d not in DISCIPLINES:
             raise pt.error(d, f"{d!r} is not one of {', '.join(DISCIPLINES)}")
@@ -290,73 +328,86 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
         for k, v in inner.items():
             if isinstance(v, (dict, list)) or isinstance(v, bool):
                 raise ScenarioError(f"expected a number or string, got {v!r}", f"discipline_params.{d}.{k}",
-                                    source)
+                                    pt.source)
         params[d] = dict(inner)
     pt.done()
+    return params
 
-    ct = _Table(top.get("coex", dict, {}), "coex", source)
+
+def _limited_queue_fraction(ct: _Table) -> float:
     fraction = ct.number("limited_queue_fraction", 0.5, low=0.01, high=1)
     ct.done()
+    return fraction
 
-    flows: list[Flow] = []
+
+def _flows(top: _Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> list[Flow]:
+    """Every [[flows]] entry as `count` flows, each on a port of its own from FIRST_PORT on."""
     raw_flows = top.get("flows", list)
     if not raw_flows:
         raise top.error("flows", "at least one flow is needed")
-    hosts = _hosts(topology)
-    port = FIRST_PORT
+    flows: list[Flow] = []
     for i, raw in enumerate(raw_flows):
-        ft = _Table(raw, f"flows[{i}]", source)
-        src = ft.choice("src", hosts["senders"])
-        dst = ft.choice("dst", hosts["receivers"])
-        cc = ft.choice("cc", CONGESTION_CONTROLS)
-        count = int(ft.number("count", 1, low=1, high=64))
-        start_s = ft.number("start_s", 0.0, low=0)
-        stop_s = ft.number("stop_s", duration_s, low=0, high=duration_s)
-        if stop_s <= start_s:
-            raise ft.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
-        every_s = ft.number("start_every_s", 0.0, low=0)
-        if start_s + every_s * (count - 1) >= stop_s:
-            raise ft.error("start_every_s", "the last flow would start after it stops")
-        aggregate = ft.choice("aggregate", AGGREGATES, None)
-        rate_bps = _rate_bps(ft, "rate_mbps", "rate_bps", None)
-        label = ft.get("label", str, cc)
-        ft.done()
-        for k in range(count):
-            tag = f"{label}{k + 1}" if count > 1 else label
-            flows.append(Flow(label=tag, src=src, dst=dst, cc=cc, start_s=start_s + k * every_s,
-                              stop_s=stop_s, port=port, aggregate=aggregate, rate_bps=rate_bps))
-            port += 1
+        flows += _flow_entry(_Table(raw, f"flows[{i}]", top.source), hosts, duration_s, FIRST_PORT + len(flows))
+    _make_labels_unique(flows)
+    return flows
+
+
+def _flow_entry(ft: _Table, hosts: dict[str, tuple[str, ...]], duration_s: float, first_port: int) -> list[Flow]:
+    src = ft.choice("src", hosts["senders"])
+    dst = ft.choice("dst", hosts["receivers"])
+    cc = ft.choice("cc", CONGESTION_CONTROLS)
+    count = int(ft.number("count", 1, low=1, high=64))
+    start_s, stop_s, every_s = _flow_times(ft, count, duration_s)
+    aggregate = ft.choice("aggregate", AGGREGATES, None)
+    rate_bps = _rate_bps(ft, "rate_mbps", "rate_bps", None)
+    label = ft.get("label", str, cc)
+    ft.done()
+    return [Flow(label=f"{label}{k + 1}" if count > 1 else label, src=src, dst=dst, cc=cc,
+                 start_s=start_s + k * every_s, stop_s=stop_s, port=first_port + k, aggregate=aggregate,
+                 rate_bps=rate_bps)
+            for k in range(count)]
+
+
+def _flow_times(ft: _Table, count: int, duration_s: float) -> tuple[float, float, float]:
+    """start_s, stop_s and start_every_s (between the `count` flows of one entry): each flow
+    must start before the entry's stop_s, which is within the run."""
+    start_s = ft.number("start_s", 0.0, low=0)
+    stop_s = ft.number("stop_s", duration_s, low=0, high=duration_s)
+    if stop_s <= start_s:
+        raise ft.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+    every_s = ft.number("start_every_s", 0.0, low=0)
+    if start_s + every_s * (count - 1) >= stop_s:
+        raise ft.error("start_every_s", "the last flow would start after it stops")
+    return start_s, stop_s, every_s
+
+
+def _make_labels_unique(flows: list[Flow]) -> None:
+    """bbr, cubic, bbr -> bbr-1, cubic, bbr-2."""
     labels = [f.label for f in flows]
-    for f in flows:  # make labels unique: bbr, cubic, bbr -> bbr-1, cubic, bbr-2
+    for f in flows:
         if labels.count(f.label) > 1:
             dup = [g for g in flows if g.label == f.label]
             for n, g in enumerate(dup, 1):
                 g.label = f"{g.label}-{n}"
 
-    ping = None
-    if "ping" in top.data:
-        pg = _Table(top.get("ping", dict), "ping", source)
-        ping = Ping(src=pg.choice("src", hosts["senders"]), dst=pg.choice("dst", hosts["receivers"]),
-                    interval_s=pg.number("interval_s", 0.2, low=0.002, high=10),
-                    aggregate=pg.choice("aggregate", AGGREGATES, None))
-        pg.done()
-    else:
-        top.seen.add("ping")
-    top.done()
 
-    scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
-                        warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
-                        flows=flows, ping=ping, discipline_params=params,
-                        limited_queue_fraction=fraction, repeat=repeat, notes=notes)
-    for d in disciplines:  # parameters are checked now, not in the middle of a run
+def _ping(pg: _Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:
+    if pg is None:
+        return None
+    ping = Ping(src=pg.choice("src", hosts["senders"]), dst=pg.choice("dst", hosts["receivers"]),
+                interval_s=pg.number("interval_s", 0.2, low=0.002, high=10),
+                aggregate=pg.choice("aggregate", AGGREGATES, None))
+    pg.done()
+    return ping
+
+
+def _check_discipline_params(scenario: Scenario, source: str | None) -> None:
+    """Parameters are checked now, by building each discipline's spec, not in the middle of a run."""
+    for d in scenario.disciplines:
         try:
             scenario.qdisc_spec(d)
         except ValueError as err:
             raise ScenarioError(str(err), f"discipline_params.{d}", source) from None
-    uses_policy = any(a != "none" for a in approaches)
-    if uses_policy and not any(f.aggregate for f in flows):
-        raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
-    return scenario
 
 
 def _hosts(topology: str) -> dict[str, tuple[str, ...]]:
