@@ -6,6 +6,9 @@ are learned from the packets they send, but only on edge ports (ports that
 are not the end of a known link), so a packet that crossed a link never moves
 a host. Paths are shortest paths by hop count with deterministic tie-breaking
 (lowest dpids first), so the same network always gets the same paths.
+
+`version` counts the changes to the switch graph (ports, links; hosts do not count), so a
+planner can plan once per topology and look its answers up until the version moves.
 """
 
 from __future__ import annotations
@@ -45,14 +48,18 @@ class NetworkMap:
         self.ports: dict[int, set[int]] = {}          # dpid -> physical port numbers
         self._link_seen: dict[tuple[PortRef, PortRef], float] = {}  # directed link -> last LLDP
         self.hosts: dict[str, HostLocation] = {}      # mac -> location
+        self.version = 0                              # bumped whenever graph() may change
 
     # --- switches and ports -------------------------------------------------
 
     def add_switch(self, dpid: int, ports: Iterable[int] = ()) -> None:
+        before = self.ports.get(dpid)
         self.ports.setdefault(dpid, set()).update(ports)
+        if before is None or self.ports[dpid] != before:
+            self.version += 1
 
     def add_port(self, dpid: int, port: int) -> None:
-        self.ports.setdefault(dpid, set()).add(port)
+        self.add_switch(dpid, (port,))
 
     def remove_port(self, dpid: int, port: int) -> list[tuple[PortRef, PortRef]]:
         """A port went away or down: forget it and every link on it. Returns the removed links."""
@@ -60,6 +67,7 @@ class NetworkMap:
         gone = [l for l in self._link_seen if (dpid, port) in l]
         for link in gone:
             del self._link_seen[link]
+        self.version += 1
         for mac in [m for m, h in self.hosts.items() if (h.dpid, h.port) == (dpid, port)]:
             del self.hosts[mac]
         return gone
@@ -70,6 +78,8 @@ class NetworkMap:
         """Record that an LLDP frame sent from src arrived at dst. True if the link is new."""
         new = (src, dst) not in self._link_seen and (dst, src) not in self._link_seen
         self._link_seen[(src, dst)] = now
+        if new:  # a refresh (every LLDP round) leaves the graph as it was
+            self.version += 1
         # A port that turns out to be a link end was never a host port.
         for mac in [m for m, h in self.hosts.items() if (h.dpid, h.port) in (src, dst)]:
             del self.hosts[mac]
@@ -79,6 +89,8 @@ class NetworkMap:
         gone = [l for l, t in self._link_seen.items() if now - t > self.link_max_age_s]
         for link in gone:
             del self._link_seen[link]
+        if gone:
+            self.version += 1
         return gone
 
     def links(self) -> list[tuple[PortRef, PortRef]]:
@@ -142,10 +154,11 @@ class NetworkMap:
         except nx.NetworkXNoPath:
             raise NoPath(f"no known links join {src_dpid:#x} and {dst_dpid:#x}") from None
 
-    def host_path(self, src: HostLocation, dst: HostLocation,
-                  switches: list[int] | None = None) -> list[Hop]:
-        """The hops from src's port to dst's port, along `switches` or the shortest path."""
-        g = self.graph()
+    def host_path(self, src: HostLocation, dst: HostLocation, switches: list[int] | None = None,
+                  graph: nx.Graph | None = None) -> list[Hop]:
+        """The hops from src's port to dst's port, along `switches` or the shortest path
+        (in `graph`, this map's current graph unless one is given)."""
+        g = graph if graph is not None else self.graph()
         path = switches if switches is not None else self.switch_path(src.dpid, dst.dpid, g)
         hops = []
         in_port = src.port
