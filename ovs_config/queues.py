@@ -19,6 +19,7 @@ from __future__ import annotations
 import subprocess
 
 from coex.planner import QueuePlan
+from coex.ports import bands_spec  # noqa: F401 (moved to the core, beside AqmSpec.spec)
 from ovs_config import aqm
 
 HTB_MAJOR = "1:"
@@ -87,21 +88,6 @@ def apply_tc_htb(dev: str, plan: QueuePlan) -> None:
 
 def clear_tc(dev: str) -> None:
     subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True, timeout=10)
-
-
-# --- ckcd-link bands ------------------------------------------------------------------
-
-def bands_spec(plan: QueuePlan, band_discipline: str = "droptail limit=80",
-               penalized_aggregate: str | None = "penalized") -> str:
-    """The ckcd-link `bands` spec for a queue plan: one band per aggregate, DSCP-mapped."""
-    classes = sorted(plan.classes, key=lambda c: c.index)
-    parts = [f"weights={','.join(str(c.weight) for c in classes)}",
-             f"map={','.join(f'{c.dscp}:{c.index}' for c in classes if c.index != plan.default_index)}",
-             f"default={plan.default_index}"]
-    pen = [c.index for c in classes if c.aggregate == penalized_aggregate]
-    if pen:
-        parts.append(f"penalized={pen[0]}")
-    return " | ".join(["bands " + " ".join(parts)] + [band_discipline] * len(classes))
 
 
 # --- OVSDB QoS/Queue (kernel datapath hosts) ------------------------------------------------
