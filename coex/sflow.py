@@ -348,35 +348,54 @@ def decode_datagram(data: bytes) -> Datagram:
     else:
         raise SFlowDecodeError("bad_address_type", str(addr_type))
     sub_agent, seq, uptime, nsamples = _U32x4.unpack_from(data, off)
-    off += 16
-    if nsamples > (n - off) >> 3:
-        raise SFlowDecodeError("absurd_count", f"{nsamples} samples in {n - off} bytes")
-    samples = []
-    skipped = 0
-    for _ in range(nsamples):
-        if n - off < 8:
-            raise SFlowDecodeError("truncated", "sample_record header")
-        fmt, length = _U32x2.unpack_from(data, off)
-        off += 8
-        if length > n - off:
-            raise SFlowDecodeError("truncated", f"sample_record of {length} bytes, {n - off} left")
-        if length & 3:
-            raise SFlowDecodeError("bad_alignment", f"sample_record length {length}")
-        end = off + length
-        if fmt == SAMPLE_FLOW:
-            samples.append(_flow_sample(data, off, end, False))
-        elif fmt == SAMPLE_COUNTERS:
-            samples.append(_counter_sample(data, off, end, False))
-        elif fmt == SAMPLE_FLOW_EXPANDED:
-            samples.append(_flow_sample(data, off, end, True))
-        elif fmt == SAMPLE_COUNTERS_EXPANDED:
-            samples.append(_counter_sample(data, off, end, True))
-        else:
-            skipped += 1
-        off = end
+    samples, skipped, off = _decode_records(data, off + 16, n, nsamples, _SAMPLE_RECORDS, _sample_record)
     if off != n:
         raise SFlowDecodeError("trailing_bytes", f"{n - off} bytes after the last sample")
-    return Datagram(5, agent, sub_agent, seq, uptime, tuple(samples), skipped, n)
+    return Datagram(5, agent, sub_agent, seq, uptime, samples, skipped, n)
+
+
+# The three arrays of records (sample_record in a datagram, flow_record in a flow sample,
+# counter_record in a counters sample) share one layout: data_format, then opaque<> of
+# `length` bytes. (structure name, what a count counts) for the error details:
+_SAMPLE_RECORDS = ("sample_record", "samples")
+_FLOW_RECORDS = ("flow_record", "flow records")
+_COUNTER_RECORDS = ("counter_record", "counter records")
+
+
+def _decode_records(data: bytes, off: int, end: int, count: int, kind: tuple, decode) -> tuple:
+    """(decoded records, records of formats we skip, offset after the last one) of the
+    ``count`` records at data[off:end]. The one walk over records: the count and each
+    length are checked against the bytes left before they are used. ``decode(fmt, data,
+    start, stop)`` answers a record, or None for a format not decoded (counted as skipped)."""
+    what, counted = kind
+    if count > (end - off) >> 3:
+        raise SFlowDecodeError("absurd_count", f"{count} {counted} in {end - off} bytes")
+    records = []
+    skipped = 0
+    for _ in range(count):
+        if end - off < 8:
+            raise SFlowDecodeError("truncated", f"{what} header")
+        fmt, length = _U32x2.unpack_from(data, off)
+        off += 8
+        if length > end - off:
+            raise SFlowDecodeError("truncated", f"{what} of {length} bytes, {end - off} left")
+        if length & 3:
+            raise SFlowDecodeError("bad_alignment", f"{what} length {length}")
+        record = decode(fmt, data, off, off + length)
+        if record is None:
+            skipped += 1
+        else:
+            records.append(record)
+        off += length
+    return tuple(records), skipped, off
+
+
+def _sample_record(fmt: int, data: bytes, off: int, end: int) -> Optional[Sample]:
+    if fmt == SAMPLE_FLOW or fmt == SAMPLE_FLOW_EXPANDED:
+        return _flow_sample(data, off, end, fmt == SAMPLE_FLOW_EXPANDED)
+    if fmt == SAMPLE_COUNTERS or fmt == SAMPLE_COUNTERS_EXPANDED:
+        return _counter_sample(data, off, end, fmt == SAMPLE_COUNTERS_EXPANDED)
+    return None
 
 
 def _flow_sample(data: bytes, off: int, end: int, expanded: bool) -> FlowSample:
@@ -396,44 +415,24 @@ def _flow_sample(data: bytes, off: int, end: int, expanded: bool) -> FlowSample:
         outfmt, outval = outp >> 30, outp & 0x3FFFFFFF
     if rate == 0:
         raise SFlowDecodeError("absurd_value", "sampling_rate 0")
-    if nrec > (end - off) >> 3:
-        raise SFlowDecodeError("absurd_count", f"{nrec} flow records in {end - off} bytes")
-    records = []
-    skipped = 0
-    for _ in range(nrec):
-        if end - off < 8:
-            raise SFlowDecodeError("truncated", "flow_record header")
-        fmt, length = _U32x2.unpack_from(data, off)
-        off += 8
-        if length > end - off:
-            raise SFlowDecodeError("truncated", f"flow_record of {length} bytes, {end - off} left")
-        if length & 3:
-            raise SFlowDecodeError("bad_alignment", f"flow_record length {length}")
-        rend = off + length
-        if fmt == FLOW_SAMPLED_HEADER:
-            records.append(_sampled_header(data, off, rend))
-        elif fmt == FLOW_SAMPLED_IPV4:
-            if length != 32:
-                raise SFlowDecodeError("bad_length", f"sampled_ipv4 of {length} bytes")
-            ln, proto, src, dst, sport, dport, flags, tos = _SAMPLED_IPV4.unpack_from(data, off)
-            records.append(SampledIP(4, ln, proto, _inet_ntoa(src), _inet_ntoa(dst),
-                                     sport, dport, flags, tos))
-        elif fmt == FLOW_SAMPLED_IPV6:
-            if length != 56:
-                raise SFlowDecodeError("bad_length", f"sampled_ipv6 of {length} bytes")
-            ln, proto, src, dst, sport, dport, flags, prio = _SAMPLED_IPV6.unpack_from(data, off)
-            records.append(SampledIP(6, ln, proto, _inet6(src), _inet6(dst),
-                                     sport, dport, flags, prio))
-        elif fmt == FLOW_SAMPLED_ETHERNET:
-            if length != 24:
-                raise SFlowDecodeError("bad_length", f"sampled_ethernet of {length} bytes")
-            ln, src, dst, etype = _SAMPLED_ETHERNET.unpack_from(data, off)
-            records.append(SampledEthernet(ln, src.hex(":"), dst.hex(":"), etype))
-        else:
-            skipped += 1
-        off = rend
+    records, skipped, _ = _decode_records(data, off, end, nrec, _FLOW_RECORDS, _flow_record)
     return FlowSample(expanded, seq, stype, sindex, rate, pool, drops,
-                      infmt, inval, outfmt, outval, tuple(records), skipped)
+                      infmt, inval, outfmt, outval, records, skipped)
+
+
+def _flow_record(fmt: int, data: bytes, off: int, end: int) -> Optional[FlowRecord]:
+    if fmt == FLOW_SAMPLED_HEADER:
+        return _sampled_header(data, off, end)
+    if fmt == FLOW_SAMPLED_IPV4:
+        ln, proto, src, dst, sport, dport, flags, tos = _exact(_SAMPLED_IPV4, data, off, end, "sampled_ipv4")
+        return SampledIP(4, ln, proto, _inet_ntoa(src), _inet_ntoa(dst), sport, dport, flags, tos)
+    if fmt == FLOW_SAMPLED_IPV6:
+        ln, proto, src, dst, sport, dport, flags, prio = _exact(_SAMPLED_IPV6, data, off, end, "sampled_ipv6")
+        return SampledIP(6, ln, proto, _inet6(src), _inet6(dst), sport, dport, flags, prio)
+    if fmt == FLOW_SAMPLED_ETHERNET:
+        ln, src, dst, etype = _exact(_SAMPLED_ETHERNET, data, off, end, "sampled_ethernet")
+        return SampledEthernet(ln, src.hex(":"), dst.hex(":"), etype)
+    return None
 
 
 def _counter_sample(data: bytes, off: int, end: int, expanded: bool) -> CounterSample:
@@ -448,27 +447,21 @@ def _counter_sample(data: bytes, off: int, end: int, expanded: bool) -> CounterS
         seq, source, nrec = _COUNTER_SAMPLE.unpack_from(data, off)
         off += 12
         stype, sindex = source >> 24, source & 0xFFFFFF
-    if nrec > (end - off) >> 3:
-        raise SFlowDecodeError("absurd_count", f"{nrec} counter records in {end - off} bytes")
-    records = []
-    skipped = 0
-    for _ in range(nrec):
-        if end - off < 8:
-            raise SFlowDecodeError("truncated", "counter_record header")
-        fmt, length = _U32x2.unpack_from(data, off)
-        off += 8
-        if length > end - off:
-            raise SFlowDecodeError("truncated", f"counter_record of {length} bytes, {end - off} left")
-        if length & 3:
-            raise SFlowDecodeError("bad_alignment", f"counter_record length {length}")
-        if fmt == COUNTERS_GENERIC_IF:
-            if length != 88:
-                raise SFlowDecodeError("bad_length", f"if_counters of {length} bytes")
-            records.append(IfCounters(*_IF_COUNTERS.unpack_from(data, off)))
-        else:
-            skipped += 1
-        off += length
-    return CounterSample(expanded, seq, stype, sindex, tuple(records), skipped)
+    records, skipped, _ = _decode_records(data, off, end, nrec, _COUNTER_RECORDS, _counter_record)
+    return CounterSample(expanded, seq, stype, sindex, records, skipped)
+
+
+def _counter_record(fmt: int, data: bytes, off: int, end: int) -> Optional[IfCounters]:
+    if fmt == COUNTERS_GENERIC_IF:
+        return IfCounters(*_exact(_IF_COUNTERS, data, off, end, "if_counters"))
+    return None
+
+
+def _exact(layout: struct.Struct, data: bytes, off: int, end: int, name: str) -> tuple:
+    """A fixed-size record, whose length must be its structure's size exactly."""
+    if end - off != layout.size:
+        raise SFlowDecodeError("bad_length", f"{name} of {end - off} bytes")
+    return layout.unpack_from(data, off)
 
 
 def _sampled_header(data: bytes, off: int, end: int) -> PacketHeader:
