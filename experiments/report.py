@@ -262,6 +262,16 @@ def case_table(entries: list[dict]) -> list[str]:
 
 
 def _markdown(path: str, records, summary, head, plots, command) -> None:
+    lines = _introduction(command, head)
+    for name in dict.fromkeys(e["scenario"] for e in summary):
+        lines += _scenario_section(name, records, [e for e in summary if e["scenario"] == name], plots.get(name, []))
+    lines += _fidelity_section(records)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _introduction(command: str | None, head: list[dict]) -> list[str]:
+    """Where and how the report was made, how to read its numbers, and the headline against the paper."""
     lines = ["# ckcd-coex experiment report", "",
              f"Generated {datetime.datetime.now().isoformat(timespec='seconds')} on {platform.node()} "
              f"({os.cpu_count()} cores, Linux {platform.release()})."]
@@ -276,30 +286,43 @@ def _markdown(path: str, records, summary, head, plots, command) -> None:
         lines += ["", "The paper's latency is end-to-end delay measured on its own testbed; here the base RTT of "
                   "20 ms is the same for every discipline, so the reduction of the *queueing* delay is the "
                   "comparable number and the RTT reduction is bounded by the 20 ms floor."]
-    for name in dict.fromkeys(e["scenario"] for e in summary):
-        entries = [e for e in summary if e["scenario"] == name]
-        sc = next(r["scenario"] for r in records if r["scenario"]["name"] == name)
-        w = next((r["metrics"]["window_s"] for r in records if r["scenario"]["name"] == name and r.get("metrics")),
-                 None)
-        flows = ", ".join(f"{f['label']} {f['src']}→{f['dst']}"
-                          + (f" [{f['aggregate']}]" if f.get("aggregate") else "")
-                          + (f" at {f['rate_bps'] / 1e6:g} Mbit/s" if f.get("rate_bps") else "")
-                          + (f" {f['start_s']:g}-{f['stop_s']:g} s" if f["start_s"] or f["stop_s"] != sc["duration_s"]
-                             else "") for f in sc["flows"])
-        lines += ["", f"## {sc['title']} (`{name}`)", "",
-                  f"{sc['source']}. Topology {sc['topology']}; link {sc['link']['rate_bps'] / 1e6:g} Mbit/s, "
-                  f"{sc['link']['delay_ms']:g} ms each way, buffer {sc['link']['buffer_pkts']} packets; "
-                  f"{sc['duration_s']:g} s per run"
-                  + (f", measured over {w[0]:g}-{w[1]:g} s" if w else "") + f". Flows: {flows}."]
-        if sc.get("notes"):
-            lines += ["", sc["notes"]]
-        lines += [""] + case_table(entries)
-        for p in plots.get(name, []):
-            lines += ["", f"![{os.path.basename(p)}]({p})"]
+    return lines
+
+
+def _scenario_section(name: str, records, entries: list[dict], plots: list[str]) -> list[str]:
+    """One scenario: its setup and flows, the table of its cases, its plots."""
+    sc = next(r["scenario"] for r in records if r["scenario"]["name"] == name)
+    w = next((r["metrics"]["window_s"] for r in records if r["scenario"]["name"] == name and r.get("metrics")),
+             None)
+    lines = ["", f"## {sc['title']} (`{name}`)", "",
+             f"{sc['source']}. Topology {sc['topology']}; link {sc['link']['rate_bps'] / 1e6:g} Mbit/s, "
+             f"{sc['link']['delay_ms']:g} ms each way, buffer {sc['link']['buffer_pkts']} packets; "
+             f"{sc['duration_s']:g} s per run"
+             + (f", measured over {w[0]:g}-{w[1]:g} s" if w else "") + f". Flows: {_flow_list(sc)}."]
+    if sc.get("notes"):
+        lines += ["", sc["notes"]]
+    lines += [""] + case_table(entries)
+    for p in plots:
+        lines += ["", f"![{os.path.basename(p)}]({p})"]
+    return lines
+
+
+def _flow_list(sc: dict) -> str:
+    """`label src→dst`, with the aggregate, the rate of an application-limited flow, and start-stop
+    where they are not the whole run."""
+    return ", ".join(f"{f['label']} {f['src']}→{f['dst']}"
+                     + (f" [{f['aggregate']}]" if f.get("aggregate") else "")
+                     + (f" at {f['rate_bps'] / 1e6:g} Mbit/s" if f.get("rate_bps") else "")
+                     + (f" {f['start_s']:g}-{f['stop_s']:g} s" if f["start_s"] or f["stop_s"] != sc["duration_s"]
+                        else "") for f in sc["flows"])
+
+
+def _fidelity_section(records) -> list[str]:
+    """Which runs were untrusted or failed and why, and the CPU over all runs."""
     bad = [(r, r["metrics"]["fidelity"]["reasons"]) for r in records
            if r.get("metrics") and not r["metrics"]["fidelity"]["trusted"]]
     failed = [r for r in records if r.get("error")]
-    lines += ["", "## Fidelity", ""]
+    lines = ["", "## Fidelity", ""]
     if not bad and not failed:
         lines.append("Every run was trusted: the CPU was never saturated for more than 10 % of a run, ckcd-link "
                      "kept its schedule (≤ 5 % of releases more than 1 ms late, mean ≤ 1 ms) and ping's RTT was "
@@ -314,8 +337,7 @@ def _markdown(path: str, records, summary, head, plots, command) -> None:
                   f"{os.cpu_count()} cores on average (steal {fmt(_avg(c['steal_mean_pct'] for c in cpu), 1)} %), "
                   f"ovs-vswitchd {fmt(_avg(c['vswitchd_core_pct'] for c in cpu), 0)} % of a core, ckcd-link "
                   f"{fmt(_avg(c['links_core_pct'] for c in cpu), 0)} % of a core."]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    return lines
 
 
 def _avg(values):
