@@ -1,16 +1,10 @@
-"""The embedded sFlow collector: UDP datagrams in, decoded samples out to subscribers.
+"""The embedded sFlow collector: datagrams in, decoded samples out to subscribers.
 
-Two layers, so that the same code runs under a plain thread, under eventlet (the Ryu
-app) and in tests without a socket:
-
-- ``SFlowCollector.handle_datagram(data, now, source)`` is pure: decode, count, hand
-  every sample to the subscribers. It never raises for any input; a subscriber that
-  raises is counted and the others still run.
-- ``SFlowListener`` is the thin socket part: ``receive_once()`` processes at most one
-  datagram, ``serve_forever()`` loops until ``stop()``, ``start()`` runs that loop in a
-  daemon thread. Under eventlet call ``hub.spawn(listener.serve_forever)`` instead of
-  ``start()``; the socket module is green there, and the loop blocks only in recvfrom
-  with a timeout.
+``SFlowCollector.handle_datagram(data, now, source)`` is pure: decode, count, hand every
+sample to the subscribers. It never raises for any input; a subscriber that raises is
+counted and the others still run. The UDP socket that feeds it is
+ryu_app.sflow_listener.SFlowListener, outside coex: the core does no I/O, so the same
+collector runs under the controller, a plain thread and tests without a socket.
 
 Stats (``stats()``) are a plain dict: datagrams ok / malformed and malformed by reason,
 samples by type, bytes, subscriber errors, and per agent the last datagram sequence
@@ -23,17 +17,12 @@ agent and sub-agent) left. That bounds them only if the previous one left within
 MAX_BATCH_DELAY_S; after a quiet spell the samples could have been taken anywhere in the
 last tick, and it answers None. Rate estimators use it to know what time span a young
 flow's first samples cover (coex.heavy_hitters).
-
-coex/ does no I/O of its own (docs/architecture.md); this module is the one place that
-opens a socket, and only when SFlowListener is used.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
-import time
 from typing import Callable, Optional
 
 from coex.sflow import (CounterSample, Datagram, FlowSample, REASONS, SFlowDecodeError,
@@ -41,8 +30,6 @@ from coex.sflow import (CounterSample, Datagram, FlowSample, REASONS, SFlowDecod
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 6343
 # An agent sends what it holds at least this often: Open vSwitch's sFlow receiver sends
 # any samples it buffers at every agent tick, once a second (sfl_receiver_tick in its
 # lib/sflow_receiver.c; the time it ticks on is in whole seconds).
@@ -181,101 +168,3 @@ class SFlowCollector:
                 "subscriber_errors": self._subscriber_errors,
                 "agents": {k: dict(v) for k, v in self._agents.items()},
             }
-
-
-class SFlowListener:
-    """A UDP socket feeding an SFlowCollector.
-
-    ``clock`` gives the ``now`` handed to the collector (default time.monotonic).
-    Port 0 binds an ephemeral port; ``address`` tells which one after ``open()``.
-    """
-
-    def __init__(self, collector: SFlowCollector, host: str = DEFAULT_HOST,
-                 port: int = DEFAULT_PORT, clock: Callable[[], float] = time.monotonic,
-                 recv_buffer_bytes: int = 4 << 20, poll_timeout_s: float = 0.2):
-        if not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
-        if poll_timeout_s <= 0:
-            raise ValueError(f"poll_timeout_s must be > 0, got {poll_timeout_s!r}")
-        self.collector = collector
-        self.host, self.port = host, port
-        self.clock = clock
-        self.recv_buffer_bytes = recv_buffer_bytes
-        self.poll_timeout_s = poll_timeout_s
-        self._sock: Optional[socket.socket] = None
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self.receive_errors = 0
-
-    def open(self) -> "SFlowListener":
-        if self._sock is None:
-            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_DGRAM)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.recv_buffer_bytes)
-                sock.bind((self.host, self.port))
-            except OSError:
-                sock.close()
-                raise
-            sock.settimeout(self.poll_timeout_s)
-            self._sock = sock
-        return self
-
-    @property
-    def address(self) -> tuple[str, int]:
-        if self._sock is None:
-            raise RuntimeError("listener not open")
-        return self._sock.getsockname()[:2]
-
-    def receive_once(self) -> bool:
-        """Wait up to poll_timeout_s for one datagram and process it. True if one came."""
-        if self._sock is None:
-            self.open()
-        try:
-            data, peer = self._sock.recvfrom(65535)
-        except socket.timeout:
-            return False
-        except (OSError, EOFError):
-            # EOFError: eventlet's answer to a socket closed by stop() under a green thread
-            # waiting on it, once another socket has taken its descriptor (a restart)
-            if self._stop.is_set():
-                return False
-            self.receive_errors += 1
-            return False
-        self.collector.handle_datagram(data, self.clock(), peer[0])
-        return True
-
-    def serve_forever(self) -> None:
-        """Receive until stop(). Usable as a thread target or an eventlet green thread."""
-        self.open()
-        while not self._stop.is_set():
-            self.receive_once()
-
-    def start(self) -> "SFlowListener":
-        """serve_forever() in a daemon thread."""
-        self.open()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self.serve_forever, name="sflow-listener",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2 * self.poll_timeout_s + 1.0)
-            self._thread = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    def stats(self) -> dict:
-        st = self.collector.stats()
-        st["receive_errors"] = self.receive_errors
-        return st
-
-    def __enter__(self) -> "SFlowListener":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -2,7 +2,7 @@
 
 For operators who already run sFlow-RT (InMon's analyser; it cannot be installed on our
 machines, where the embedded collector coex.sflow_collector is the default). Pure: this
-module builds and parses REST bodies; ovs_config/sflowrt_client.py does the HTTP.
+module builds and parses REST bodies; ryu_app/sflowrt_client.py does the HTTP.
 
 The REST API used, as documented at sflow-rt.com/reference.php ("Defining Flows" and the
 REST API table):

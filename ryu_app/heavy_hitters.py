@@ -26,9 +26,10 @@ from ryu.lib import hub
 
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeHeavyHitterDetector
 from coex.policy import HeavyHitters
-from coex.sflow_collector import SFlowCollector, SFlowListener
+from coex.sflow_collector import SFlowCollector
 from coex.sflowrt import PORT_KEYS
 from ovs_config import sflow
+from ryu_app.sflow_listener import SFlowListener
 
 TICK_S = 0.5
 LOG_LEN = 500
@@ -205,7 +206,7 @@ class HeavyHitterService:
             hub.sleep(TICK_S)
 
     def _poll_sflow_rt(self, gen):
-        from ovs_config.sflowrt_client import SFlowRTClient, SFlowRTError
+        from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
         client = SFlowRTClient(self.settings.sflow_rt_url)
         defined = False
         while gen == self._generation:

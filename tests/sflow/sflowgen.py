@@ -2,13 +2,29 @@
 
 Written from the sFlow Version 5 memo (sflow.org/sflow_version_5.txt), independently of the
 decoder, so that the decoder's tests do not read back its own assumptions. Also builds the
-raw Ethernet/IPv4/IPv6/TCP/UDP bytes a sampled_header carries.
+raw Ethernet/IPv4/IPv6/TCP/UDP bytes a sampled_header carries. captured() reads the real
+datagrams OVS sent, from tests/fixtures/sflow.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+
+CAPTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "sflow")
+# The captures in the order OVS sent them (their sequence numbers in manifest.json).
+CAPTURE_ORDER = ["counters_1.bin", "mixed_1.bin", "counters_2.bin", "mixed_2.bin", "tcp5201_1.bin",
+                 "tcp5201_2.bin"]
+
+
+def captured() -> list[bytes]:
+    """The real OVS datagrams of tests/fixtures/sflow, in the order they were sent."""
+    out = []
+    for name in CAPTURE_ORDER:
+        with open(os.path.join(CAPTURES, name), "rb") as f:
+            out.append(f.read())
+    return out
 
 
 def u32(v: int) -> bytes:

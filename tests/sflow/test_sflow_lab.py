@@ -23,10 +23,11 @@ import pytest
 
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector
 from coex.sflow import FlowKey
-from coex.sflow_collector import SFlowCollector, SFlowListener
+from coex.sflow_collector import SFlowCollector
 from experiments.lab import Controller, mininet_net
 from experiments.traffic import goodput_bps, iperf3
 from ovs_config.sflow import disable_sflow, enable_sflow, sflow_settings
+from ryu_app.sflow_listener import SFlowListener
 from topologies.dumbbell import Dumbbell
 
 OF_PORT = 16673

@@ -1,4 +1,4 @@
-"""The sFlow-RT backend: coex.sflowrt (pure) and ovs_config.sflowrt_client (HTTP).
+"""The sFlow-RT backend: coex.sflowrt (pure) and ryu_app.sflowrt_client (HTTP).
 
 sFlow-RT cannot be installed on our machines (it is on no registry we reach), so these tests
 use response bodies written by hand from its documentation (sflow-rt.com/reference.php,
@@ -21,7 +21,7 @@ from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector
 from coex.sflow import FlowKey
 from coex.sflowrt import (DEFAULT_KEYS, PORT_KEYS, SFlowRTFormatError, feed_detector, flow_definition,
                           parse_active_flows, parse_flow_key)
-from ovs_config.sflowrt_client import SFlowRTClient, SFlowRTError
+from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
 from sflowrt_stub import StubSFlowRT, active_flow_entry
 
 # As documented: a JSON array, largest first, one entry per flow key.

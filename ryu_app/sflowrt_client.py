@@ -1,5 +1,8 @@
 """A thin HTTP client for sFlow-RT (stdlib urllib): define the flow, poll the active flows.
 
+It talks to an outside analyser, not to a switch, so it lives beside its one user, the
+controller's heavy-hitter service (ryu_app/heavy_hitters.py).
+
     client = SFlowRTClient("http://127.0.0.1:8008")
     client.define_flow()                        # PUT /flow/ckcd_coex_flows/json
     events = client.poll_into(detector, now)    # GET /activeflows/ALL/ckcd_coex_flows/json
