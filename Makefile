@@ -1,12 +1,15 @@
 # ckcd-coex: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup test demo bench clean-lab datapath
+.PHONY: setup setup-tests test demo bench clean-lab datapath
 
 setup:            ## install Debian packages, the venv with pinned Ryu, build the datapath
 	@bash scripts/setup.sh
 
-test: setup       ## unit, algorithm and integration tests (real OVS, ryu-manager, Mininet, iperf3)
+setup-tests:      ## setup, plus what only the tests need (clang for the fuzz targets)
+	@bash scripts/setup.sh --tests
+
+test: setup-tests ## unit, algorithm (also under ASan/UBSan and libFuzzer) and integration tests (real OVS, ryu-manager, Mininet, iperf3)
 	$(PY) -m pytest
 
 demo: setup       ## short lab run: dumbbell, controller, BBR vs CUBIC, printed table and report

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # make setup: everything ckcd-coex needs on a fresh Debian 12 machine.
+# make test runs it with --tests: also what only the tests need (clang and its
+# libFuzzer runtime, for the fuzz targets of datapath/fuzz/).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +10,8 @@ VENV=$ROOT/.venv
 STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
   build-essential python3-venv python3-dev python3-matplotlib"
+TEST_APT_PACKAGES="clang libclang-rt-14-dev"
+[ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }
 say() { echo "setup: $*"; }
