@@ -1,10 +1,11 @@
 """The ckcd-coex controller: events in, flow-mods out.
 
 Decisions are made by the pure core: coex.topology.NetworkMap (where hosts are, shortest
-paths), coex.policy.Policy (which aggregate a flow belongs to) and coex.planner (paths per
-aggregate, meters, queue plans). This module turns OpenFlow events into calls on them and
-their answers into OpenFlow messages (ryu_app/flows.py) and port configuration
-(ovs_config/queues.py).
+paths), coex.policy.Policy (which aggregate a flow belongs to), coex.forwarding.ForwardingPlan
+(aggregate ids, the path of each aggregate, each hop's meter and queue), coex.planner (queue
+plans) and coex.ports (a port's discipline, the record of what was configured on it). This
+module turns OpenFlow events into calls on them and their answers into OpenFlow messages
+(ryu_app/flows.py) and port configuration (ovs_config).
 
 Forwarding model (docs/architecture.md has the details):
 - ARP never floods in the data plane: proxy ARP for known hosts, edge ports otherwise;
@@ -29,7 +30,9 @@ from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
 from coex import planner
+from coex.forwarding import DEFAULT, ForwardingPlan
 from coex.policy import Policy, PolicyError
+from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
 from ovs_config import aqm, queues, sflow
@@ -38,9 +41,7 @@ from ryu_app.config import CoexConfig
 from ryu_app.heavy_hitters import HeavyHitterService
 
 LLDP_INTERVAL_S = 1.0
-PATH_IDLE_TIMEOUT_S = 60
 FLOOD_DEDUP_S = 1.0  # the same frame is flooded by the controller at most once per second
-DEFAULT = "default"
 
 
 class CoexController(app_manager.RyuApp):
@@ -61,7 +62,7 @@ class CoexController(app_manager.RyuApp):
         self.datapaths: dict[int, object] = {}
         self.port_hw: dict[tuple[int, int], str] = {}     # (dpid, port) -> MAC, for LLDP
         self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
-        self.port_state: dict[tuple[int, int], dict] = {}  # what we configured on each policy port
+        self.port_state: dict[tuple[int, int], PortState] = {}  # what we configured on each policy port
         self.link_base_spec: dict[tuple[int, int], str] = {}  # ckcd-link discipline before we changed it
         self.paths: dict[tuple[str, str, str], list] = {}  # (aggregate, src ip, dst ip) -> hops
         self._recent_floods: dict[bytes, float] = {}
@@ -95,10 +96,7 @@ class CoexController(app_manager.RyuApp):
             self.policy = wanted
 
     def _plan_policy(self) -> None:
-        names = [a.name for a in self.policy.aggregates if a.name != DEFAULT]
-        self.agg_ids = {name: i + 1 for i, name in enumerate(names)}
-        self.agg_by_id = {i: name for name, i in self.agg_ids.items()}
-        self.meters = planner.meter_plans(self.policy)
+        self.plan = ForwardingPlan(self.policy)
 
     def apply_policy(self, new: Policy, summary: str) -> int:
         """Store a validated policy (committed before this returns) and enforce it everywhere."""
@@ -109,10 +107,10 @@ class CoexController(app_manager.RyuApp):
         old, self.paths = self.paths, {}
         for agg, src_ip, dst_ip in old:
             src, dst = self.net.host_by_ip(src_ip), self.net.host_by_ip(dst_ip)
-            if agg in self.agg_ids or agg == DEFAULT:
+            if self.plan.knows(agg):
                 if src and dst:
                     try:
-                        self.paths[(agg, src_ip, dst_ip)] = self._path_for(agg, src, dst)
+                        self.paths[(agg, src_ip, dst_ip)] = self.plan.path(self.net, agg, src, dst)
                     except NoPath:
                         pass
         self._configure_ports()  # queues exist before flows send into them
@@ -155,7 +153,7 @@ class CoexController(app_manager.RyuApp):
         actions = ([parser.OFPActionSetField(ip_dscp=penalized.dscp)]
                    if self.policy.approaches.separate_queues else [])
         flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_STEER, flows.five_tuple_match(parser, key),
-                       actions, goto=flows.TABLE_FORWARD, metadata=self.agg_ids["penalized"])
+                       actions, goto=flows.TABLE_FORWARD, metadata=self.plan.agg_id("penalized"))
 
     def _configure_ports(self) -> None:
         """Queues (Separate Queues) on every policy port whose switch is known; clear the rest."""
@@ -165,45 +163,43 @@ class CoexController(app_manager.RyuApp):
                 self._clear_port(key)
         for key, port in wanted.items():
             name = self.port_names.get(key)
-            if name is None:
-                self.port_state[key] = {"status": "waiting for the switch"}
-                continue
-            state = {"name": name}
-            try:
-                backend = queues.choose_backend(name, self.config.queue_backend)
-                state["queue_backend"] = backend
-                if self.policy.approaches.separate_queues:
-                    plan = planner.queue_plan(self.policy, port)
-                    if backend == "tc-htb":
-                        queues.apply_tc_htb(name, plan)
-                    elif backend == "ovsdb-queue":
-                        queues.apply_ovsdb_queues(name, plan)
-                    state["queues"] = [vars(c) for c in plan.classes]
-                else:
-                    self._clear_queues(name, backend)
-                self._set_discipline(key, name, port, backend, state)
-                state["status"] = "applied"
-            except (queues.QueueBackendError, aqm.AqmBackendError) as err:
-                state["status"] = f"error: {err}"
-                self.logger.error("port %s: %s", name, err)
+            state = PortState(name=name)
+            if name is not None:
+                self._configure_port(key, port, state)
             self.port_state[key] = state
 
-    def _set_discipline(self, key, name: str, port, backend: str, state: dict) -> None:
-        """The egress discipline of a ckcd-link port: bands under Separate Queues (each band
-        running the port's AQM), else the port's AQM, else what the lab started it with."""
-        if backend != "ckcd-link":
+    def _configure_port(self, key, port, state: PortState) -> None:
+        try:
+            state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend)
+            if self.policy.approaches.separate_queues:
+                self._apply_queues(port, state)
+            else:
+                self._clear_queues(state.name, state.queue_backend)
+            self._set_discipline(key, port, state)
+            state.status = APPLIED
+        except (queues.QueueBackendError, aqm.AqmBackendError) as err:
+            state.status = f"error: {err}"
+            self.logger.error("port %s: %s", state.name, err)
+
+    def _apply_queues(self, port, state: PortState) -> None:
+        plan = planner.queue_plan(self.policy, port)
+        if state.queue_backend == "tc-htb":
+            queues.apply_tc_htb(state.name, plan)
+        elif state.queue_backend == "ovsdb-queue":
+            queues.apply_ovsdb_queues(state.name, plan)
+        state.queues = plan.classes
+
+    def _set_discipline(self, key, port, state: PortState) -> None:
+        """Attach what coex.ports.link_discipline decides to a ckcd-link port."""
+        if state.queue_backend != "ckcd-link":
             if port.aqm is not None:
-                raise aqm.AqmBackendError(f"port {name} has no AQM backend on this host")
+                raise aqm.AqmBackendError(f"port {state.name} has no AQM backend on this host")
             return
         if key not in self.link_base_spec:
-            self.link_base_spec[key] = aqm.current_discipline(name) or "droptail limit=1000"
-        band = port.aqm.spec(port.capacity_bps) if port.aqm else self.link_base_spec[key]
-        if self.policy.approaches.separate_queues:
-            spec = queues.bands_spec(planner.queue_plan(self.policy, port), band_discipline=band)
-        else:
-            spec = band
-        aqm.attach_discipline(name, spec)
-        state["discipline"] = spec
+            self.link_base_spec[key] = aqm.current_discipline(state.name) or LINK_FALLBACK_SPEC
+        spec = link_discipline(self.policy, port, self.link_base_spec[key])
+        aqm.attach_discipline(state.name, spec)
+        state.discipline = spec  # only what the link took
 
     def aqm_backend(self, dpid: int, port: int) -> str | None:
         name = self.port_names.get((dpid, port))
@@ -216,14 +212,14 @@ class CoexController(app_manager.RyuApp):
             queues.clear_ovsdb_queues(name)
 
     def _clear_port(self, key) -> None:
-        state = self.port_state.pop(key, {})
-        if "name" in state and "queue_backend" in state:
-            self._clear_queues(state["name"], state["queue_backend"])
+        state = self.port_state.pop(key, PortState())
+        if state.name is not None and state.queue_backend is not None:
+            self._clear_queues(state.name, state.queue_backend)
             if key in self.link_base_spec:  # give the link back the discipline it came with
                 try:
-                    aqm.attach_discipline(state["name"], self.link_base_spec.pop(key))
+                    aqm.attach_discipline(state.name, self.link_base_spec.pop(key))
                 except aqm.AqmBackendError as err:
-                    self.logger.error("port %s: %s", state["name"], err)
+                    self.logger.error("port %s: %s", state.name, err)
 
     # --- switches -------------------------------------------------------------------
 
@@ -256,7 +252,7 @@ class CoexController(app_manager.RyuApp):
         self._install_classification(dp)
         for key in self.steered:
             self._install_steering(dp, key)
-        flows.set_meters(dp, [m for m in self.meters if m.dpid == dp.id])
+        flows.set_meters(dp, [m for m in self.plan.meters if m.dpid == dp.id])
         for key, hops in self.paths.items():
             for hop in hops:
                 if hop.dpid == dp.id:
@@ -270,7 +266,7 @@ class CoexController(app_manager.RyuApp):
             actions = [parser.OFPActionSetField(ip_dscp=agg.dscp)] if mark else []
             flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_RULE_BASE + rule.priority,
                            flows.rule_match(parser, rule.match), actions, goto=flows.TABLE_FORWARD,
-                           metadata=self.agg_ids.get(rule.aggregate, 0))
+                           metadata=self.plan.agg_id(rule.aggregate))
         if mark:  # unclassified IPv4 is the default aggregate, whatever DSCP the host chose
             default = self.policy.aggregate(DEFAULT)
             flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_DEFAULT_MARK,
@@ -356,7 +352,7 @@ class CoexController(app_manager.RyuApp):
         elif ip_pkt is not None:
             self.net.learn_host(eth.src, ip_pkt.src, dp.id, in_port, now)
             # The switch already classified the packet: its aggregate id is in the metadata.
-            agg = self.agg_by_id.get(msg.match.get("metadata", 0) & flows.METADATA_MASK, DEFAULT)
+            agg = self.plan.aggregate_of(msg.match.get("metadata", 0) & flows.METADATA_MASK)
             self._handle_ipv4(dp, in_port, ip_pkt, agg, msg.data)
         # Anything else (IPv6, other multicast) is not forwarded: the lab is IPv4.
 
@@ -394,16 +390,8 @@ class CoexController(app_manager.RyuApp):
 
     # --- paths ----------------------------------------------------------------------
 
-    def _path_for(self, agg: str, src: HostLocation, dst: HostLocation):
-        policy = self.policy
-        if policy.approaches.separate_paths and policy.aggregate(agg).own_path:
-            own = [a.name for a in policy.aggregates if a.own_path]
-            switches = planner.aggregate_paths(self.net.graph(), src.dpid, dst.dpid, own)[agg]
-            return self.net.host_path(src, dst, switches)
-        return self.net.host_path(src, dst)
-
     def _install_pair(self, agg: str, src: HostLocation, dst: HostLocation):
-        hops = self._path_for(agg, src, dst)
+        hops = self.plan.path(self.net, agg, src, dst)
         key = (agg, src.ipv4, dst.ipv4)
         if self.paths.get(key) != hops:
             old = self.paths.get(key)
@@ -420,28 +408,14 @@ class CoexController(app_manager.RyuApp):
         dp = self.datapaths.get(hop.dpid)
         if dp is None:
             return
-        agg, src_ip, dst_ip = key
-        parser = dp.ofproto_parser
-        agg_id = None if agg == DEFAULT else self.agg_ids[agg]
-        meter_id = next((m.meter_id for m in self.meters
-                         if (m.dpid, m.port) == (hop.dpid, hop.out_port) and m.aggregate == agg), None)
-        actions = []
-        port = self.policy.port(hop.dpid, hop.out_port)
-        backend = self.port_state.get((hop.dpid, hop.out_port), {}).get("queue_backend")
-        if port is not None and self.policy.approaches.separate_queues and backend == "ovsdb-queue":
-            # From the plan of the policy being applied, not from the port's last state.
-            actions.append(parser.OFPActionSetQueue(planner.queue_plan(self.policy, port).class_of(agg).index))
-        actions.append(parser.OFPActionOutput(hop.out_port))
-        flows.add_flow(dp, flows.TABLE_FORWARD, flows.PRIO_PATH if agg_id is None else flows.PRIO_AGG_PATH,
-                       flows.path_match(parser, src_ip, dst_ip, agg_id), actions, meter_id=meter_id,
-                       idle_timeout=PATH_IDLE_TIMEOUT_S)
+        flows.add_hop_flow(dp, self.plan.hop_flow(*key, hop, self.port_state.get((hop.dpid, hop.out_port))))
 
     def _remove_path_flows(self, key, hops):
         agg, src_ip, dst_ip = key
         for hop in hops:
             dp = self.datapaths.get(hop.dpid)
             if dp is not None:
-                agg_id = None if agg == DEFAULT else self.agg_ids.get(agg)
+                agg_id = self.plan.agg_ids.get(agg)  # None (metadata 0) for the default
                 flows.delete_our_flows(dp, flows.TABLE_FORWARD,
                                        flows.path_match(dp.ofproto_parser, src_ip, dst_ip, agg_id))
 
@@ -487,7 +461,7 @@ class CoexController(app_manager.RyuApp):
             switches.append({
                 "dpid": dpid, "connected": dpid in self.datapaths,
                 "ports": sorted(self.net.ports.get(dpid, ())),
-                "meters": [vars(m) for m in self.meters if m.dpid == dpid],
+                "meters": [vars(m) for m in self.plan.meters if m.dpid == dpid],
                 "paths": [{"aggregate": a, "src": s, "dst": d,
                            "hop": {"in_port": h.in_port, "out_port": h.out_port}}
                           for (a, s, d), hops in sorted(self.paths.items()) for h in hops if h.dpid == dpid],
@@ -499,5 +473,5 @@ class CoexController(app_manager.RyuApp):
                       for a, b in self.net.links()],
             "hosts": [{"mac": h.mac, "ipv4": h.ipv4, "dpid": h.dpid, "port": h.port}
                       for h in sorted(self.net.hosts.values(), key=lambda h: h.ipv4 or "")],
-            "ports": [{"dpid": k[0], "port": k[1], **v} for k, v in sorted(self.port_state.items())],
+            "ports": [{"dpid": k[0], "port": k[1], **v.to_dict()} for k, v in sorted(self.port_state.items())],
         }

@@ -5,13 +5,16 @@ Pipeline:
       aggregate id into the metadata (and marks DSCP under Separate Queues); miss -> table 1.
   table 1 (FORWARD): path flows per (aggregate, src, dst) at PRIO_AGG_PATH matching the
       metadata, per (src, dst) at PRIO_PATH for the default aggregate; a meter on the
-      hop that leaves through a Limited Queue port; miss -> controller.
+      hop that leaves through a Limited Queue port; miss -> controller. coex.forwarding
+      plans these flows (their priorities too); add_hop_flow() only writes them.
 
 Every flow we install carries COOKIE, so on (re)connect we delete exactly our own flows
 and leave anything an operator installed by hand.
 """
 
 from __future__ import annotations
+
+from coex.forwarding import HopFlow
 
 COOKIE = 0xC0E0_0000_0000_0000
 COOKIE_MASK = 0xFFFF_0000_0000_0000
@@ -24,8 +27,6 @@ PRIO_DEFAULT_MARK = 1        # table 0: unclassified IPv4 gets the default aggre
 PRIO_RULE_BASE = 1000        # table 0: + rule priority (0..1000)
 PRIO_STEER = 2100            # table 0: a heavy hitter's 5-tuple -> the penalized aggregate
 PRIO_LLDP = 65000
-PRIO_PATH = 100              # table 1: default aggregate
-PRIO_AGG_PATH = 200          # table 1: other aggregates (metadata match)
 
 METADATA_MASK = 0xFF         # the aggregate id lives in the low byte
 
@@ -107,6 +108,15 @@ def path_match(parser, src_ip: str, dst_ip: str, agg_id: int | None):
     controller to get their own path."""
     return parser.OFPMatch(metadata=(agg_id or 0, METADATA_MASK), eth_type=0x0800,
                            ipv4_src=src_ip, ipv4_dst=dst_ip)
+
+
+def add_hop_flow(dp, hop: HopFlow) -> None:
+    """A path flow as coex.forwarding planned it: [set_queue] output, under its meter."""
+    parser = dp.ofproto_parser
+    actions = [] if hop.queue_index is None else [parser.OFPActionSetQueue(hop.queue_index)]
+    actions.append(parser.OFPActionOutput(hop.out_port))
+    add_flow(dp, TABLE_FORWARD, hop.priority, path_match(parser, hop.src_ip, hop.dst_ip, hop.agg_id),
+             actions, meter_id=hop.meter_id, idle_timeout=hop.idle_timeout_s)
 
 
 def set_meters(dp, plans) -> None:
