@@ -1,6 +1,7 @@
-"""What forwarding a policy asks for: the metadata id of each aggregate, the switch path each
-aggregate takes between two switches (Separate Paths), and what every hop of a path does
-with the aggregate's packets - its meter (Limited Queue) and its queue (Separate Queues).
+"""What forwarding a policy asks for: which aggregate a packet joins in table 0 (its metadata
+id, and its DSCP under Separate Queues), the switch path each aggregate takes between two
+switches (Separate Paths), and what every hop of a path does with the aggregate's packets in
+table 1 - its meter (Limited Queue) and its queue (Separate Queues).
 
 Pure: a policy, a coex.topology.NetworkMap and the ports' states in; hop lists and plain
 flow descriptions out. ryu_app turns the descriptions into flow-mods (ryu_app/flows.py).
@@ -16,13 +17,17 @@ from typing import Mapping
 import networkx as nx
 
 from coex import planner
-from coex.policy import Policy
+from coex.policy import Match, Policy
 from coex.ports import PortState
 from coex.topology import Hop, HostLocation, NetworkMap, PortRef
 
 DEFAULT = "default"
+PENALIZED = "penalized"     # where a heavy hitter is steered
 DEFAULT_ID = 0              # table 0 leaves the metadata at 0 when no rule matched
 
+PRIO_DEFAULT_MARK = 1       # table 0: unclassified IPv4 gets the default aggregate's DSCP
+PRIO_RULE_BASE = 1000       # table 0: + rule priority (0..1000)
+PRIO_STEER = 2100           # table 0: a heavy hitter's 5-tuple, above every rule
 PRIO_PATH = 100             # table 1: the default aggregate's path flows
 PRIO_AGG_PATH = 200         # table 1: another aggregate's path flows (they match its metadata)
 PATH_IDLE_TIMEOUT_S = 60    # a pair that stopped talking gives its flows back
@@ -32,6 +37,15 @@ def aggregate_ids(policy: Policy) -> dict[str, int]:
     """Metadata ids 1, 2, ... in the policy's order of aggregates; 'default' has none (0)."""
     names = [a.name for a in policy.aggregates if a.name != DEFAULT]
     return {name: i + 1 for i, name in enumerate(names)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifyFlow:
+    """One table-0 flow: the packets it matches join an aggregate (see ryu_app/flows.py)."""
+    priority: int
+    match: Match | tuple | None  # a rule's Match, one flow's 5-tuple (a FlowKey), None: any IPv4
+    agg_id: int | None           # written into the metadata; None leaves it (0: default)
+    dscp: int | None             # Separate Queues: the aggregate's DSCP; None keeps the host's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +87,25 @@ class ForwardingPlan:
     def aggregate_of(self, agg_id: int) -> str:
         """The aggregate whose id table 0 wrote into a packet's metadata."""
         return self.agg_by_id.get(agg_id, DEFAULT)
+
+    # --- table 0: classification ------------------------------------------------------
+
+    def classify_flows(self) -> list[ClassifyFlow]:
+        """One flow per policy rule; under Separate Queues also one that marks unclassified
+        IPv4 with the default aggregate's DSCP, whatever DSCP the host chose."""
+        flows = [ClassifyFlow(PRIO_RULE_BASE + r.priority, r.match, self.agg_id(r.aggregate),
+                              self._dscp(r.aggregate)) for r in self.policy.rules]
+        if self.policy.approaches.separate_queues:
+            flows.append(ClassifyFlow(PRIO_DEFAULT_MARK, None, None, self._dscp(DEFAULT)))
+        return flows
+
+    def steer_flow(self, flow_key: tuple) -> ClassifyFlow:
+        """A heavy hitter's 5-tuple into the penalized aggregate, above every rule."""
+        return ClassifyFlow(PRIO_STEER, flow_key, self.agg_id(PENALIZED), self._dscp(PENALIZED))
+
+    def _dscp(self, aggregate: str) -> int | None:
+        # Separate Queues: the ports' queues (bands, HTB classes) select by this DSCP.
+        return self.policy.aggregate(aggregate).dscp if self.policy.approaches.separate_queues else None
 
     # --- Separate Paths -----------------------------------------------------------
 

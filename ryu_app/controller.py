@@ -148,12 +148,7 @@ class CoexController(app_manager.RyuApp):
             flows.delete_our_flows(dp, flows.TABLE_CLASSIFY, flows.five_tuple_match(dp.ofproto_parser, key))
 
     def _install_steering(self, dp, key) -> None:
-        parser = dp.ofproto_parser
-        penalized = self.policy.aggregate("penalized")
-        actions = ([parser.OFPActionSetField(ip_dscp=penalized.dscp)]
-                   if self.policy.approaches.separate_queues else [])
-        flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_STEER, flows.five_tuple_match(parser, key),
-                       actions, goto=flows.TABLE_FORWARD, metadata=self.plan.agg_id("penalized"))
+        flows.add_classify_flow(dp, self.plan.steer_flow(key))
 
     def _configure_ports(self) -> None:
         """Queues (Separate Queues) on every policy port whose switch is known; clear the rest."""
@@ -169,6 +164,8 @@ class CoexController(app_manager.RyuApp):
             self.port_state[key] = state
 
     def _configure_port(self, key, port, state: PortState) -> None:
+        """Queues first, then the discipline; a backend error stops there and is the status,
+        so GET /state says how far the port got."""
         try:
             state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend)
             if self.policy.approaches.separate_queues:
@@ -249,7 +246,8 @@ class CoexController(app_manager.RyuApp):
         """Make the switch hold exactly what policy and known paths ask of it."""
         flows.delete_our_flows(dp)
         flows.install_base_flows(dp)
-        self._install_classification(dp)
+        for flow in self.plan.classify_flows():
+            flows.add_classify_flow(dp, flow)
         for key in self.steered:
             self._install_steering(dp, key)
         flows.set_meters(dp, [m for m in self.plan.meters if m.dpid == dp.id])
@@ -257,21 +255,6 @@ class CoexController(app_manager.RyuApp):
             for hop in hops:
                 if hop.dpid == dp.id:
                     self._install_hop(key, hop)
-
-    def _install_classification(self, dp) -> None:
-        parser = dp.ofproto_parser
-        mark = self.policy.approaches.separate_queues
-        for rule in self.policy.rules:
-            agg = self.policy.aggregate(rule.aggregate)
-            actions = [parser.OFPActionSetField(ip_dscp=agg.dscp)] if mark else []
-            flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_RULE_BASE + rule.priority,
-                           flows.rule_match(parser, rule.match), actions, goto=flows.TABLE_FORWARD,
-                           metadata=self.plan.agg_id(rule.aggregate))
-        if mark:  # unclassified IPv4 is the default aggregate, whatever DSCP the host chose
-            default = self.policy.aggregate(DEFAULT)
-            flows.add_flow(dp, flows.TABLE_CLASSIFY, flows.PRIO_DEFAULT_MARK,
-                           parser.OFPMatch(eth_type=0x0800),
-                           [parser.OFPActionSetField(ip_dscp=default.dscp)], goto=flows.TABLE_FORWARD)
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _on_port_desc(self, ev):

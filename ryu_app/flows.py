@@ -6,7 +6,8 @@ Pipeline:
   table 1 (FORWARD): path flows per (aggregate, src, dst) at PRIO_AGG_PATH matching the
       metadata, per (src, dst) at PRIO_PATH for the default aggregate; a meter on the
       hop that leaves through a Limited Queue port; miss -> controller. coex.forwarding
-      plans these flows (their priorities too); add_hop_flow() only writes them.
+      plans the flows of both tables (their priorities too); add_classify_flow() and
+      add_hop_flow() only write them.
 
 Every flow we install carries COOKIE, so on (re)connect we delete exactly our own flows
 and leave anything an operator installed by hand.
@@ -14,7 +15,8 @@ and leave anything an operator installed by hand.
 
 from __future__ import annotations
 
-from coex.forwarding import HopFlow
+from coex.forwarding import ClassifyFlow, HopFlow
+from coex.policy import Match
 
 COOKIE = 0xC0E0_0000_0000_0000
 COOKIE_MASK = 0xFFFF_0000_0000_0000
@@ -23,9 +25,6 @@ TABLE_CLASSIFY = 0
 TABLE_FORWARD = 1
 
 PRIO_MISS = 0
-PRIO_DEFAULT_MARK = 1        # table 0: unclassified IPv4 gets the default aggregate's DSCP
-PRIO_RULE_BASE = 1000        # table 0: + rule priority (0..1000)
-PRIO_STEER = 2100            # table 0: a heavy hitter's 5-tuple -> the penalized aggregate
 PRIO_LLDP = 65000
 
 METADATA_MASK = 0xFF         # the aggregate id lives in the low byte
@@ -85,6 +84,22 @@ def rule_match(parser, match) -> object:
     if match.tp_dst is not None:
         fields[f"{proto}_dst"] = match.tp_dst
     return parser.OFPMatch(**fields)
+
+
+def add_classify_flow(dp, flow: ClassifyFlow) -> None:
+    """A table-0 flow as coex.forwarding planned it: [set DSCP] [write metadata], go to 1."""
+    parser = dp.ofproto_parser
+    actions = [] if flow.dscp is None else [parser.OFPActionSetField(ip_dscp=flow.dscp)]
+    add_flow(dp, TABLE_CLASSIFY, flow.priority, _classify_match(parser, flow.match), actions,
+             goto=TABLE_FORWARD, metadata=flow.agg_id)
+
+
+def _classify_match(parser, match) -> object:
+    if match is None:
+        return parser.OFPMatch(eth_type=0x0800)
+    if isinstance(match, Match):
+        return rule_match(parser, match)
+    return five_tuple_match(parser, match)
 
 
 def five_tuple_match(parser, key) -> object:

@@ -1,9 +1,11 @@
 """coex.forwarding.ForwardingPlan: what forwarding the CoEx approaches (Hock et al., CoEx)
-ask of every hop, decided without a switch."""
+ask of table 0 and of every hop, decided without a switch."""
 
-from coex.forwarding import PRIO_AGG_PATH, PRIO_PATH, ForwardingPlan, aggregate_ids
+from coex.forwarding import (PRIO_AGG_PATH, PRIO_DEFAULT_MARK, PRIO_PATH, PRIO_RULE_BASE, ForwardingPlan,
+                             aggregate_ids)
 from coex.policy import Policy
 from coex.ports import PortState
+from coex.sflow import FlowKey
 from coex.topology import Hop, NetworkMap
 
 # The two-path testbed: h1 at s1 port 1, h3 at s4 port 1; s1 -3/1- s2 -2/3- s4 and
@@ -130,3 +132,40 @@ def test_the_default_path_sits_below_the_aggregates_paths():
     assert (default.priority, default.agg_id) == (PRIO_PATH, 0)
     assert (other.priority, other.agg_id) == (PRIO_AGG_PATH, plan.agg_id("low_delay"))
     assert PRIO_AGG_PATH > PRIO_PATH
+
+
+# --- table 0: which aggregate a packet joins -----------------------------------------------------
+
+RULES = [{"name": "bulk", "aggregate": "queue_filling", "priority": 5, "match": {"ip_proto": 6, "tp_dst": 5201}},
+         {"name": "voip", "aggregate": "default", "match": {"ip_proto": 17}}]
+
+
+def classify_plan(**approaches) -> ForwardingPlan:
+    return ForwardingPlan(Policy.from_dict({"rules": RULES, "approaches": approaches}))
+
+
+def test_separate_queues_marks_each_rules_aggregate_dscp_and_unclassified_ipv4_the_defaults():
+    plan = classify_plan(separate_queues=True)
+    dscp = {a.name: a.dscp for a in plan.policy.aggregates}
+    by_prio = {f.priority: f for f in plan.classify_flows()}
+    bulk, voip, unclassified = by_prio[PRIO_RULE_BASE + 5], by_prio[PRIO_RULE_BASE], by_prio[PRIO_DEFAULT_MARK]
+    assert (bulk.agg_id, bulk.dscp) == (plan.agg_id("queue_filling"), dscp["queue_filling"])
+    assert (voip.agg_id, voip.dscp) == (0, dscp["default"])
+    assert (unclassified.match, unclassified.agg_id, unclassified.dscp) == (None, None, dscp["default"])
+    assert bulk.match.tp_dst == 5201
+
+
+def test_without_separate_queues_table_0_only_names_the_aggregate():
+    flows = classify_plan().classify_flows()
+    assert len(flows) == len(RULES) and all(f.dscp is None for f in flows)
+    assert sorted(f.agg_id for f in flows) == [0, classify_plan().agg_id("queue_filling")]
+
+
+def test_a_heavy_hitter_joins_the_penalized_aggregate_above_every_rule():
+    key = FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201)
+    for approaches, marked in (({}, False), ({"separate_queues": True}, True)):
+        plan = classify_plan(**approaches)
+        steer = plan.steer_flow(key)
+        assert steer.match == key and steer.agg_id == plan.agg_id("penalized")
+        assert steer.priority > PRIO_RULE_BASE + 1000  # above the highest rule priority a policy may set
+        assert (steer.dscp == plan.policy.aggregate("penalized").dscp) if marked else steer.dscp is None
