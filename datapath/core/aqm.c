@@ -8,6 +8,7 @@ static const char *const reason_names[AQM_DROP_REASONS] = {
 	[AQM_DROP_DELAY] = "delay",
 	[AQM_DROP_PENALTY] = "penalty",
 	[AQM_DROP_FLUSH] = "flush",
+	[AQM_DROP_SHRINK] = "shrink",
 };
 
 const char *aqm_drop_reason_name(enum aqm_drop_reason why)

@@ -26,6 +26,7 @@ enum aqm_drop_reason {
 	AQM_DROP_DELAY,        /* dequeue drop: sojourn above (per-flow) target (CoDel, CKCD d_th) */
 	AQM_DROP_PENALTY,      /* drop inside a band marked as the penalized band */
 	AQM_DROP_FLUSH,        /* queue destroyed with packets still in it */
+	AQM_DROP_SHRINK,       /* queued packets dropped when a buffer shrinks (Cocoa) */
 	AQM_DROP_REASONS
 };
 
@@ -48,6 +49,13 @@ struct aqm_pkt {
 	 * against flow_hash, so an evicted entry is detected). Added last: the
 	 * fields above keep their offsets. */
 	uint32_t core_slot;
+	/* Caller's id of the host pair (hash of the source and destination
+	 * addresses): the connection of seed 003, whose "connection
+	 * information is composed of MAC addresses of the sender and the
+	 * receiver". Read by hdcodel key=host only; 0 from a caller that does
+	 * not know it (every packet then one connection). Added last, after
+	 * core_slot, so every field above keeps its offset. */
+	uint32_t host_hash;
 };
 
 struct aqm_env {

@@ -167,8 +167,10 @@ static const struct aqm_ops *const registry[] = {
 	&aqm_droptail_ops,
 	&aqm_red_ops,
 	&aqm_codel_ops,
+	&aqm_hdcodel_ops,
 	&aqm_choke_ops,
 	&aqm_ckcd_ops,
+	&aqm_cocoa_ops,
 	&aqm_bands_ops,
 };
 #define NREGISTRY (sizeof(registry) / sizeof(registry[0]))

@@ -13,6 +13,7 @@ static const char *const drop_keys[AQM_DROP_REASONS] = {
 	[AQM_DROP_DELAY] = "delay",
 	[AQM_DROP_PENALTY] = "penalty",
 	[AQM_DROP_FLUSH] = "flush",
+	[AQM_DROP_SHRINK] = "shrink",
 };
 
 const char *drop_reason_key(int why)
