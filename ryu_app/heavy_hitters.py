@@ -1,10 +1,12 @@
-"""Heavy hitters: sFlow samples in, steering decisions out (docs/sflow.md).
+"""Heavy hitters in the controller: sFlow in, steer()/unsteer() and GET /heavy-hitters out
+(docs/sflow.md).
 
-One detector per bottleneck port (policy `ports`), fed only by samples whose
-output interface is that port: OVS samples whole bridges, and a flow crossing two
-bridges must not count twice. A detected flow is handed to the controller's
-steer(); a released one to unsteer(). Every decision is kept, with its time and
-the estimate that caused it, for GET /coex/v1/heavy-hitters.
+This module only translates. What is decided is coex.steering's: one PortWatch (the
+detectors) per bottleneck port (policy `ports`), and the SteeringBook that turns their
+events into steer and release decisions and keeps every decision, with its time and the
+estimate that caused it. Here: the listener or the sFlow-RT poller and the timer run in
+green threads, a steer decision goes to the controller's steer(), an unsteer one to
+unsteer(), and the book's records to the log and to REST.
 
 Detectors (policy `detector`): "rate", the windowed rate estimate against a threshold
 (HeavyHitterDetector); "mode", seed 003's mode of the sample history
@@ -17,35 +19,25 @@ the bottleneck bridges sends to `collector`: our listener, or sFlow-RT's sFlow p
 
 from __future__ import annotations
 
-import collections
 import ipaddress
 import time
 import urllib.parse
 
 from ryu.lib import hub
 
-from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeHeavyHitterDetector
 from coex.policy import HeavyHitters
 from coex.sflow_collector import SFlowCollector
 from coex.sflowrt import PORT_KEYS
+from coex.steering import PortWatch, SteeringBook, threshold_samples_per_s
 from ovs_config import sflow
 from ryu_app.sflow_listener import SFlowListener
+from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
 
 TICK_S = 0.5
-LOG_LEN = 500
-MTU_FRAME_BYTES = 1514
-# Below this many samples per second at the threshold, a flow at 2x the threshold is
-# rarely detected within a second without false positives (docs/sflow.md, "How fast
-# detection can be").
-FEW_SAMPLES_PER_S = 10.0
-
-
-def threshold_samples_per_s(threshold_bps: float, sampling: int) -> float:
-    """Samples per second a flow of MTU frames at the threshold gives at 1-in-`sampling`."""
-    return threshold_bps / (8 * MTU_FRAME_BYTES * sampling)
 
 
 def ifindex(port_name: str) -> int | None:
+    """The port's ifIndex, which the sFlow agent names it by; None when it cannot be read."""
     try:
         with open(f"/sys/class/net/{port_name}/ifindex") as f:
             return int(f.read())
@@ -53,69 +45,15 @@ def ifindex(port_name: str) -> int | None:
         return None
 
 
-def flow_dict(key) -> dict:
-    return {"src_ip": key.src_ip, "dst_ip": key.dst_ip, "protocol": key.protocol,
-            "src_port": key.src_port, "dst_port": key.dst_port}
-
-
-class PortWatch:
-    """The detectors of one bottleneck port."""
-
-    def __init__(self, dpid: int, port: int, name: str, capacity_bps: int, hh: HeavyHitters):
-        self.dpid, self.port, self.name = dpid, port, name
-        self.ifindex = ifindex(name)
-        self.detector = HeavyHitterDetector(HeavyHitterConfig(
-            threshold_bps=hh.threshold_bps, capacity_share=hh.capacity_share,
-            fair_share_multiple=hh.fair_share_multiple,
-            capacity_bps=None if hh.threshold_bps is not None else capacity_bps,
-            window_s=hh.window_s, min_window_s=hh.min_window_s, release_fraction=hh.release_fraction, min_hold_s=hh.min_hold_s))
-        # With detector "mode" the decisions are the mode detector's; the rate detector
-        # still runs, for the estimates the log and GET /heavy-hitters show.
-        self.mode = (ModeHeavyHitterDetector(hh.rec_int, hh.hist_len, hh.stat_int, idle_s=hh.window_s,
-                                             min_hold_s=hh.min_hold_s, rate_of=self.detector.estimate_bps)
-                     if hh.detector == "mode" else None)
-
-    def observe_sample(self, sample, now: float, since=None) -> list:
-        events = self.detector.observe_sample(sample, now, since)
-        return events if self.mode is None else self.mode.observe_sample(sample, now)
-
-    def observe_rate(self, key, rate_bps: float, now: float) -> list:
-        return self.detector.observe_rate(key, rate_bps, now)
-
-    def tick(self, now: float) -> list:
-        events = self.detector.tick(now)
-        return events if self.mode is None else self.mode.tick(now)
-
-    def report(self, now: float, sampling: int) -> dict:
-        out = {"dpid": self.dpid, "port": self.port, "name": self.name, "ifindex": self.ifindex,
-               "detector": "rate" if self.mode is None else "mode",
-               "threshold_bps": round(self.detector.high_threshold_bps()),
-               "threshold_samples_per_s": round(threshold_samples_per_s(
-                   self.detector.high_threshold_bps(), sampling), 1),
-               "active_flows": self.detector.active_flows(),
-               "top": [{"flow": flow_dict(k), "estimate_bps": round(v)}
-                       for k, v in self.detector.top(now, 5)]}
-        if self.mode is not None:
-            last = self.mode.estimator.last_decision
-            out["mode"] = {"flow": flow_dict(self.mode.current) if self.mode.current is not None else None,
-                           "since_monotonic_s": self.mode.since,
-                           "samples": self.mode.estimator.samples_seen,
-                           "last_decision": None if last is None else {
-                               "flow": flow_dict(last.key) if last.key is not None else None,
-                               "count": last.count, "records": last.records}}
-        return out
-
-
 class HeavyHitterService:
     def __init__(self, app):
-        self.app = app  # the CoexController: steer(), unsteer(), port_names, policy, logger
+        self.app = app  # the CoexController: steer(), unsteer(), port_names, logger
         self.settings: HeavyHitters | None = None
         self.watches: dict[tuple[int, int], PortWatch] = {}
+        self.book = SteeringBook()
         self.collector = SFlowCollector()
         self.collector.subscribe_flow_samples(self._on_sample)
         self.listener: SFlowListener | None = None
-        self.log = collections.deque(maxlen=LOG_LEN)
-        self.current: dict[tuple, dict] = {}  # (flow key, port) -> decision that steered it
         self.error: str | None = None  # why detection does not run although enabled
         self._threads = []
         self._generation = 0
@@ -141,16 +79,21 @@ class HeavyHitterService:
         for p in ports:
             name = self.app.port_names.get((p.dpid, p.port))
             if name is not None:
-                watch = self.watches[(p.dpid, p.port)] = PortWatch(p.dpid, p.port, name, p.capacity_bps, hh)
-                rate = threshold_samples_per_s(watch.detector.high_threshold_bps(), hh.sampling)
-                if watch.mode is None and rate < FEW_SAMPLES_PER_S:
-                    self.app.logger.warning(
-                        "heavy hitters on %s: a flow at the %.1f Mbit/s threshold gives %.1f samples/s at "
-                        "1-in-%d; detection will often take more than a second (docs/sflow.md): sample "
-                        "more often or raise the threshold", name, watch.detector.high_threshold_bps() / 1e6,
-                        rate, hh.sampling)
+                self._watch(PortWatch(p.dpid, p.port, name, ifindex(name), p.capacity_bps, hh), hh.sampling)
         self._generation += 1
-        gen = self._generation
+        self._start_loops(hh, self._generation)
+
+    def _watch(self, watch: PortWatch, sampling: int) -> None:
+        self.watches[watch.key] = watch
+        if watch.detects_slowly(sampling):
+            threshold = watch.high_threshold_bps()
+            self.app.logger.warning(
+                "heavy hitters on %s: a flow at the %.1f Mbit/s threshold gives %.1f samples/s at "
+                "1-in-%d; detection will often take more than a second (docs/sflow.md): sample "
+                "more often or raise the threshold", watch.name, threshold / 1e6,
+                threshold_samples_per_s(threshold, sampling), sampling)
+
+    def _start_loops(self, hh: HeavyHitters, gen: int) -> None:
         if hh.source == "embedded":
             host, _, port = hh.collector.rpartition(":")
             self.listener = SFlowListener(self.collector, host=host, port=int(port), poll_timeout_s=0.5)
@@ -187,8 +130,7 @@ class HeavyHitterService:
         if self.listener is not None:
             self.listener.stop()
             self.listener = None
-        for key, decision in list(self.current.items()):
-            self._release(key, decision["estimate_bps"], "detection stopped", time.monotonic())
+        self._carry_out(self.book.release_all("detection stopped", time.monotonic(), time.time()))
         self.watches.clear()
         self._threads.clear()
 
@@ -202,11 +144,10 @@ class HeavyHitterService:
         while gen == self._generation:
             now = time.monotonic()
             for watch in list(self.watches.values()):
-                self._handle(watch, watch.tick(now), now)
+                self._apply(watch, watch.tick(now), now)
             hub.sleep(TICK_S)
 
     def _poll_sflow_rt(self, gen):
-        from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
         client = SFlowRTClient(self.settings.sflow_rt_url)
         defined = False
         while gen == self._generation:
@@ -221,78 +162,50 @@ class HeavyHitterService:
             hub.sleep(1.0)
 
     def ingest_active_flows(self, active, now: float) -> None:
-        """One sFlow-RT answer (coex.sflowrt.ActiveFlows of the PORT_KEYS flow) into the
-        detectors: each flow goes to the port its `outputifindex` key names. Its
-        `dataSource` is not used: for OVS it is the bridge (type 2, index 1000 in our
-        captures), never a port."""
+        """One sFlow-RT answer (coex.sflowrt.ActiveFlows of the PORT_KEYS flow) into every
+        port's detectors; each takes the flows that leave by it."""
         for watch in list(self.watches.values()):
-            for f in active.flows:
-                if f.flow_key is None or f.rate_bps is None:
-                    continue
-                if watch.ifindex is not None and f.output_ifindex != watch.ifindex:
-                    continue
-                self._handle(watch, watch.observe_rate(f.flow_key, f.rate_bps, now), now)
+            self._apply(watch, watch.observe_active_flows(active, now), now)
 
     # --- samples and decisions ------------------------------------------------------
 
     def _on_sample(self, sample, datagram, now: float) -> None:
         since = self.collector.collection_start(datagram)  # when the agent began this datagram
         for watch in self.watches.values():
-            if watch.ifindex is not None and sample.output_if != watch.ifindex:
-                continue
-            self._handle(watch, watch.observe_sample(sample, now, since), now)
+            self._apply(watch, watch.observe_sample(sample, now, since), now)
 
-    def _handle(self, watch: PortWatch, events, now: float) -> None:
-        for ev in events:
-            key = (ev.key, (watch.dpid, watch.port))
-            if ev.kind == "detected":
-                if key not in self.current:
-                    decision = self._record("steered", ev.key, watch, ev.estimate_bps, ev.threshold_bps,
-                                            ev.reason, now)
-                    self.current[key] = decision
-                    self.app.steer(ev.key)
-            elif key in self.current:
-                self._release(key, ev.estimate_bps, ev.reason, now, ev.threshold_bps or None)
+    def _apply(self, watch: PortWatch, events, now: float) -> None:
+        if events:
+            self._carry_out(self.book.apply(watch.key, events, now, time.time()))
 
-    def _release(self, key, estimate_bps, reason, now, threshold_bps=None) -> None:
-        decision = self.current.pop(key)
-        flow, (dpid, port) = key
-        self.log.append({"time": time.time(), "monotonic_s": now, "decision": "released",
-                         "flow": flow_dict(flow), "dpid": dpid, "port": port,
-                         "estimate_bps": round(estimate_bps), "threshold_bps": threshold_bps,
-                         "reason": reason, "steered_for_s": round(now - decision["monotonic_s"], 3)})
-        self.app.logger.info("heavy hitter released: %s at %s:%s, %.1f Mbit/s (%s)",
-                             flow_dict(flow), dpid, port, estimate_bps / 1e6, reason)
-        if not any(k[0] == flow for k in self.current):
-            self.app.unsteer(flow)
-
-    def _record(self, what, flow, watch, estimate_bps, threshold_bps, reason, now) -> dict:
-        entry = {"time": time.time(), "monotonic_s": now, "decision": what, "flow": flow_dict(flow),
-                 "dpid": watch.dpid, "port": watch.port, "estimate_bps": round(estimate_bps),
-                 "threshold_bps": round(threshold_bps) if threshold_bps else None, "reason": reason}
-        self.log.append(entry)
-        self.app.logger.info("heavy hitter %s: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", what,
-                             entry["flow"], watch.dpid, watch.port, estimate_bps / 1e6,
-                             (threshold_bps or 0) / 1e6, reason)
-        return entry
+    def _carry_out(self, decisions) -> None:
+        """The book's decisions to the log and the switches."""
+        for d in decisions:
+            r = d.record
+            if r["decision"] == "steered":
+                self.app.logger.info("heavy hitter steered: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", r["flow"],
+                                     r["dpid"], r["port"], r["estimate_bps"] / 1e6,
+                                     (r["threshold_bps"] or 0) / 1e6, r["reason"])
+            else:
+                self.app.logger.info("heavy hitter released: %s at %s:%s, %.1f Mbit/s (%s)", r["flow"],
+                                     r["dpid"], r["port"], r["estimate_bps"] / 1e6, r["reason"])
+            if d.action == "steer":
+                self.app.steer(d.flow)
+            elif d.action == "unsteer":
+                self.app.unsteer(d.flow)
 
     # --- what REST shows ------------------------------------------------------------------
 
     def report(self) -> dict:
         now = time.monotonic()
-        current = []
-        for (flow, (dpid, port)), decision in sorted(self.current.items(), key=lambda kv: kv[1]["time"]):
-            watch = self.watches.get((dpid, port))
-            current.append({"flow": flow_dict(flow), "dpid": dpid, "port": port,
-                            "since": decision["time"], "detected_estimate_bps": decision["estimate_bps"],
-                            "estimate_bps": round(watch.detector.estimate_bps(flow, now)) if watch else None})
+        settings = self.settings
         return {
-            "enabled": bool(self.settings and self.settings.enabled),
-            "source": self.settings.source if self.settings else None,
-            "detector": self.settings.detector if self.settings else None,
+            "enabled": bool(settings and settings.enabled),
+            "source": settings.source if settings else None,
+            "detector": settings.detector if settings else None,
             "error": self.error,
-            "ports": [w.report(now, self.settings.sampling) for w in self.watches.values()],
-            "current": current,
-            "log": list(self.log)[-100:],
+            "ports": [w.report(now, settings.sampling) for w in self.watches.values()],
+            "current": self.book.current(self.watches, now),
+            "log": self.book.recent(),
             "collector": self.collector.stats() if self.listener else None,
         }

@@ -196,26 +196,26 @@ class _App:
         self.steered.append(("unsteer", key))
 
 
-def test_controller_keys_sflowrt_flows_by_output_ifindex_not_data_source():
-    """The controller's ingest of one sFlow-RT answer: the flow leaving by the watched port
-    (outputifindex = the port's ifIndex) is steered although its dataSource is the bridge's;
-    the same flow's entry for another port and a flow to another port are not."""
+def test_port_watch_keys_sflowrt_flows_by_output_ifindex_not_data_source():
+    """A port's detectors take, of one sFlow-RT answer, the flow leaving by that port
+    (outputifindex = the port's ifIndex) although its dataSource is the bridge's; the same
+    flow's entry for another port and a flow to another port are not theirs: only the first
+    is steered."""
     from coex.policy import HeavyHitters
-    from ryu_app.heavy_hitters import HeavyHitterService, PortWatch
-    app = _App()
-    service = HeavyHitterService(app)
+    from coex.steering import PortWatch, SteeringBook
     hh = HeavyHitters(enabled=True, source="sflow-rt", threshold_bps=10_000_000, capacity_share=None)
-    watch = PortWatch(1, 3, "lo", 50_000_000, hh)  # "lo": an interface every host has
-    assert watch.ifindex == 1
-    service.settings, service.watches = hh, {(1, 3): watch}
+    watch = PortWatch(1, 3, "s1-eth3", 1, 50_000_000, hh)
+    book = SteeringBook()
     big = ["10.0.0.1", "10.0.0.3", 6, 43210, 5201]
     other = ["10.0.0.2", "10.0.0.4", 6, 43211, 5201]
     body = [active_flow_entry(big + [1], 3.75e6), active_flow_entry(big + [7], 3.75e6),
             active_flow_entry(other + [7], 5e6)]
-    service.ingest_active_flows(parse_active_flows(body, keys=PORT_KEYS), time.monotonic())
-    assert app.steered == [("steer", FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201))]
-    [decision] = service.report()["log"]
-    assert decision["decision"] == "steered" and decision["estimate_bps"] == 30_000_000
+    now = time.monotonic()
+    decisions = book.apply(watch.key, watch.observe_active_flows(parse_active_flows(body, keys=PORT_KEYS), now),
+                           now, time.time())
+    assert [(d.action, d.flow) for d in decisions] == [("steer", FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201))]
+    [record] = book.recent()
+    assert record["decision"] == "steered" and record["estimate_bps"] == 30_000_000
 
 
 def test_mode_detector_with_sflowrt_is_refused_not_run():

@@ -1,0 +1,215 @@
+"""Which flows go into the penalized aggregate, and why: detectors per port and the steering book.
+
+Pure: time is handed in (``now``: seconds on a monotonic clock, what the detectors count
+with; ``wall_s``: the wall clock the records show), no I/O. ryu_app/heavy_hitters.py feeds
+samples and sFlow-RT rates in and turns the decisions into flow-mods (docs/sflow.md, "In
+the controller").
+
+- detector_config(), mode_detector(): the detectors' parameters from the policy's
+  heavy_hitters section and a port's capacity.
+- PortWatch: the detectors of one bottleneck port, fed only with what leaves by that port.
+- SteeringBook: which flows are steered on which port, since when, with which estimate;
+  a detection steers, a release frees, and every decision is kept as a record for
+  GET /coex/v1/heavy-hitters.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Hashable, Optional
+
+from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeHeavyHitterDetector
+from coex.policy import HeavyHitters
+
+LOG_LEN = 500  # decisions kept
+REPORT_LOG_LEN = 100  # of which GET /heavy-hitters shows the latest
+TOP_FLOWS = 5  # per port, in GET /heavy-hitters
+MTU_FRAME_BYTES = 1514
+# Below this many samples per second at the threshold, a flow at 2x the threshold is
+# rarely detected within a second without false positives (docs/sflow.md, "How fast
+# detection can be").
+FEW_SAMPLES_PER_S = 10.0
+
+# The policy's fields that are HeavyHitterConfig's under the same names and meaning.
+_RATE_DETECTOR_FIELDS = ("threshold_bps", "capacity_share", "fair_share_multiple", "window_s",
+                         "min_window_s", "release_fraction", "min_hold_s")
+
+
+def detector_config(hh: HeavyHitters, capacity_bps: float) -> HeavyHitterConfig:
+    """The rate detector's parameters on a port of ``capacity_bps``. The capacity is passed
+    only to the rules that are a share of it: an absolute threshold is the same on any port."""
+    fields = {name: getattr(hh, name) for name in _RATE_DETECTOR_FIELDS}
+    return HeavyHitterConfig(capacity_bps=None if hh.threshold_bps is not None else capacity_bps, **fields)
+
+
+def mode_detector(hh: HeavyHitters, rate_of=None) -> ModeHeavyHitterDetector:
+    """Seed 003's mode of history with the policy's rec_int, hist_len and stat_int. It has no
+    window of its own: a connection is idle after the rate detector's window (window_s) without
+    a sample, and a mode holds its place min_hold_s, as a rate heavy hitter does."""
+    return ModeHeavyHitterDetector(hh.rec_int, hh.hist_len, hh.stat_int, idle_s=hh.window_s,
+                                   min_hold_s=hh.min_hold_s, rate_of=rate_of)
+
+
+def threshold_samples_per_s(threshold_bps: float, sampling: int) -> float:
+    """Samples per second a flow of MTU frames at the threshold gives at 1-in-`sampling`."""
+    return threshold_bps / (8 * MTU_FRAME_BYTES * sampling)
+
+
+def flow_dict(key) -> dict:
+    """A flow key as GET /heavy-hitters shows it."""
+    return {"src_ip": key.src_ip, "dst_ip": key.dst_ip, "protocol": key.protocol,
+            "src_port": key.src_port, "dst_port": key.dst_port}
+
+
+class PortWatch:
+    """The detectors of one bottleneck port.
+
+    Only what leaves by the port counts (a sample's output interface, an sFlow-RT flow's
+    outputifindex): OVS samples whole bridges, and a flow crossing two bridges must not
+    count twice. ``ifindex`` None (not known) takes everything. With detector "mode" the
+    decisions are the mode detector's; the rate detector still runs, for the estimates
+    the log and GET /heavy-hitters show.
+    """
+
+    def __init__(self, dpid: int, port: int, name: str, ifindex: Optional[int], capacity_bps: float,
+                 hh: HeavyHitters):
+        self.dpid, self.port, self.name, self.ifindex = dpid, port, name, ifindex
+        self.detector = HeavyHitterDetector(detector_config(hh, capacity_bps))
+        self.mode = mode_detector(hh, self.detector.estimate_bps) if hh.detector == "mode" else None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.dpid, self.port
+
+    def leaves_by(self, output_ifindex) -> bool:
+        return self.ifindex is None or output_ifindex == self.ifindex
+
+    def observe_sample(self, sample, now: float, since: Optional[float] = None) -> list:
+        """A decoded flow sample; ``since`` as HeavyHitterDetector.observe takes it."""
+        if not self.leaves_by(sample.output_if):
+            return []
+        events = self.detector.observe_sample(sample, now, since)
+        return events if self.mode is None else self.mode.observe_sample(sample, now)
+
+    def observe_active_flows(self, active, now: float) -> list:
+        """One sFlow-RT answer (coex.sflowrt.ActiveFlows of the PORT_KEYS flow). Its flows
+        are matched by their `outputifindex` key, never by `dataSource`: for OVS that is
+        the bridge (type 2, index 1000 in our captures), not a port."""
+        events = []
+        for f in active.flows:
+            if f.flow_key is not None and f.rate_bps is not None and self.leaves_by(f.output_ifindex):
+                events += self.detector.observe_rate(f.flow_key, f.rate_bps, now)
+        return events
+
+    def tick(self, now: float) -> list:
+        events = self.detector.tick(now)
+        return events if self.mode is None else self.mode.tick(now)
+
+    def high_threshold_bps(self) -> float:
+        return self.detector.high_threshold_bps()
+
+    def detects_slowly(self, sampling: int) -> bool:
+        """True when a flow at the rate threshold gives fewer than FEW_SAMPLES_PER_S samples
+        per second (the mode detector has no rate threshold: never)."""
+        return self.mode is None and \
+            threshold_samples_per_s(self.high_threshold_bps(), sampling) < FEW_SAMPLES_PER_S
+
+    def report(self, now: float, sampling: int) -> dict:
+        out = {"dpid": self.dpid, "port": self.port, "name": self.name, "ifindex": self.ifindex,
+               "detector": "rate" if self.mode is None else "mode",
+               "threshold_bps": round(self.high_threshold_bps()),
+               "threshold_samples_per_s": round(threshold_samples_per_s(self.high_threshold_bps(), sampling), 1),
+               "active_flows": self.detector.active_flows(),
+               "top": [{"flow": flow_dict(k), "estimate_bps": round(v)}
+                       for k, v in self.detector.top(now, TOP_FLOWS)]}
+        if self.mode is not None:
+            out["mode"] = self._mode_report()
+        return out
+
+    def _mode_report(self) -> dict:
+        last = self.mode.estimator.last_decision
+        return {"flow": flow_dict(self.mode.current) if self.mode.current is not None else None,
+                "since_monotonic_s": self.mode.since,
+                "samples": self.mode.estimator.samples_seen,
+                "last_decision": None if last is None else {
+                    "flow": flow_dict(last.key) if last.key is not None else None,
+                    "count": last.count, "records": last.records}}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of the book: its record and what it asks of the switches."""
+    flow: Hashable
+    record: dict            # as GET /heavy-hitters shows it in "log"
+    action: Optional[str]   # "steer", "unsteer", or None: released on one port, still steered on another
+
+
+class SteeringBook:
+    """Which flows are steered, on which port, since when and with which estimate.
+
+    A flow is steered per (flow, port): a "detected" event of a port steers the flow there
+    unless it already is; a "released" event frees it there if it is steered there; other
+    events change nothing. The switches unsteer a flow only when no port steers it any more.
+    The hysteresis (when a detector releases) is the detector's; the book only follows it.
+    """
+
+    def __init__(self, log_len: int = LOG_LEN):
+        self.log: deque = deque(maxlen=log_len)
+        self._steered: dict[tuple, dict] = {}  # (flow, (dpid, port)) -> the record that steered it
+
+    def apply(self, port: tuple[int, int], events, now: float, wall_s: float) -> list[Decision]:
+        """A port's detector events, in order, into decisions."""
+        decisions = []
+        for ev in events:
+            key = (ev.key, port)
+            if ev.kind == "detected" and key not in self._steered:
+                decisions.append(self._steer(key, ev, now, wall_s))
+            elif ev.kind != "detected" and key in self._steered:
+                decisions.append(self._release(key, ev.estimate_bps, ev.threshold_bps or None, ev.reason,
+                                               now, wall_s))
+        return decisions
+
+    def release_all(self, reason: str, now: float, wall_s: float) -> list[Decision]:
+        """Free every steered flow (detection stops), with their steering estimates."""
+        return [self._release(key, record["estimate_bps"], None, reason, now, wall_s)
+                for key, record in list(self._steered.items())]
+
+    def steered(self) -> set:
+        """The flows steered on at least one port."""
+        return {flow for flow, _ in self._steered}
+
+    def current(self, watches: dict, now: float) -> list[dict]:
+        """GET /heavy-hitters "current": the steered flows, oldest first, with their estimate
+        at detection and now (from their port's watch, if it still runs)."""
+        out = []
+        for (flow, (dpid, port)), record in sorted(self._steered.items(), key=lambda kv: kv[1]["time"]):
+            watch = watches.get((dpid, port))
+            out.append({"flow": flow_dict(flow), "dpid": dpid, "port": port,
+                        "since": record["time"], "detected_estimate_bps": record["estimate_bps"],
+                        "estimate_bps": round(watch.detector.estimate_bps(flow, now)) if watch else None})
+        return out
+
+    def recent(self, n: int = REPORT_LOG_LEN) -> list[dict]:
+        return list(self.log)[-n:]
+
+    def _steer(self, key, ev, now: float, wall_s: float) -> Decision:
+        threshold = round(ev.threshold_bps) if ev.threshold_bps else None  # the mode detector has none
+        record = self._record("steered", key, ev.estimate_bps, threshold, ev.reason, now, wall_s)
+        self._steered[key] = record
+        return Decision(key[0], record, "steer")
+
+    def _release(self, key, estimate_bps, threshold_bps, reason, now: float, wall_s: float) -> Decision:
+        steered = self._steered.pop(key)
+        record = self._record("released", key, estimate_bps, threshold_bps, reason, now, wall_s)
+        record["steered_for_s"] = round(now - steered["monotonic_s"], 3)
+        flow = key[0]
+        return Decision(flow, record, None if flow in self.steered() else "unsteer")
+
+    def _record(self, what, key, estimate_bps, threshold_bps, reason, now: float, wall_s: float) -> dict:
+        flow, (dpid, port) = key
+        record = {"time": wall_s, "monotonic_s": now, "decision": what, "flow": flow_dict(flow),
+                  "dpid": dpid, "port": port, "estimate_bps": round(estimate_bps),
+                  "threshold_bps": threshold_bps, "reason": reason}
+        self.log.append(record)
+        return record

@@ -1,0 +1,223 @@
+"""coex.steering: detector parameters from the policy, a port's detectors, the steering book.
+
+Pure: samples are stand-ins with the three things the detectors read, time is handed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from coex.heavy_hitters import MODE_OF_HISTORY, HeavyHitterConfig, HeavyHitterEvent
+from coex.policy import HeavyHitters
+from coex.sflow import FlowKey
+from coex.sflowrt import PORT_KEYS, parse_active_flows
+from coex.steering import (FEW_SAMPLES_PER_S, PortWatch, SteeringBook, detector_config, mode_detector,
+                           threshold_samples_per_s)
+
+ELEPHANT = FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201)
+MOUSE = FlowKey("10.0.0.2", "10.0.0.4", 6, 40000, 80)
+PORT_IFINDEX = 7
+WALL = 1_700_000_000.0  # the wall clock the records show: any fixed value
+
+
+SAMPLING = 10
+FRAME = 1500
+STEP_S = 0.1
+BPS_PER_SAMPLE_PER_STEP = 8 * FRAME * SAMPLING / STEP_S  # 1.2 Mbit/s
+
+
+@dataclasses.dataclass
+class Sample:
+    """What the detectors read of a coex.sflow.FlowSample."""
+    key: FlowKey
+    output_if: int = PORT_IFINDEX
+    sampling_rate: int = SAMPLING
+
+    def flow_key(self):
+        return self.key
+
+    def frame_length(self):
+        return FRAME
+
+
+def absolute(**kw) -> HeavyHitters:
+    """A rate policy with an absolute 10 Mbit/s threshold (release below 7 Mbit/s, hold 2 s)."""
+    return HeavyHitters(enabled=True, threshold_bps=10_000_000, capacity_share=None, **kw)
+
+
+def watch(hh: HeavyHitters, ifindex=PORT_IFINDEX, capacity_bps=50_000_000) -> PortWatch:
+    return PortWatch(1, 3, "s1-eth3", ifindex, capacity_bps, hh)
+
+
+def feed(w: PortWatch, flows: dict, start: float, stop: float, output_if=PORT_IFINDEX) -> list:
+    """Every STEP_S from ``start`` to ``stop``: for each {flow: samples per step}, that many
+    samples (interleaved), then tick(). Returns the events."""
+    events, t = [], start
+    while t < stop - 1e-9:
+        for i in range(max(flows.values())):
+            for key, n in flows.items():
+                if i < n:
+                    events += w.observe_sample(Sample(key, output_if), t)
+        events += w.tick(t)
+        t = round(t + STEP_S, 9)
+    return events
+
+
+def rates(w: PortWatch, flows: dict, now: float, output_ifindex=PORT_IFINDEX) -> list:
+    """One sFlow-RT answer with {flow: bit/s} leaving by ``output_ifindex``, into the watch."""
+    body = [{"key": ",".join(map(str, [*key, output_ifindex])), "value": bps / 8} for key, bps in flows.items()]
+    return w.observe_active_flows(parse_active_flows(body, keys=PORT_KEYS), now)
+
+
+def event(kind, key, estimate_bps, threshold_bps, reason, t=0.0) -> HeavyHitterEvent:
+    return HeavyHitterEvent(kind, t, key, estimate_bps, threshold_bps, reason, "absolute")
+
+
+# ------------------------------------------------------------------ parameters from the policy
+
+def test_detector_config_takes_the_policy_rule_and_the_port_capacity_only_for_a_share():
+    """Rule: capacity_share and fair_share_multiple are shares of the watched port's capacity;
+    an absolute threshold_bps is the same on every port (no capacity passed)."""
+    share = HeavyHitters(enabled=True, capacity_share=0.3, window_s=3.0, min_window_s=0.5,
+                         release_fraction=0.6, min_hold_s=1.0)
+    assert detector_config(share, 50_000_000) == HeavyHitterConfig(
+        capacity_share=0.3, capacity_bps=50_000_000, window_s=3.0, min_window_s=0.5, release_fraction=0.6,
+        min_hold_s=1.0)
+    fair = HeavyHitters(enabled=True, capacity_share=None, fair_share_multiple=2.0)
+    assert detector_config(fair, 100_000_000) == HeavyHitterConfig(fair_share_multiple=2.0,
+                                                                   capacity_bps=100_000_000)
+    assert detector_config(absolute(), 50_000_000) == HeavyHitterConfig(threshold_bps=10_000_000)
+
+
+def test_mode_detector_is_seed_003s_history_with_the_rate_window_as_idle_time():
+    """Rule (seed 003, Sec. IV-A, as docs/sflow.md reads it): record every rec_int-th sample,
+    keep hist_len records, decide every stat_int samples; a connection without a sample for
+    window_s is idle, and a mode holds its place min_hold_s."""
+    hh = HeavyHitters(enabled=True, detector="mode", rec_int=2, hist_len=64, stat_int=16, window_s=4.0,
+                      min_hold_s=1.5)
+    det = mode_detector(hh)
+    est = det.estimator
+    assert (est.rec_int, est.hist_len, est.stat_int, det.idle_s, det.min_hold_s) == (2, 64, 16, 4.0, 1.5)
+
+
+def test_threshold_samples_per_s_counts_mtu_frames_of_a_flow_at_the_threshold():
+    # 15 Mbit/s of 1514-byte frames at 1-in-256: the 4.8 samples/s docs/sflow.md quotes
+    assert threshold_samples_per_s(15e6, 256) == pytest.approx(4.84, abs=0.01)
+    assert watch(absolute(), capacity_bps=50e6).detects_slowly(256)  # 10 Mbit/s: 3.2/s
+    assert not watch(absolute()).detects_slowly(64)  # 12.9/s
+    assert threshold_samples_per_s(10e6, 64) >= FEW_SAMPLES_PER_S
+    assert not watch(HeavyHitters(enabled=True, detector="mode")).detects_slowly(10_000)  # no threshold
+
+
+# ------------------------------------------------------------------ one port's detectors
+
+def test_port_watch_counts_only_what_leaves_by_its_port():
+    """Rule: OVS samples whole bridges, so a port's detectors take only the samples whose
+    output interface is the port's ifIndex; a port whose ifIndex is not known takes all."""
+    elephant = {ELEPHANT: 25}  # 30 Mbit/s
+    mine = watch(absolute())
+    assert feed(mine, elephant, 0.0, 2.0, output_if=PORT_IFINDEX + 1) == []
+    assert mine.report(2.0, SAMPLING)["top"] == []
+    unknown = watch(absolute(), ifindex=None)
+    assert [e.kind for e in feed(unknown, elephant, 0.0, 2.0, output_if=PORT_IFINDEX + 1)] == ["detected"]
+
+
+def test_port_watch_takes_sflowrt_rates_by_output_ifindex():
+    w = watch(absolute())
+    assert rates(w, {ELEPHANT: 30e6}, 0.0, output_ifindex=PORT_IFINDEX + 1) == []
+    [ev] = rates(w, {ELEPHANT: 30e6, MOUSE: 1e6}, 0.0)
+    assert (ev.kind, ev.key, ev.estimate_bps) == ("detected", ELEPHANT, 30e6)
+
+
+def test_hysteresis_a_steered_flow_is_released_below_the_low_threshold_after_the_hold_time():
+    """Rule: a flow is steered when its estimate reaches the high threshold (10 Mbit/s); it is
+    released only when the estimate is below the low one (release_fraction 0.7: 7 Mbit/s), and
+    not before it has been steered min_hold_s (2 s); between low and high it stays."""
+    w, book = watch(absolute()), SteeringBook()
+
+    def at(t, bps):
+        return [(d.action, d.record["reason"]) for d in book.apply(w.key, rates(w, {ELEPHANT: bps}, t), t, WALL)]
+
+    assert at(0.0, 24e6) == [("steer", "above_high")]
+    assert at(1.0, 5e6) == []     # below low, but held for only 1 s
+    assert at(2.5, 8e6) == []     # held, but between low and high
+    assert at(3.0, 5e6) == [("unsteer", "below_low")]
+    [_, released] = book.recent()
+    assert (released["threshold_bps"], released["steered_for_s"]) == (7e6, 3.0)
+
+
+def test_mode_watch_steers_the_mode_of_the_history_without_a_threshold():
+    """Rule (seed 003): with detector "mode" the port's heavy hitter is the most frequent
+    connection among the recorded samples, whatever its rate; the rate detector still runs for
+    the estimates shown."""
+    hh = HeavyHitters(enabled=True, detector="mode", rec_int=1, hist_len=16, stat_int=8)
+    w, book = watch(hh), SteeringBook()
+    events = feed(w, {ELEPHANT: 3, MOUSE: 1}, 0.0, 1.0)  # 3.6 and 1.2 Mbit/s: far below any share
+    [steer] = book.apply(w.key, events, 1.0, WALL)
+    assert (steer.action, steer.flow) == ("steer", ELEPHANT)
+    assert events[0].mode == MODE_OF_HISTORY and steer.record["threshold_bps"] is None
+    assert steer.record["reason"].startswith("mode (") and steer.record["estimate_bps"] > 0
+    report = w.report(1.0, SAMPLING)
+    assert report["detector"] == "mode" and report["mode"]["flow"]["src_port"] == ELEPHANT.src_port
+
+
+# ------------------------------------------------------------------ the steering book
+
+def test_book_steers_per_flow_and_port_and_unsteers_when_no_port_steers_it():
+    """Rule: a detection steers a flow on that port unless it already is; a release frees it
+    there; the switches unsteer the flow only when no port steers it any more."""
+    book = SteeringBook()
+    detected = event("detected", ELEPHANT, 30e6, 10e6, "above_high")
+    released = event("released", ELEPHANT, 5e6, 7e6, "below_low")
+    assert [d.action for d in book.apply((1, 3), [detected, detected], 0.0, WALL)] == ["steer"]
+    assert [d.action for d in book.apply((2, 1), [detected], 0.5, WALL)] == ["steer"]
+    assert book.steered() == {ELEPHANT}
+    assert [d.action for d in book.apply((1, 3), [released, released], 4.0, WALL)] == [None]
+    assert [d.action for d in book.apply((2, 1), [released], 4.5, WALL)] == ["unsteer"]
+    assert book.steered() == set() and book.apply((2, 1), [released], 5.0, WALL) == []
+    assert [(r["decision"], r["port"], r.get("steered_for_s")) for r in book.recent()] == [
+        ("steered", 3, None), ("steered", 1, None), ("released", 3, 4.0), ("released", 1, 4.0)]
+
+
+def test_book_release_all_frees_every_flow_with_its_steering_estimate():
+    book = SteeringBook()
+    book.apply((1, 3), [event("detected", ELEPHANT, 30e6, 10e6, "above_high")], 0.0, WALL)
+    book.apply((1, 3), [event("detected", MOUSE, 12e6, 10e6, "above_high")], 1.0, WALL)
+    done = book.release_all("detection stopped", 2.0, WALL + 2)
+    assert [(d.action, d.flow, d.record["estimate_bps"], d.record["threshold_bps"]) for d in done] == [
+        ("unsteer", ELEPHANT, 30_000_000, None), ("unsteer", MOUSE, 12_000_000, None)]
+    assert book.steered() == set() and book.current({}, 2.0) == []
+
+
+def test_book_keeps_the_latest_decisions():
+    book = SteeringBook(log_len=3)
+    for i in range(4):
+        book.apply((1, 3), [event("detected", ELEPHANT._replace(src_port=i), 30e6, 10e6, "above_high")],
+                   float(i), WALL)
+    assert [r["flow"]["src_port"] for r in book.recent()] == [1, 2, 3]
+    assert [r["flow"]["src_port"] for r in book.recent(2)] == [2, 3]
+
+
+def test_rest_shape_of_current_log_and_ports():
+    """GET /coex/v1/heavy-hitters keeps these keys (docs/rest.md, tests/integration)."""
+    w, book = watch(absolute()), SteeringBook()
+    book.apply(w.key, rates(w, {ELEPHANT: 24e6}, 0.0), 0.0, WALL)
+    book.apply(w.key, rates(w, {ELEPHANT: 5e6}, 3.0), 3.0, WALL + 3)
+    book.apply(w.key, rates(w, {ELEPHANT: 24e6}, 4.0), 4.0, WALL + 4)
+    [current] = book.current({w.key: w}, 4.0)
+    assert current == {"flow": {"src_ip": "10.0.0.1", "dst_ip": "10.0.0.3", "protocol": 6, "src_port": 43210,
+                                "dst_port": 5201},
+                       "dpid": 1, "port": 3, "since": WALL + 4, "detected_estimate_bps": 24_000_000,
+                       "estimate_bps": 24_000_000}
+    assert book.current({}, 4.0)[0]["estimate_bps"] is None  # its port no longer watched
+    steered, released, _ = book.recent()
+    assert list(steered) == ["time", "monotonic_s", "decision", "flow", "dpid", "port", "estimate_bps",
+                             "threshold_bps", "reason"]
+    assert list(released) == list(steered) + ["steered_for_s"]
+    assert (steered["threshold_bps"], released["threshold_bps"]) == (10_000_000, 7_000_000.0)
+    assert w.tick(4.0) == []  # counts the active flows
+    assert w.report(4.0, 64) == {"dpid": 1, "port": 3, "name": "s1-eth3", "ifindex": PORT_IFINDEX,
+                                 "detector": "rate", "threshold_bps": 10_000_000, "threshold_samples_per_s": 12.9,
+                                 "active_flows": 1, "top": [{"flow": current["flow"], "estimate_bps": 24_000_000}]}
