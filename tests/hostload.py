@@ -1,0 +1,81 @@
+"""The host's CPU during a traffic measurement, for the failure message of its assertion.
+
+A rate measured on a 2-core VM that other work (or the hypervisor: steal) kept busy says as
+much about the host as about the product. The experiments record this with
+experiments.cpu.CpuSampler and judge a run by it; the lab tests take the same samples around
+their measured window and put them in the message of the assertion that checks the rate, so
+a failure on a loaded host says so:
+
+    with HostLoad() as load:
+        bulk = goodput_bps(iperf3(h1, h3, "cubic", duration_s=8))
+    assert low <= bulk <= high, f"metered CUBIC at {bulk / 1e6:.1f} Mbit/s; {load}"
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from experiments.analysis import CPU_SATURATED_MAX_FRACTION, CPU_SATURATED_PCT, STEAL_HIGH_PCT
+from experiments.cpu import CpuSampler
+
+SAMPLE_PERIOD_S = 0.5  # two samples a second: a 1 s iperf3 run still gets one
+
+
+def vswitchd_pid() -> int | None:
+    """The private OVS's ovs-vswitchd (ovs_config.private_ovs sets OVS_RUNDIR), or None."""
+    try:
+        with open(os.path.join(os.environ["OVS_RUNDIR"], "ovs-vswitchd.pid")) as f:
+            return int(f.read().strip())
+    except (KeyError, OSError, ValueError):
+        return None
+
+
+class HostLoad:
+    """Samples /proc/stat (busy and steal % of all cores) and, when known, ovs-vswitchd's and
+    the link daemons' share of a core, from __enter__ to __exit__; str() summarizes them."""
+
+    def __init__(self, link_pids=(), period_s: float = SAMPLE_PERIOD_S):
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._sampler = CpuSampler(self._t0, [vswitchd_pid(), os.getpid(), *link_pids], self._stop,
+                                   period_s=period_s)
+        self._thread = threading.Thread(target=self._sampler.run, name="hostload", daemon=True)
+        self.window_s = 0.0
+
+    def __enter__(self) -> "HostLoad":
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.window_s = time.monotonic() - self._t0
+
+    @property
+    def samples(self):
+        return list(self._sampler.series)
+
+    def __str__(self) -> str:
+        samples = self.samples
+        if not samples:
+            return f"host CPU: no sample in the {self.window_s:.1f} s measured"
+        busy = [s.busy_pct for s in samples]
+        steal = [s.steal_pct for s in samples]
+        text = (f"host CPU over the {self.window_s:.1f} s measured: busy {sum(busy) / len(busy):.0f} % "
+                f"(max {max(busy):.0f}), steal {sum(steal) / len(steal):.1f} % (max {max(steal):.1f})")
+        vswitchd = [s.vswitchd_core_pct for s in samples if s.vswitchd_core_pct]
+        if vswitchd:
+            text += f", ovs-vswitchd {max(vswitchd):.0f} % of a core at most"
+        links = [s.links_core_pct for s in samples if s.links_core_pct]
+        if links:
+            text += f", link daemons {max(links):.0f} % of a core at most"
+        # The experiments' limits (experiments/analysis.py) for a run not to be trusted.
+        saturated = sum(1 for b in busy if b > CPU_SATURATED_PCT) / len(busy)
+        if sum(steal) / len(steal) >= STEAL_HIGH_PCT:
+            text += f" - LOADED: steal at or above {STEAL_HIGH_PCT:g} %, the hypervisor withheld the CPU"
+        elif saturated > CPU_SATURATED_MAX_FRACTION:
+            text += f" - LOADED: above {CPU_SATURATED_PCT:g} % busy in {saturated:.0%} of the samples"
+        return text
