@@ -21,8 +21,7 @@ import pytest
 from coex.sflowrt import PORT_KEYS
 from ovs_config.private_ovs import ofctl
 from ovs_config.sflow import sflow_settings
-from tests.integration.test_heavy_hitters import (lab, parse_steering, penalized_actions,  # noqa: F401
-                                                  steering_flows)
+from tests.integration.labkit import RELEASE_TIMEOUT_S, parse_steering, penalized_actions, steering_flows
 from tests.sflow.sflowrt_stub import StubSFlowRT, active_flow_entry
 from tests.waiting import eventually
 
@@ -43,8 +42,8 @@ def stub():
         yield server
 
 
-def test_sflowrt_flow_is_steered_by_output_port_and_released(lab, stub):  # noqa: F811
-    net, api, ctl = lab
+def test_sflowrt_flow_is_steered_by_output_port_and_released(hh_lab, stub):
+    net, api, ctl = hh_lab
     api.ok("PUT", "/ports/1/3", {"capacity_bps": 50_000_000})
     api.ok("PUT", "/approaches", {"separate_queues": True})  # so the steering flow marks DSCP too
     api.ok("PUT", "/heavy-hitters/config", {
@@ -73,6 +72,8 @@ def test_sflowrt_flow_is_steered_by_output_port_and_released(lab, stub):  # noqa
         active_flow_entry(ACKS + [s1_h1], 3_000_000.0),
         active_flow_entry(SMALL + [bottleneck], 125_000.0),
     ])
+    # The controller polls sFlow-RT every polling_s (1 s) and steers on the first answer that
+    # names the flow: 10 s is ten polls.
     [line] = eventually(steering_flows, timeout_s=10, what="a steering flow")
     flow = parse_steering(line)
     assert flow["five_tuple"] == ("10.0.0.1", "10.0.0.3", 40001, 5201)
@@ -86,7 +87,7 @@ def test_sflowrt_flow_is_steered_by_output_port_and_released(lab, stub):  # noqa
 
     # sFlow-RT stops reporting it (the flow ended): stale after window_s, released.
     stub.set_active_flows([active_flow_entry(SMALL + [bottleneck], 125_000.0)])
-    eventually(lambda: steering_flows() == [], timeout_s=10, what="the steering flow removed")
+    eventually(lambda: steering_flows() == [], timeout_s=RELEASE_TIMEOUT_S, what="the steering flow removed")
     report = api.ok("GET", "/heavy-hitters")
     assert report["current"] == []
     assert [(d["decision"], d["flow"]["src_port"], d.get("reason")) for d in report["log"]] == [

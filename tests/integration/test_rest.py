@@ -3,47 +3,25 @@ connected so that dpid and port checks have something to check against."""
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import socket
 
 import pytest
 
-from experiments.lab import Controller, wait_switches_connected
+from experiments.lab import Controller
 from experiments.rest_client import CoexClient
 from ryu_app.openapi import build_openapi
+from tests.integration.labkit import controller_with_bridge
 
 OF_PORT, REST_PORT = 16663, 18090
 DPID = 0x42
 
 
-@contextlib.contextmanager
-def controller_with_bridge(private_ovs, tmp, of_port=OF_PORT, rest_port=REST_PORT, bridge="rt0", dpid=DPID,
-                           token=None):
-    """A real ryu-manager, and a userspace bridge (dpid) with internal ports 1 and 2 connected to it."""
-    ctl = Controller(of_port=of_port, rest_port=rest_port, log_path=str(tmp / "ryu.log"),
-                     db_path=str(tmp / "policy.sqlite"), token=token).start()
-    try:
-        private_ovs.vsctl("--if-exists", "del-br", bridge)  # left by a run that crashed
-        private_ovs.vsctl("add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev",
-                          "protocols=OpenFlow13", f"other-config:datapath-id={dpid:016x}",
-                          "--", "add-port", bridge, f"{bridge}p1", "--", "set", "interface", f"{bridge}p1",
-                          "type=internal", "ofport_request=1",
-                          "--", "add-port", bridge, f"{bridge}p2", "--", "set", "interface", f"{bridge}p2",
-                          "type=internal", "ofport_request=2")
-        private_ovs.vsctl("set-controller", bridge, f"tcp:127.0.0.1:{of_port}")
-        wait_switches_connected([bridge])
-        yield ctl
-    finally:
-        ctl.stop()
-        private_ovs.vsctl("--if-exists", "del-br", bridge)
-
-
 @pytest.fixture(scope="module")
 def api(private_ovs, tmp_path_factory):
     """Controller + a bridge 'rt0' (dpid 0x42) with internal ports 1 and 2."""
-    with controller_with_bridge(private_ovs, tmp_path_factory.mktemp("rest")) as ctl:
+    with controller_with_bridge(private_ovs, tmp_path_factory.mktemp("rest"), OF_PORT, REST_PORT, "rt0", DPID) as ctl:
         yield CoexClient(ctl.rest_url)
 
 

@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
 
 from coex.policy import MAX_JSON_DEPTH, parse_uint
 from ryu_app.rest import MAX_BODY_BYTES, PREFIX, ROUTES
-from tests.integration.test_rest import controller_with_bridge
+from tests.integration.labkit import controller_with_bridge
 
 schemathesis.experimental.OPEN_API_3_1.enable()  # our document is OpenAPI 3.1 (3.x of schemathesis: opt-in)
 
