@@ -169,7 +169,7 @@ def exercise(session, case, data):
     elif case.operation.path == f"{PREFIX}/policy" and isinstance(case.body, dict):
         loopback(case.body.get("heavy_hitters"))
 
-    kwargs = case.as_requests_kwargs(base_url=BASE)
+    kwargs = case.as_transport_kwargs(base_url=BASE)
     headers = kwargs.setdefault("headers", {})
     auth = data.draw(st.sampled_from([f"Bearer {TOKEN}"] * 15 + [
         None, "Bearer guess", f"bearer {TOKEN}", f"Basic {TOKEN}", "Bearer s\u00e9cret", "Bearer \u00ff"]), "auth")
