@@ -13,7 +13,8 @@ from experiments.rest_client import CoexClient
 from experiments.traffic import goodput_bps, together
 from ovs_config.bottleneck import SwitchLink
 from ovs_config.link_daemon import LinkControl
-from tests.integration.test_coex import RULES
+from tests.hostload import HostLoad
+from tests.integration.labkit import RULES, links_known, weight_share_bounds
 from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 
@@ -30,11 +31,10 @@ def lab(private_ovs, tmp_path):
                 SwitchLink("s1", 3, "s2", 3, rate_bps=LINK_BPS, delay_ms=5,
                            qdisc="droptail limit=80", name="t0") as link:
             api = CoexClient(ctl.rest_url)
-            eventually(lambda: any({(l["a"]["dpid"], l["a"]["port"]), (l["b"]["dpid"], l["b"]["port"])}
-                                   == {(1, 3), (2, 3)} for l in api.ok("GET", "/state")["links"]),
+            eventually(lambda: frozenset({(1, 3), (2, 3)}) in links_known(api),
                        what="LLDP finds s1:3 - s2:3 through the daemon")
             assert net.pingAll(timeout=2) == 0.0
-            yield net, api, LinkControl(link.control_path)
+            yield net, api, LinkControl(link.control_path), link.daemon.pid
     finally:
         ctl.stop()
 
@@ -43,18 +43,20 @@ def egress(control: LinkControl) -> str:
     return control.show()["dirs"]["ab"]["qdisc"]
 
 
-def weighted_pair(net) -> tuple[float, float]:
-    """Goodput of a low-delay and a queue-filling CUBIC flow (weights 1:3) run together, 8 s."""
+def weighted_pair(net, daemon_pid: int) -> tuple[float, float, HostLoad]:
+    """Goodput of a low-delay and a queue-filling CUBIC flow (weights 1:3) run together, 8 s,
+    and the host's CPU (with the link daemon's share) meanwhile."""
     h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
-    low, bulk = together((h1, h3, "cubic", 8, 5301), (h2, h4, "cubic", 8, 5302))
+    with HostLoad(link_pids=[daemon_pid]) as load:
+        low, bulk = together((h1, h3, "cubic", 8, 5301), (h2, h4, "cubic", 8, 5302))
     low_bps, bulk_bps = goodput_bps(low), goodput_bps(bulk)
     print(f"bands through ckcd-link: low-delay {low_bps / 1e6:.2f}, bulk "
-          f"{bulk_bps / 1e6:.2f} Mbit/s, share {low_bps / (low_bps + bulk_bps):.3f} (weights 1:3)")
-    return low_bps, bulk_bps
+          f"{bulk_bps / 1e6:.2f} Mbit/s, share {low_bps / (low_bps + bulk_bps):.3f} (weights 1:3); {load}")
+    return low_bps, bulk_bps, load
 
 
 def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
-    net, api, link = lab
+    net, api, link, daemon_pid = lab
     api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
     assert egress(link).startswith("droptail limit=80")
 
@@ -73,9 +75,13 @@ def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
     # DRR is work-conserving: a band's weight is its floor, and CKCD in the bulk band leaves that
     # band empty now and then (its delay drops; CKCD's utilization cost), which the low-delay band
     # may use. Measured low-delay shares 0.251-0.293 over seven runs.
-    low_bps, bulk_bps = weighted_pair(net)
-    assert low_bps / (low_bps + bulk_bps) >= 0.25 * 0.85, "the low-delay band gets at least its weight"
-    assert low_bps + bulk_bps >= 0.80 * LINK_BPS, "the bands keep the link used"
+    low_bps, bulk_bps, load = weighted_pair(net, daemon_pid)
+    assert low_bps / (low_bps + bulk_bps) >= weight_share_bounds()[0], \
+        f"the low-delay band gets at least its weight; {load}"
+    # The goodput ceiling is 20 x 1448/1514 = 19.1 Mbit/s; CKCD gives up some of it for delay
+    # (tests/link: 95 % with BBR and CUBIC). 16 Mbit/s (84 % of the ceiling) still says the
+    # bands keep the link used, where one band idling would leave it at about its weight.
+    assert low_bps + bulk_bps >= 0.80 * LINK_BPS, f"the bands keep the link used; {load}"
     bands = link.stats("ab")["dirs"]["ab"]
     print("bands stats:", {k: v for k, v in bands.items() if k in ("bands", "drops")})
 
@@ -84,8 +90,9 @@ def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
     api.ok("DELETE", "/ports/1/3/aqm")
     spec = egress(link)
     assert spec.startswith("bands") and "ckcd" not in spec, spec
-    low_bps, bulk_bps = weighted_pair(net)
-    assert 0.25 * 0.85 <= low_bps / (low_bps + bulk_bps) <= 0.25 * 1.15
+    low_bps, bulk_bps, load = weighted_pair(net, daemon_pid)
+    low_share, high_share = weight_share_bounds()
+    assert low_share <= low_bps / (low_bps + bulk_bps) <= high_share, f"{low_bps}, {bulk_bps}; {load}"
 
     api.ok("PUT", "/approaches", {"separate_queues": False})
     assert egress(link).startswith("droptail limit=80")
@@ -94,7 +101,7 @@ def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
 
 
 def test_aqm_on_a_port_without_a_backend_is_refused(lab):
-    net, api, link = lab
+    net, api, link, _ = lab
     api.ok("PUT", "/ports/1/1", {"capacity_bps": LINK_BPS})  # s1's port to h1: a plain veth
     before = api.ok("GET", "/policy")
     status, body = api.put("/ports/1/1/aqm", {"discipline": "codel"})
