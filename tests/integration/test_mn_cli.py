@@ -10,12 +10,17 @@ import subprocess
 
 import pytest
 
-from experiments.lab import RYU_DEFAULT_OF_PORT, Controller, _port_open
+from experiments.lab import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, Controller, _port_open
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# LLDP discovery needs a few seconds before the first ping: the CLI waits, then pings
-# everything twice (the first round also teaches the controller where the hosts are).
-PRE = "py __import__('time').sleep(3)\n"
+# LLDP discovery must have found the topology's links before the first ping: the CLI's --pre
+# script waits for them on the controller's REST API, in mn's own Python (tests/waiting.py
+# needs only the standard library), then pingall runs. 20 s: the switches connect (OVS backs
+# off up to 8 s between attempts) and one LLDP round (1 s) finds every link.
+PRE = ("py __import__('tests.waiting', fromlist=['eventually']).eventually(lambda: len(__import__('json').load("
+       "__import__('urllib.request', fromlist=['urlopen']).urlopen("
+       f"'http://127.0.0.1:{RYU_DEFAULT_REST_PORT}/coex/v1/state'))['links']) >= {{links}}, timeout_s=20, "
+       "what='LLDP discovery of {links} links')\n")
 
 
 @pytest.fixture
@@ -27,16 +32,17 @@ def default_controller(private_ovs, tmp_path):
         yield ctl
 
 
-@pytest.mark.parametrize("file,topo", [("dumbbell.py", "dumbbell"), ("two_paths.py", "twopaths")])
-def test_mn_custom_command_line_pings_everything(default_controller, tmp_path, file, topo):
+@pytest.mark.parametrize("file,topo,links", [("dumbbell.py", "dumbbell", 1), ("two_paths.py", "twopaths", 4)])
+def test_mn_custom_command_line_pings_everything(default_controller, tmp_path, file, topo, links):
     pre = tmp_path / "pre.cli"
-    pre.write_text(PRE)
+    pre.write_text(PRE.format(links=links))
     cmd = ["mn", "--custom", os.path.join(REPO, "topologies", file), "--topo", topo,
            "--switch", "ovs,datapath=user,protocols=OpenFlow13",
            "--controller", "remote,ip=127.0.0.1,port=6653", "--pre", str(pre), "--test", "pingall"]
     done = None
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": REPO})  # for tests.waiting in --pre
     finally:
         if done is None or done.returncode != 0:  # mn stops its own net; clean only after a crash
             subprocess.run(["mn", "-c"], capture_output=True, timeout=120)
