@@ -8,9 +8,12 @@ Tolerances and why:
 - one CUBIC flow: receiver goodput >= 90 % of the L2 goodput ceiling
   50 Mbit/s * 1448/1514 = 47.8 Mbit/s (1448 payload bytes per 1514-byte
   frame; the daemon serializes whole frames and counts no preamble/FCS).
-- BBR vs CUBIC: a 20-packet droptail buffer is ~1/8 BDP; BBR must take the
+- BBR vs CUBIC: a 40-packet droptail buffer is half a BDP; BBR must take the
   larger share there (seed 000's Fig. 1), and the CKCD discipline must give
-  a higher Jain index. Both indexes are printed (pytest -s).
+  a higher Jain index (the test's docstring has the measurements). Both
+  indexes are printed (pytest -s).
+Each traffic assertion's message carries the host's CPU (busy, steal, the
+daemon's share) over the measured run (tests/hostload.py).
 Needs root, iperf3, ethtool; skips otherwise. Holds the lab lock for the
 whole module.
 """
@@ -23,7 +26,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -36,10 +38,16 @@ from ovs_config.link_daemon import (DEFAULT_BINARY, LinkDaemon,  # noqa: E402
                                     LinkDaemonError, schedule_kept)
 from linklab import HOST_B_IP, NetLab, iperf_goodput_bps, jain  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
+from tests.hostload import HostLoad  # noqa: E402
+from tests.waiting import eventually  # noqa: E402
 
 RATE_BPS = 50_000_000
 DELAY_MS = 10.0
 L2_CEILING_BPS = RATE_BPS * 1448 / 1514
+PING_RTT_MS = (20.0, 23.0)  # module docstring: 2 x 10 ms, plus up to 3 ms of late releases
+# The daemon's counters move within a log interval of the traffic: waiting for a counter that
+# traffic at 20-50 Mbit/s moves in well under a second, 5 s is many times that.
+COUNTER_TIMEOUT_S = 5.0
 CKCD_SPEC = "ckcd limit=80 rate_bps=50000000 rtt_ms=20"
 CKCD_SPEC_HALF_BDP = "ckcd limit=40 rate_bps=50000000 rtt_ms=20"
 
@@ -95,6 +103,14 @@ def run_iperf(lab: NetLab, ccs: list[str], seconds: int, omit: int = 0) -> list[
     return results
 
 
+def ab_stats_once(d: LinkDaemon, ok, what: str) -> dict:
+    """The daemon's stats of direction ab, once ok(them) holds."""
+    def check():
+        ab = d.stats()["dirs"]["ab"]
+        return ab if ok(ab) else None
+    return eventually(check, timeout_s=COUNTER_TIMEOUT_S, what=what)
+
+
 def ping_rtts_ms(lab: NetLab, count: int, interval: float = 0.1) -> list[float]:
     out = lab.ns(lab.ns_a, "ping", "-n", "-c", str(count), "-i", str(interval), HOST_B_IP,
                  check=False).stdout
@@ -147,50 +163,56 @@ def test_ping_rtt_is_twice_the_delay(lab, daemon_factory, mode):
     extra = ["--single-thread"] if mode == "single-thread" else []
     d = daemon_factory(qdisc="droptail limit=100", extra_args=extra)
     ping_rtts_ms(lab, 1)  # ARP resolution costs one extra RTT: not measured
-    rtts = ping_rtts_ms(lab, 20)
+    with HostLoad(link_pids=[d.pid]) as load:
+        rtts = ping_rtts_ms(lab, 20)
     mean = sum(rtts) / len(rtts)
     print(f"\nping RTT over ckcd-link ({mode}) 10 ms each way: mean {mean:.2f} ms, "
-          f"min {min(rtts):.2f}, max {max(rtts):.2f} (n={len(rtts)})")
-    assert len(rtts) == 20
-    assert min(rtts) >= 20.0
-    assert 20.0 <= mean <= 23.0
+          f"min {min(rtts):.2f}, max {max(rtts):.2f} (n={len(rtts)}); {load}")
+    assert len(rtts) == 20, f"{rtts}; {load}"
+    low, high = PING_RTT_MS
+    assert min(rtts) >= low, f"{rtts}; {load}"  # the delay line never releases early
+    assert low <= mean <= high, f"mean {mean:.2f} ms; {load}"
     st = d.stop()
     assert st["dirs"]["ab"]["tx_frames"] >= 21 and st["dirs"]["ba"]["tx_frames"] >= 21
 
 
 def test_one_cubic_flow_fills_the_link(lab, daemon_factory):
     d = daemon_factory(qdisc="droptail limit=200")
-    (res,) = run_iperf(lab, ["cubic"], seconds=8, omit=2)
+    with HostLoad(link_pids=[d.pid]) as load:
+        (res,) = run_iperf(lab, ["cubic"], seconds=8, omit=2)
     goodput = iperf_goodput_bps(res)
     st = d.stop()
     ab = st["dirs"]["ab"]
     print(f"\nCUBIC goodput {goodput / 1e6:.2f} Mbit/s = {goodput / L2_CEILING_BPS:.1%} of the "
           f"L2 ceiling {L2_CEILING_BPS / 1e6:.2f}; release late mean "
           f"{ab['schedule']['late_mean_us']:.0f} us, >1 ms {ab['schedule']['late_over_1ms']}"
-          f"/{ab['schedule']['releases']}")
-    assert goodput >= 0.90 * L2_CEILING_BPS
-    assert goodput <= 1.02 * L2_CEILING_BPS  # the rate limit holds
+          f"/{ab['schedule']['releases']}; {load}")
+    assert goodput >= 0.90 * L2_CEILING_BPS, f"{goodput / 1e6:.2f} Mbit/s; {load}"
+    # The rate limit holds: 2 % over the ceiling is iperf3's accounting at the edges of its
+    # intervals, not a faster link.
+    assert goodput <= 1.02 * L2_CEILING_BPS, f"{goodput / 1e6:.2f} Mbit/s; {load}"
     assert ab["rx_oversize"] == 0 and ab["rx_runt"] == 0
 
 
-def _share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, float, dict]:
+def _share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, float, dict, HostLoad]:
     d = daemon_factory(qdisc=spec)
-    bbr, cubic = run_iperf(lab, ["bbr", "cubic"], seconds=seconds, omit=3)
+    with HostLoad(link_pids=[d.pid]) as load:
+        bbr, cubic = run_iperf(lab, ["bbr", "cubic"], seconds=seconds, omit=3)
     st = d.stop()
     lab.flush_tcp_metrics()
-    return iperf_goodput_bps(bbr), iperf_goodput_bps(cubic), st
+    return iperf_goodput_bps(bbr), iperf_goodput_bps(cubic), st, load
 
 
-def _kept_share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, float, dict]:
+def _kept_share_run(lab, daemon_factory, spec: str, seconds: int) -> tuple[float, float, dict, HostLoad]:
     """_share_run, rerun (twice at most) while the daemon fell behind its schedule: the VM's
     host then withheld the vCPU (one such DropTail run in a make test gave BBR/CUBIC 23.4/9.9
     Mbit/s instead of ~7:1), and the shares say nothing about the discipline. Skips if all three were."""
     for _ in range(3):
-        bbr, cubic, st = _share_run(lab, daemon_factory, spec, seconds)
+        bbr, cubic, st, load = _share_run(lab, daemon_factory, spec, seconds)
         if schedule_kept(st):
-            return bbr, cubic, st
+            return bbr, cubic, st, load
         print(f"\n{spec}: ckcd-link fell behind its schedule (BBR {bbr / 1e6:.1f} / CUBIC {cubic / 1e6:.1f} "
-              "Mbit/s): rerun")
+              f"Mbit/s; {load}): rerun")
     pytest.skip(f"{spec}: ckcd-link fell behind its schedule in three runs (the VM's host withheld the CPU)")
 
 
@@ -200,18 +222,21 @@ def test_bbr_dominates_droptail_and_ckcd_is_fairer(lab, daemon_factory):
     Measured here (3 runs each, 17 s): DropTail BBR 41.6 / CUBIC 5.6 Mbit/s, Jain 0.63; CKCD
     25.8 / 19.7, Jain 0.98. (At 80 packets, one BDP, DropTail alone gave Jain 0.85-0.98; at 20,
     CKCD's q_min clamps to 6 and it moved Jain only from 0.59 to 0.66: docs/ckcd-link.md.)"""
-    bbr_dt, cubic_dt, st_dt = _kept_share_run(lab, daemon_factory, "droptail limit=40", 17)
-    bbr_ck, cubic_ck, st_ck = _kept_share_run(lab, daemon_factory, CKCD_SPEC_HALF_BDP, 17)
+    bbr_dt, cubic_dt, st_dt, load_dt = _kept_share_run(lab, daemon_factory, "droptail limit=40", 17)
+    bbr_ck, cubic_ck, st_ck, load_ck = _kept_share_run(lab, daemon_factory, CKCD_SPEC_HALF_BDP, 17)
     j_dt, j_ck = jain([bbr_dt, cubic_dt]), jain([bbr_ck, cubic_ck])
     print(f"\ndroptail limit=40: BBR {bbr_dt / 1e6:.1f} / CUBIC {cubic_dt / 1e6:.1f} Mbit/s, "
-          f"Jain {j_dt:.3f}")
+          f"Jain {j_dt:.3f}; {load_dt}")
     print(f"{CKCD_SPEC_HALF_BDP}: BBR {bbr_ck / 1e6:.1f} / CUBIC {cubic_ck / 1e6:.1f} Mbit/s, "
-          f"Jain {j_ck:.3f}; drops {st_ck['dirs']['ab']['drops']}")
-    assert bbr_dt > 3 * cubic_dt  # BBR starves CUBIC behind DropTail (measured 7x)
+          f"Jain {j_ck:.3f}; drops {st_ck['dirs']['ab']['drops']}; {load_ck}")
+    # BBR starves CUBIC behind DropTail: measured 7x; 3x is less than half of that and still
+    # far from a fair 1x.
+    assert bbr_dt > 3 * cubic_dt, f"BBR {bbr_dt / 1e6:.1f} / CUBIC {cubic_dt / 1e6:.1f}; {load_dt}"
     # Tolerances: half the measured gaps (Jain 0.63 -> 0.98; utilization 95 %).
-    assert j_ck >= j_dt + 0.15, (j_dt, j_ck)
-    assert j_ck >= 0.85, j_ck
-    assert bbr_ck + cubic_ck >= 0.80 * L2_CEILING_BPS, "CKCD keeps the link used"
+    loads = f"droptail: {load_dt}; ckcd: {load_ck}"
+    assert j_ck >= j_dt + 0.15, (j_dt, j_ck, loads)
+    assert j_ck >= 0.85, (j_ck, str(load_ck))
+    assert bbr_ck + cubic_ck >= 0.80 * L2_CEILING_BPS, f"CKCD keeps the link used; {load_ck}"
 
 
 # -- control socket ----------------------------------------------------------------
@@ -221,68 +246,66 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     d = daemon_factory(qdisc="droptail limit=100", log_path=str(log), log_interval_ms=100)
     port = lab.next_port()
     lab.iperf_server(port)
-    client = lab.iperf_client(port, "cubic", 7)
-    try:
-        time.sleep(1.5)
-        before = d.stats()["dirs"]["ab"]
-        assert before["tx_frames"] > 1000  # CUBIC is flowing
+    with HostLoad(link_pids=[d.pid]) as load:
+        client = lab.iperf_client(port, "cubic", 7)
+        try:
+            # CUBIC is flowing: 1000 frames are 0.25 s at 50 Mbit/s.
+            before = ab_stats_once(d, lambda ab: ab["tx_frames"] > 1000, "1000 frames of CUBIC through the link")
 
-        # Malformed and refused commands: error replies naming the culprit.
-        bad = {
-            "this is not json": None,
-            '{"cmd": "launch"}': "cmd",
-            '{"cmd": "set_link", "rate_bps": 0}': "rate_bps",
-            '{"cmd": "set_link", "delay_ms": 20000}': "delay_ms",
-            '{"cmd": "set_link", "rate_bps": 5e7, "speed": 1}': "speed",
-            '{"cmd": "set_qdisc", "dir": "ab", "spec": "nosuch limit=5"}': "spec",
-            '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}': "spec",
-            '{"cmd": "set_qdisc", "dir": "sideways", "spec": "droptail"}': "dir",
-            '{"cmd": "stats", "max_flows": -1}': "max_flows",
-            '{"cmd": "show", "x": {"nested": 1}}': None,
-        }
-        for line, param in bad.items():
-            reply = d.request_raw(line)
-            assert reply["ok"] is False, line
-            assert reply["error"], line
-            if param:
-                assert reply.get("param") == param, (line, reply)
-        assert "limit" in d.request_raw(
-            '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}')["error"]
-        # Configuration unchanged by the refusals.
-        show = d.show()
-        assert show["dirs"]["ab"]["rate_bps"] == RATE_BPS
-        assert show["dirs"]["ab"]["qdisc"].startswith("droptail limit=100")
-        with pytest.raises(LinkDaemonError) as e:
-            d.set_link(rate_bps=0)
-        assert e.value.param == "rate_bps"
+            # Malformed and refused commands: error replies naming the culprit.
+            bad = {
+                "this is not json": None,
+                '{"cmd": "launch"}': "cmd",
+                '{"cmd": "set_link", "rate_bps": 0}': "rate_bps",
+                '{"cmd": "set_link", "delay_ms": 20000}': "delay_ms",
+                '{"cmd": "set_link", "rate_bps": 5e7, "speed": 1}': "speed",
+                '{"cmd": "set_qdisc", "dir": "ab", "spec": "nosuch limit=5"}': "spec",
+                '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}': "spec",
+                '{"cmd": "set_qdisc", "dir": "sideways", "spec": "droptail"}': "dir",
+                '{"cmd": "stats", "max_flows": -1}': "max_flows",
+                '{"cmd": "show", "x": {"nested": 1}}': None,
+            }
+            for line, param in bad.items():
+                reply = d.request_raw(line)
+                assert reply["ok"] is False, line
+                assert reply["error"], line
+                if param:
+                    assert reply.get("param") == param, (line, reply)
+            assert "limit" in d.request_raw(
+                '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}')["error"]
+            # Configuration unchanged by the refusals.
+            show = d.show()
+            assert show["dirs"]["ab"]["rate_bps"] == RATE_BPS
+            assert show["dirs"]["ab"]["qdisc"].startswith("droptail limit=100")
+            with pytest.raises(LinkDaemonError) as e:
+                d.set_link(rate_bps=0)
+            assert e.value.param == "rate_bps"
 
-        # Reconfigure the discipline with packets in flight, then the link.
-        r = d.set_qdisc("ab", CKCD_SPEC)
-        assert r["qdisc"].startswith("ckcd")
-        assert r["qlen_pkts"] <= 80  # carried over up to the new limit, the rest tail-dropped
-        time.sleep(1.5)
-        mid = d.stats()["dirs"]["ab"]
-        assert mid["tx_frames"] > before["tx_frames"]
-        assert mid["drops"]["flush"] == 0  # nothing lost to the reconfiguration
-        d.set_link(rate_bps=20_000_000, delay_ms=5)
-        assert d.show()["dirs"]["ba"]["delay_ms"] == 5
-        time.sleep(2.5)
-        after = d.stats()["dirs"]["ab"]
-        assert after["tx_frames"] > mid["tx_frames"]
-        samples = d.samples("ab", 50)
-        assert len(samples) == 50 and all(len(s) == 4 for s in samples)
-    finally:
-        out, err = client.communicate(timeout=30)
+            # Reconfigure the discipline with packets in flight, then the link.
+            r = d.set_qdisc("ab", CKCD_SPEC)
+            assert r["qdisc"].startswith("ckcd")
+            assert r["qlen_pkts"] <= 80  # carried over up to the new limit, the rest tail-dropped
+            # Forwarding goes on under the new discipline, nothing lost to the reconfiguration.
+            mid = ab_stats_once(d, lambda ab: ab["tx_frames"] > before["tx_frames"], "frames forwarded after set_qdisc")
+            assert mid["drops"]["flush"] == 0
+            d.set_link(rate_bps=20_000_000, delay_ms=5)
+            assert d.show()["dirs"]["ba"]["delay_ms"] == 5
+            ab_stats_once(d, lambda ab: ab["tx_frames"] > mid["tx_frames"], "frames forwarded after set_link")
+            samples = d.samples("ab", 50)
+            assert len(samples) == 50 and all(len(s) == 4 for s in samples)
+        finally:
+            out, err = client.communicate(timeout=30)
     assert client.returncode == 0, err
     res = json.loads(out)
     intervals = [i["sum"]["bits_per_second"] for i in res["intervals"]]
-    # Never stalled: every 1 s interval carried traffic, and the last ones
-    # follow the new 20 Mbit/s rate. These are the sender's intervals (bytes
-    # handed to the socket), so one can overshoot when the socket buffer
-    # drains in a burst (CI saw 21.9 after 18.8, 18.8, 18.8): judge the median
-    # of the last three.
-    assert min(intervals) > 1e6, intervals
-    assert sorted(intervals[-3:])[1] < 21e6, intervals
+    # Never stalled: every 1 s interval carried traffic (1 Mbit/s is 5 % of the slowest rate
+    # set, 20 Mbit/s; a stall of most of a second falls below it), and the last ones follow the
+    # new 20 Mbit/s rate (19.1 of goodput; the old rate was 50). These are the sender's
+    # intervals (bytes handed to the socket), so one can overshoot when the socket buffer
+    # drains in a burst (CI saw 21.9 after 18.8, 18.8, 18.8): judge the median of the last
+    # three, below 21 (10 % over 19.1).
+    assert min(intervals) > 1e6, (intervals, str(load))
+    assert sorted(intervals[-3:])[1] < 21e6, (intervals, str(load))
     st = d.stop()
     assert st["final"] == "stats"
 
@@ -344,11 +367,14 @@ def test_oversized_frames_are_counted_and_dropped(lab, daemon_factory):
     d = daemon_factory(qdisc="droptail limit=100", mtu=1000)
     lab.ns(lab.ns_a, sys.executable, "-c", INJECT, lab.if_ha, "5", "1200")
     lab.ns(lab.ns_a, sys.executable, "-c", INJECT, lab.if_ha, "3", "1014")  # exactly MTU
-    time.sleep(0.2)
-    ab = d.stats()["dirs"]["ab"]
+
+    def ours(ab) -> list:
+        return [f for f in ab["flows"] if f["key"].startswith("eth 0x88b5")]
+
+    ab = ab_stats_once(d, lambda ab: ab["rx_oversize"] >= 5 and ours(ab) and ours(ab)[0]["tx_pkts"] >= 3,
+                       "the 8 injected frames counted")
     assert ab["rx_oversize"] == 5
     assert ab["rx_runt"] == 0
-    ours = [f for f in ab["flows"] if f["key"].startswith("eth 0x88b5")]
-    assert ours and ours[0]["tx_pkts"] == 3
+    assert ours(ab)[0]["tx_pkts"] == 3
     # Forwarding is unaffected.
     assert len(ping_rtts_ms(lab, 3)) == 3
