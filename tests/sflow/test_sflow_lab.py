@@ -10,7 +10,7 @@ from the samples themselves. At 50 Mbit/s about 4,100 frames/s cross s1, 64 samp
 overlap and are strongly correlated). Measured on 2026-11-22 over 6 runs: the median window
 estimate was off by +7.9, +1.4, -9.3, +0.9, +3.9 and -0.0 %, single windows by -12.3 % to
 +11.9 %; no bias beyond the sampling noise. Asserted: median within +-20 % (3.5 sigma) and every
-steady window within +-25 %.
+steady window within +-25 %. The messages carry the host's CPU over the flow (tests/hostload.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from experiments.lab import Controller, mininet_net
 from experiments.traffic import goodput_bps, iperf3
 from ovs_config.sflow import disable_sflow, enable_sflow, sflow_settings
 from ryu_app.sflow_listener import SFlowListener
+from tests.hostload import HostLoad
+from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 
 OF_PORT = 16673
@@ -38,6 +40,19 @@ CPORT = 45123  # iperf3 --cport: the data connection's client port, so the key i
 KEY = FlowKey("10.0.0.1", "10.0.0.3", 6, CPORT, 5201)
 MEDIAN_TOLERANCE = 0.20
 WINDOW_TOLERANCE = 0.25
+# iperf3 -b paces the flow on a path that carries far more (~0.8 Gbit/s through vswitchd), so
+# its goodput is the pace; 5 % is its pacing granularity over 10 s, not congestion.
+PACE_TOLERANCE = 0.05
+# The OVS agent sends a datagram when it is full or after 1 s, and polls counters every
+# polling_s (1 s): every kind of sample arrives within a few seconds. 10 s is several of those.
+AGENT_TIMEOUT_S = 10.0
+# The detector releases the flow when its window (5 s) holds too little of it, seen at the
+# next tick (0.25 s), after the agent's last flush (1 s): ~6.3 s after the flow ends. 15 s
+# leaves more than twice that for a loaded VM.
+RELEASE_TIMEOUT_S = 15.0
+# Detection latency at 1-in-64 and several times the threshold: p95 0.66 s in the simulated
+# runs (docs/sflow.md), plus up to 1 s for the agent's flush: within 2 s of the start.
+DETECTED_WITHIN_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +94,16 @@ def test_datagrams_arrive_and_decode(collector):
     flows = []
     col.subscribe_flow_samples(lambda s, dg, now: flows.append(s))
     h1.cmd("ping -n -q -c 300 -i 0.005 10.0.0.3")
-    time.sleep(2.5)  # two counter polls and the agent's 1 s flush
-    st = col.stats()
-    assert st["datagrams_ok"] >= 3, st
+
+    def all_arrived():
+        st = col.stats()
+        by_type = st["samples_by_type"]
+        # Every port's counters at least once; 600 pings crossed s1: ~9 flow samples expected.
+        return (st["datagrams_ok"] >= 3 and by_type.get("counters_sample", 0) >= 4
+                and by_type.get("flow_sample", 0) >= 2 and st)
+
+    st = eventually(all_arrived, timeout_s=AGENT_TIMEOUT_S, what="3 datagrams with counter and flow samples")
     assert st["datagrams_malformed"] == 0, st
-    assert st["samples_by_type"]["counters_sample"] >= 4  # every port, at least once
-    assert st["samples_by_type"]["flow_sample"] >= 2  # 600 pings crossed s1: ~9 samples
     assert list(st["agents"]) == ["127.0.0.1/0"]
     assert all(s.sampling_rate == SAMPLING for s in flows)
     icmp = {FlowKey("10.0.0.1", "10.0.0.3", 1, 0, 0), FlowKey("10.0.0.3", "10.0.0.1", 1, 0, 0)}
@@ -119,29 +138,38 @@ def test_iperf3_flow_estimate_and_detection(collector):
 
     thread = threading.Thread(target=ticker, daemon=True)
     thread.start()
+    def released():
+        with lock:
+            return any(e.key == KEY and e.kind == "released" for e in events)
+
     try:
-        report = iperf3(h1, h3, "cubic", duration_s=DURATION_S,
-                        extra=f"-b {int(RATE_BPS)} --cport {CPORT}")
+        with HostLoad() as load:
+            report = iperf3(h1, h3, "cubic", duration_s=DURATION_S,
+                            extra=f"-b {int(RATE_BPS)} --cport {CPORT}")
         t_end = time.monotonic() - t0
-        time.sleep(9.0)  # window + hold: the release
+        eventually(released, timeout_s=RELEASE_TIMEOUT_S, what="the flow released after it ended")
     finally:
         stop.set()
         thread.join()
     goodput = goodput_bps(report)
-    assert goodput == pytest.approx(RATE_BPS, rel=0.05)  # iperf3 kept its pace
-    assert len(ratios) > 200
+    assert goodput == pytest.approx(RATE_BPS, rel=PACE_TOLERANCE), f"iperf3 did not keep its pace; {load}"
+    # 10 s at ~64 samples/s is ~640 samples of the flow; fewer than a third means samples were lost.
+    assert len(ratios) > 200, f"{len(ratios)} samples of the flow; {load}"
     expected = goodput * statistics.median(ratios)  # ~ 50 * 1518/1448 = 52.4 Mbit/s
     t_start = t_end - DURATION_S
+    # The steady part: from a full window into the flow (5 s, plus a tick) to 0.5 s before its
+    # end, 4 s of 0.25 s ticks: 16 estimates; 12 allows a few ticks lost to a busy host.
     steady = [e for t, e in estimates if t_start + 5.5 <= t <= t_end - 0.5]
-    assert len(steady) >= 12
+    assert len(steady) >= 12, f"{len(steady)} steady estimates; {load}"
     median = statistics.median(steady)
     print(f"\nexpected wire rate {expected / 1e6:.2f} Mbit/s, window estimates median "
           f"{median / 1e6:.2f} (min {min(steady) / 1e6:.2f}, max {max(steady) / 1e6:.2f}), "
-          f"error {100 * (median / expected - 1):+.1f} %; {col.stats()['samples_by_type']}")
-    assert median == pytest.approx(expected, rel=MEDIAN_TOLERANCE)
-    assert all(e == pytest.approx(expected, rel=WINDOW_TOLERANCE) for e in steady)
+          f"error {100 * (median / expected - 1):+.1f} %; {col.stats()['samples_by_type']}; {load}")
+    assert median == pytest.approx(expected, rel=MEDIAN_TOLERANCE), f"median {median / 1e6:.2f} Mbit/s; {load}"
+    assert all(e == pytest.approx(expected, rel=WINDOW_TOLERANCE) for e in steady), \
+        f"window estimates {min(steady) / 1e6:.2f}-{max(steady) / 1e6:.2f} Mbit/s; {load}"
     mine = [e for e in events if e.key == KEY]
     assert [e.kind for e in mine] == ["detected", "released"]
-    assert mine[0].time_s - t0 < t_start + 2.0  # detected within 2 s of the start
+    assert mine[0].time_s - t0 < t_start + DETECTED_WITHIN_S, f"detected late; {load}"
     assert mine[1].reason in ("below_low", "idle") and mine[1].time_s - t0 > t_end
     assert col.stats()["datagrams_malformed"] == 0
