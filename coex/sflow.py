@@ -335,23 +335,25 @@ def decode_datagram(data: bytes) -> Datagram:
     version, addr_type = _U32x2.unpack_from(data, 0)
     if version != 5:
         raise SFlowDecodeError("unsupported_version", str(version))
-    if addr_type == 1:
-        if n < 12 + 16:
-            raise SFlowDecodeError("truncated", "datagram header")
-        agent = _inet_ntoa(data[8:12])
-        off = 12
-    elif addr_type == 2:
-        if n < 24 + 16:
-            raise SFlowDecodeError("truncated", "datagram header")
-        agent = _inet6(data[8:24])
-        off = 24
-    else:
-        raise SFlowDecodeError("bad_address_type", str(addr_type))
+    agent, off = _agent_address(data, addr_type)
     sub_agent, seq, uptime, nsamples = _U32x4.unpack_from(data, off)
     samples, skipped, off = _decode_records(data, off + 16, n, nsamples, _SAMPLE_RECORDS, _sample_record)
     if off != n:
         raise SFlowDecodeError("trailing_bytes", f"{n - off} bytes after the last sample")
     return Datagram(5, agent, sub_agent, seq, uptime, samples, skipped, n)
+
+
+def _agent_address(data: bytes, addr_type: int) -> tuple[str, int]:
+    """The agent's address and where the rest of the datagram header (16 bytes) starts."""
+    if addr_type == 1:
+        end = 12
+    elif addr_type == 2:
+        end = 24
+    else:
+        raise SFlowDecodeError("bad_address_type", str(addr_type))
+    if len(data) < end + 16:
+        raise SFlowDecodeError("truncated", "datagram header")
+    return (_inet_ntoa(data[8:12]) if addr_type == 1 else _inet6(data[8:24])), end
 
 
 # The three arrays of records (sample_record in a datagram, flow_record in a flow sample,
