@@ -14,12 +14,6 @@ static const struct aqm_param codel_params[] = {
 	[P_INTERVAL] = CODEL_LAW_PARAM_INTERVAL,
 };
 
-struct codel {
-	struct aqm_fifo fifo;
-	uint32_t limit;
-	struct codel_law law;
-};
-
 /* floor(sqrt(x)), bit by bit: only when the dropping state is entered. */
 static uint64_t isqrt64(uint64_t x)
 {
@@ -60,7 +54,7 @@ size_t aqm_codel_law_xstats(const struct codel_law *l, char *buf, size_t len, si
 
 static int codel_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
 {
-	struct codel *c = aqm_priv(q);
+	struct codel_fifo *c = aqm_priv(q);
 
 	(void)err;
 	(void)errlen;
@@ -71,17 +65,8 @@ static int codel_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 
 static int codel_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
 {
-	struct codel *c = aqm_priv(q);
-
 	(void)now_ns;
-	if (q->qlen_pkts >= c->limit) {
-		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
-		return AQM_DROPPED;
-	}
-	codel_law_queued(&c->law, pkt);
-	aqm_fifo_push(&c->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return AQM_QUEUED;
+	return codel_fifo_enqueue(q, aqm_priv(q), pkt);
 }
 
 /* Every packet the law chooses is dropped: plain CoDel. */
@@ -93,33 +78,31 @@ static enum codel_verdict codel_drop(struct aqm_queue *q, struct aqm_pkt *pkt)
 
 static struct aqm_pkt *codel_dequeue(struct aqm_queue *q, uint64_t now_ns)
 {
-	struct codel *c = aqm_priv(q);
+	struct codel_fifo *c = aqm_priv(q);
 
 	return codel_law_dequeue(q, &c->law, now_ns, &c->fifo, codel_law_pop_fifo, codel_drop);
 }
 
-static struct aqm_pkt *codel_pop_raw(struct aqm_queue *q)
+struct aqm_pkt *aqm_codel_fifo_pop_raw(struct aqm_queue *q)
 {
-	struct codel *c = aqm_priv(q);
+	struct codel_fifo *c = aqm_priv(q);
 
 	return aqm_fifo_pop(&c->fifo);
 }
 
-static int codel_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
+int aqm_codel_fifo_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
-	struct codel *c = aqm_priv(q);
+	struct codel_fifo *c = aqm_priv(q);
 
 	if (q->qlen_pkts >= c->limit)
 		return -1;
-	codel_law_queued(&c->law, pkt);
-	aqm_fifo_push(&c->fifo, pkt);
-	aqm_account_add(q, pkt);
+	codel_fifo_push(q, c, pkt);
 	return 0;
 }
 
 static size_t codel_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t pos)
 {
-	const struct codel *c = aqm_priv(q);
+	const struct codel_fifo *c = aqm_priv(q);
 
 	return aqm_codel_law_xstats(&c->law, buf, len, pos);
 }
@@ -128,11 +111,11 @@ const struct aqm_ops aqm_codel_ops = {
 	.name = "codel",
 	.params = codel_params,
 	.nparams = sizeof(codel_params) / sizeof(codel_params[0]),
-	.priv_size = sizeof(struct codel),
+	.priv_size = sizeof(struct codel_fifo),
 	.init = codel_init,
 	.enqueue = codel_enqueue,
 	.dequeue = codel_dequeue,
-	.pop_raw = codel_pop_raw,
-	.requeue = codel_requeue,
+	.pop_raw = aqm_codel_fifo_pop_raw,
+	.requeue = aqm_codel_fifo_requeue,
 	.xstats = codel_xstats,
 };

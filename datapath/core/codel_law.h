@@ -90,17 +90,6 @@ static inline uint64_t codel_law_control(const struct codel_law *l, uint64_t t)
 	return t + ((l->interval_ns * l->invsqrt_q32) >> 32);
 }
 
-/* The head of a single FIFO, unlinked and unaccounted: the `pop` of a
- * discipline with one queue (src is its struct aqm_fifo). */
-static inline struct aqm_pkt *codel_law_pop_fifo(struct aqm_queue *q, void *src)
-{
-	struct aqm_pkt *pkt = aqm_fifo_pop(src);
-
-	if (pkt)
-		aqm_account_remove(q, pkt);
-	return pkt;
-}
-
 /* RFC 8289 dodequeue(): the next packet and whether it may be dropped. */
 static inline __attribute__((always_inline)) struct aqm_pkt *
 codel_law_head(struct aqm_queue *q, struct codel_law *l, uint64_t now_ns, void *src,
@@ -177,6 +166,49 @@ codel_law_dequeue(struct aqm_queue *q, struct codel_law *l, uint64_t now_ns, voi
 		l->drop_next_ns = codel_law_control(l, now_ns);
 		l->lastcount = l->count;
 	}
+	return pkt;
+}
+
+/* ---- one FIFO under the law: codel, and hdcodel around it ---------------- */
+
+/* The first member of such a discipline's private state, so that both share
+ * its enqueue tail, carry-over and xstats. */
+struct codel_fifo {
+	struct aqm_fifo fifo;
+	uint32_t limit; /* packets */
+	struct codel_law law;
+};
+
+/* codel.c: pop_raw and requeue of a struct codel_fifo discipline */
+struct aqm_pkt *aqm_codel_fifo_pop_raw(struct aqm_queue *q);
+int aqm_codel_fifo_requeue(struct aqm_queue *q, struct aqm_pkt *pkt);
+
+static inline void codel_fifo_push(struct aqm_queue *q, struct codel_fifo *c, struct aqm_pkt *pkt)
+{
+	codel_law_queued(&c->law, pkt);
+	aqm_fifo_push(&c->fifo, pkt);
+	aqm_account_add(q, pkt);
+}
+
+/* Tail drop at the limit, else queue. */
+static inline int codel_fifo_enqueue(struct aqm_queue *q, struct codel_fifo *c, struct aqm_pkt *pkt)
+{
+	if (q->qlen_pkts >= c->limit) {
+		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
+		return AQM_DROPPED;
+	}
+	codel_fifo_push(q, c, pkt);
+	return AQM_QUEUED;
+}
+
+/* The `pop` of codel_law_dequeue for one FIFO (src is its struct aqm_fifo):
+ * the head, unlinked and unaccounted. */
+static inline struct aqm_pkt *codel_law_pop_fifo(struct aqm_queue *q, void *src)
+{
+	struct aqm_pkt *pkt = aqm_fifo_pop(src);
+
+	if (pkt)
+		aqm_account_remove(q, pkt);
 	return pkt;
 }
 
