@@ -18,12 +18,12 @@ import ipaddress
 import json
 import re
 
+from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES
+
 BUILTIN_AGGREGATES = ("low_delay", "queue_filling", "penalized", "default")
-AQM_DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")
-RATE_AWARE = ("red", "choke", "ckcd")  # disciplines with a rate_bps parameter
+AQM_DISCIPLINES = PORT_DISCIPLINES  # from the core's own table (coex/disciplines.py)
 # Patterns are used with fullmatch: "$" would also accept a trailing newline.
 _NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-_PARAM_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _MAC_RE = re.compile(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}")
 _HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?")
@@ -406,28 +406,38 @@ class Aqm:
 
     @classmethod
     def from_dict(cls, d, field: str) -> "Aqm":
+        """Each parameter checked against the core's table (name, range, decimals); what
+        only the core's init can check (one parameter against another, or against the
+        link's rate) is checked by ovs_config.aqm.check_spec before a policy is stored."""
         d = _obj(d, field, ("discipline", "params"))
         disc = d.get("discipline")
         if disc not in AQM_DISCIPLINES:
             raise PolicyError(f"{field}.discipline must be one of {', '.join(AQM_DISCIPLINES)}",
                               f"{field}.discipline")
+        known = DISCIPLINES[disc].params
         params = _obj(d.get("params", {}), f"{field}.params", None)
         items = []
         for key, value in sorted(params.items()):
-            if not _PARAM_RE.fullmatch(key):
-                raise PolicyError("parameter names are lower-case words", f"{field}.params.{key}")
-            items.append((key, _num(value, f"{field}.params.{key}", 0, 1e12)))
-        # The datapath validates ranges per discipline when the spec is applied.
-        return cls(disc, tuple((k, int(v) if float(v).is_integer() else v) for k, v in items))
+            where = f"{field}.params.{key}"
+            if not isinstance(key, str) or key not in known:
+                raise PolicyError(f"{disc} has no parameter {key!r}; it has {', '.join(known)}", where)
+            problem = known[key].problem(value)
+            if problem:
+                raise PolicyError(f"{disc} parameter {key} {problem}", where)
+            items.append((key, int(value) if known[key].kind == "number" and float(value).is_integer()
+                          else value))
+        return cls(disc, tuple(items))
 
     def spec(self, capacity_bps: int | None = None) -> str:
         """The discipline spec ckcd-link takes: 'ckcd limit=80 ...'. Disciplines that need the
         link rate (ckcd's C, RED's and CHOKe's idle decay) get the port's capacity unless the
         params set rate_bps themselves."""
+        discipline = DISCIPLINES[self.discipline]
         params = dict(self.params)
-        if capacity_bps is not None and self.discipline in RATE_AWARE and "rate_bps" not in params:
+        if capacity_bps is not None and discipline.rate_aware and "rate_bps" not in params:
             params["rate_bps"] = capacity_bps
-        return " ".join([self.discipline] + [f"{k}={v}" for k, v in params.items()])
+        return " ".join([self.discipline] + [f"{k}={discipline.params[k].format(v)}"
+                                             for k, v in params.items()])
 
     def to_dict(self) -> dict:
         return {"discipline": self.discipline, "params": dict(self.params)}

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-DISCIPLINES = ("droptail", "red", "codel", "choke", "ckcd")
+from coex.disciplines import DISCIPLINES as CORE_DISCIPLINES
+from coex.disciplines import PORT_DISCIPLINES
 
-# The parameter names each discipline accepts (datapath/core, `ckcd-replay --describe`).
-KNOWN_PARAMS = {
-    "droptail": ("limit",),
-    "red": ("limit", "min", "max", "max_p", "wlog", "rate_bps", "avpkt"),
-    "codel": ("limit", "target_ms", "interval_ms"),
-    "choke": ("limit", "min", "max", "max_p", "wlog", "rate_bps", "avpkt"),
-    "ckcd": ("limit", "delta_ms", "d_ms", "omega", "rate_bps", "rtt_ms", "avpkt", "qmin", "qmax", "k",
-             "dth_min_ms", "dth_max_ms", "window_ms", "flows"),
-}
+DISCIPLINES = PORT_DISCIPLINES  # every discipline of datapath/core a port can run
+
+# The parameter names each discipline accepts: the core's own tables (coex.disciplines).
+KNOWN_PARAMS = {name: tuple(CORE_DISCIPLINES[name].params) for name in DISCIPLINES}
 
 
 def table_ii_params(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: int) -> dict[str, Any]:
@@ -35,6 +31,10 @@ def table_ii_params(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: 
         return {"limit": buffer_pkts, "target_ms": 5, "interval_ms": 100}
     if discipline == "ckcd":
         return {"limit": buffer_pkts, "delta_ms": 100, "d_ms": 5, "rate_bps": rate_bps, "rtt_ms": _num(rtt_ms)}
+    if discipline == "cocoa":  # seed 002: the buffer is each flow's initial limit (100, "like in fq")
+        return {"flow_limit": buffer_pkts}
+    if discipline in DISCIPLINES and "limit" in KNOWN_PARAMS[discipline]:
+        return {"limit": buffer_pkts}  # the rest of its parameters: the core's defaults
     raise ValueError(f"unknown discipline {discipline!r} (known: {', '.join(DISCIPLINES)})")
 
 

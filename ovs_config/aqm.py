@@ -9,7 +9,9 @@ host has none, so other ports are refused with a message that says so.
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 from ovs_config.link_daemon import LinkControl, LinkDaemonError
 
@@ -61,3 +63,36 @@ def current_discipline(port_name: str) -> str | None:
         return control.show()["dirs"][direction]["qdisc"]
     except (LinkDaemonError, OSError, KeyError):
         return None
+
+
+REPLAY_BINARY = Path(__file__).resolve().parent.parent / "datapath" / "build" / "ckcd-replay"
+_QUOTED_PARAM = re.compile(r"parameter '([a-z_]+)'")
+
+
+class AqmSpecError(ValueError):
+    """The core refuses a discipline spec; `param` names the parameter when it says which."""
+
+    def __init__(self, message: str, param: str | None):
+        super().__init__(message)
+        self.message, self.param = message, param
+
+
+def check_spec(spec: str, rate_bps: int, binary: Path = REPLAY_BINARY) -> None:
+    """Ask the core itself whether it takes this spec on a link of rate_bps (as ckcd-link
+    would create it: a rate_bps the spec leaves out is the link's). The relations between
+    parameters (RED's min below max, CKCD's qmin against its BDP) are in the disciplines'
+    init code only; `ckcd-replay --describe` runs exactly that code, so nothing is written
+    twice. Raises AqmSpecError with the core's message."""
+    try:
+        done = subprocess.run([str(binary), "--describe", "--rate-bps", str(rate_bps), "--qdisc", spec],
+                              capture_output=True, text=True, timeout=10)
+    except OSError as err:
+        raise AqmBackendError(f"cannot check disciplines: {binary}: {err.strerror} (make -C datapath)") \
+            from None
+    if done.returncode == 0:
+        return
+    message = done.stderr.strip().removeprefix("ckcd-replay: ")
+    if done.returncode != 2 or not message:
+        raise AqmBackendError(f"{binary} failed ({done.returncode}) on {spec!r}: {message}")
+    found = _QUOTED_PARAM.search(message)
+    raise AqmSpecError(message, found.group(1) if found else None)

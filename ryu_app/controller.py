@@ -87,6 +87,8 @@ class CoexController(app_manager.RyuApp):
         on with some other policy than the operator wrote would be worse."""
         try:
             wanted = self.config.policy_file()
+            if wanted is not None:
+                rest.check_port_disciplines(wanted)
         except PolicyError as err:
             field = f" (field {err.field})" if err.field else ""
             self.logger.error("%s%s", err.message, field)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+from coex.disciplines import DISCIPLINES
 from coex.policy import AQM_DISCIPLINES, MAX_CAPACITY_BPS, MAX_RULES, OFPP_MAX
 from ryu_app.rest import PREFIX, ROUTES
 
@@ -42,6 +43,28 @@ def _obj(properties: dict, required=(), **more) -> dict:
     """A JSON object that takes no other fields, as coex.policy refuses unknown ones."""
     return {"type": "object", "additionalProperties": False, "properties": properties,
             **({"required": list(required)} if required else {}), **more}
+
+
+def _aqm_param(p) -> dict:
+    """One parameter as the core's table defines it (coex.disciplines)."""
+    if p.kind == "text":
+        return {"type": "string", "pattern": "^[A-Za-z0-9_.,:+-]{1,128}$", "description": p.unit,
+                "default": p.default}
+    desc = p.unit + (f", at most {p.decimals} decimals" if p.decimals else ", an integer")
+    if p.name == "rate_bps":
+        desc += "; at most the port's capacity_bps, which it defaults to"
+    return {"type": "number", "minimum": p.min, "maximum": p.max, "default": p.default, "description": desc}
+
+
+def _aqm() -> dict:
+    """One alternative per discipline a port may run, each with exactly its parameters."""
+    return {"oneOf": [_obj({"discipline": {"const": name},
+                            "params": _obj({k: _aqm_param(p) for k, p in DISCIPLINES[name].params.items()})},
+                           required=("discipline",), title=name)
+                      for name in AQM_DISCIPLINES],
+            "description": "A queue discipline of datapath/core and its parameters (docs/datapath-core.md); "
+                           "relations between parameters are checked by the core itself (422 naming the "
+                           "parameter)."}
 
 
 RULE_FIELDS = {"name": NAME, "aggregate": NAME,
@@ -83,13 +106,7 @@ SCHEMAS = {
         "rtt_ms": {"type": "number", "minimum": 0.01, "maximum": 5000}}),
     "Approaches": _obj({"separate_paths": {"type": "boolean"}, "separate_queues": {"type": "boolean"},
                         "limited_queue": _ref("LimitedQueue")}),
-    "Aqm": _obj({
-        "discipline": {"type": "string", "enum": list(AQM_DISCIPLINES)},
-        "params": {"type": "object", "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,31}$"},
-                   "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1e12},
-                   "description": "Per discipline (docs/ckcd.md); rate_bps at most the port's "
-                                  "capacity_bps."}},
-        required=("discipline",)),
+    "Aqm": _aqm(),
     "Port": _obj(PORT_FIELDS, required=("dpid", "port", "capacity_bps")),
     "PortBody": _obj(PORT_FIELDS, required=("capacity_bps",),
                      description="A port for PUT /ports/{dpid}/{port} (GET shows it with dpid and "

@@ -23,6 +23,7 @@ from ryu.app.wsgi import ControllerBase, route
 from ryu.lib import hub
 
 from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, PolicyError, load_json, parse_uint
+from ovs_config import aqm
 
 PREFIX = "/coex/v1"
 MAX_BODY_BYTES = 1 << 20
@@ -65,6 +66,22 @@ ROUTES = [
     ("GET", "/state", "get_state", False, "What is installed on which switch, with which backend"),
     ("GET", "/changes", "get_changes", False, "The latest accepted policy changes"),
 ]
+
+
+def check_port_disciplines(policy) -> None:
+    """The core's own check of each port's discipline at the port's rate (coex.policy checks
+    each parameter alone; relations between them only the core knows): a PolicyError naming
+    the parameter, so a spec the link would refuse is never stored."""
+    for i, port in enumerate(policy.ports):
+        if port.aqm is None:
+            continue
+        try:
+            aqm.check_spec(port.aqm.spec(port.capacity_bps), port.capacity_bps)
+        except aqm.AqmSpecError as err:
+            where = f"ports[{i}].aqm" + (f".params.{err.param}" if err.param else "")
+            raise PolicyError(err.message, where) from None
+        except aqm.AqmBackendError as err:
+            raise PolicyError(str(err), f"ports[{i}].aqm", status=503) from None
 
 
 def _compile(template: str) -> re.Pattern:  # used with fullmatch ("$" would let "\n" end a path)
@@ -193,6 +210,7 @@ class CoexApi:
         enforce it) store and enforce it. Input errors come before environment errors."""
         with self.lock:
             new = self.app.policy.edited(mutate)  # validates; raises PolicyError, changing nothing
+            check_port_disciplines(new)
             if can_apply is not None:
                 can_apply()
             return self.app.apply_policy(new, summary)

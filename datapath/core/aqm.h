@@ -133,4 +133,21 @@ void aqm_destroy(struct aqm_queue *q);
 /* Names of the registered disciplines, NULL-terminated. */
 const char *const *aqm_discipline_names(void);
 
+/* One entry of a discipline's parameter table: what tools outside the core
+ * (ckcd-replay --catalog, and through it the controller's policy checks and
+ * the REST API's schema) learn the parameters from, so they are written once.
+ * Values are in stored units: the number given x 10^decimals. */
+struct aqm_param_desc {
+	const char *name, *unit;
+	int64_t min, max, def;
+	unsigned decimals;
+	int text;             /* free text (lists, maps), checked by the discipline */
+	const char *def_text; /* the default of a text parameter */
+};
+
+/* The i-th parameter of discipline `name` into *out: 1, or 0 past the last. */
+int aqm_param_desc(const char *name, unsigned i, struct aqm_param_desc *out);
+/* 1 when the discipline takes child specs after '|' (bands). */
+int aqm_discipline_takes_children(const char *name);
+
 #endif

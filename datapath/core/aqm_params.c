@@ -197,6 +197,32 @@ const struct aqm_ops *aqm_find_ops(const char *name, size_t len)
 	return 0;
 }
 
+int aqm_param_desc(const char *name, unsigned i, struct aqm_param_desc *out)
+{
+	const struct aqm_ops *ops = aqm_find_ops(name, aqm_strlen(name));
+	const struct aqm_param *p;
+
+	if (!ops || i >= ops->nparams)
+		return 0;
+	p = &ops->params[i];
+	out->name = p->name;
+	out->unit = p->unit;
+	out->min = p->min;
+	out->max = p->max;
+	out->def = p->def;
+	out->decimals = p->decimals;
+	out->text = p->kind == AQM_PARAM_TEXT;
+	out->def_text = p->def_text;
+	return 1;
+}
+
+int aqm_discipline_takes_children(const char *name)
+{
+	const struct aqm_ops *ops = aqm_find_ops(name, aqm_strlen(name));
+
+	return ops && ops->takes_children;
+}
+
 /* ---- the parser ----------------------------------------------------------- */
 
 static int is_space(char c)

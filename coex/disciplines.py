@@ -1,0 +1,77 @@
+"""The queue disciplines a bottleneck port can run and the checks of their parameters,
+read from the C core's own tables (coex/discipline_table.py, generated from
+`ckcd-replay --catalog`): the names, units, ranges, defaults and decimals are written once,
+in datapath/core/<discipline>.c.
+
+What a table cannot say - a relation between two parameters (RED's min below max, CKCD's
+dth_min_ms below dth_max_ms), or a parameter that depends on the link's rate (CKCD's qmin
+against its BDP) - only the core's own init knows; ovs_config.aqm.check_spec asks it, and
+the REST API does so before it stores a policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from coex.discipline_table import TABLE
+
+# A text parameter's value goes into a space-separated spec: one token, no '|' (which
+# separates the bands of `bands`) and no '=' (which separates a name from its value).
+_TEXT_RE = re.compile(r"[A-Za-z0-9_.,:+-]{1,128}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    unit: str
+    kind: str  # "number" or "text"
+    decimals: int = 0
+    min: float = 0
+    max: float = 0
+    default: float | str = 0
+
+    def problem(self, value) -> str | None:
+        """Why the core would refuse this value, or None when it accepts it."""
+        if self.kind == "text":
+            if not isinstance(value, str) or not _TEXT_RE.fullmatch(value):
+                return f"must be a word of letters, digits and _.,:+- ({self.unit})"
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return f"must be a number ({self.unit})"
+        if not self.min <= value <= self.max:
+            return f"must be between {self.min:g} and {self.max:g} {self.unit}, got {value:g}"
+        scaled = value * 10 ** self.decimals
+        if abs(scaled - round(scaled)) > 1e-6 * max(1.0, abs(scaled)):
+            return f"takes at most {self.decimals} decimals, got {value!r}"
+        return None
+
+    def format(self, value) -> str:
+        """The value as the core's spec grammar takes it: no exponent, no trailing zeros."""
+        if self.kind == "text":
+            return value
+        if float(value).is_integer():
+            return str(int(value))
+        return f"{value:.{self.decimals}f}".rstrip("0").rstrip(".")
+
+
+@dataclasses.dataclass(frozen=True)
+class Discipline:
+    name: str
+    takes_children: bool
+    params: dict[str, Param]
+
+    @property
+    def rate_aware(self) -> bool:
+        """Takes the link's rate (rate_bps): the controller gives it the port's capacity."""
+        return "rate_bps" in self.params
+
+
+DISCIPLINES: dict[str, Discipline] = {
+    d["name"]: Discipline(d["name"], d["takes_children"], {p["name"]: Param(**p) for p in d["params"]})
+    for d in TABLE["disciplines"]
+}
+# What a port's AQM may be: every discipline but `bands`, which the controller composes
+# itself under Separate Queues (each band running the port's discipline).
+PORT_DISCIPLINES = tuple(name for name, d in DISCIPLINES.items() if not d.takes_children)
+DROP_REASONS = tuple(TABLE["drop_reasons"])

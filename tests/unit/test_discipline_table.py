@@ -1,0 +1,148 @@
+"""One source of truth for the queue disciplines (issue 13, part 1): the C core's parameter
+tables. coex/discipline_table.py is generated from `ckcd-replay --catalog`; the policy
+checks, the REST schema and the experiment runner read it; relations between parameters
+are left to the core's own init, asked through ovs_config.aqm.check_spec. These tests fail
+when a copy drifts from the C tables or when input the core would refuse gets through."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES
+from coex.policy import Policy, PolicyError
+from experiments.disciplines import KNOWN_PARAMS, discipline_spec
+from ovs_config.aqm import AqmSpecError, check_spec
+from ryu_app.openapi import build_openapi
+from ryu_app.rest import CoexApi
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_generated_table_is_the_cores():
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_discipline_table.py"), "--check"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+
+
+def test_every_copy_reads_the_table():
+    names = [d["title"] for d in build_openapi()["components"]["schemas"]["Aqm"]["oneOf"]]
+    assert names == list(PORT_DISCIPLINES)
+    assert set(KNOWN_PARAMS) == set(PORT_DISCIPLINES)
+    assert all(KNOWN_PARAMS[n] == tuple(DISCIPLINES[n].params) for n in PORT_DISCIPLINES)
+    assert "bands" in DISCIPLINES and "bands" not in PORT_DISCIPLINES  # composed by the controller
+
+
+def port_with(aqm: dict) -> dict:
+    return {"ports": [{"dpid": 1, "port": 2, "capacity_bps": 100_000_000, "aqm": aqm}]}
+
+
+@pytest.mark.parametrize("aqm,field", [
+    ({"discipline": "ckcd", "params": {"limt": 80}}, "ports[0].aqm.params.limt"),
+    ({"discipline": "droptail", "params": {"limit": 0}}, "ports[0].aqm.params.limit"),
+    ({"discipline": "ckcd", "params": {"omega": 5}}, "ports[0].aqm.params.omega"),
+    ({"discipline": "ckcd", "params": {"delta_ms": 0}}, "ports[0].aqm.params.delta_ms"),
+    ({"discipline": "ckcd", "params": {"omega": 0.0000001}}, "ports[0].aqm.params.omega"),
+    ({"discipline": "codel", "params": {"target_ms": 0.0001}}, "ports[0].aqm.params.target_ms"),
+    ({"discipline": "cocoa", "params": {"multiplier": "fast"}}, "ports[0].aqm.params.multiplier"),
+    ({"discipline": "pie"}, "ports[0].aqm.discipline"),
+])
+def test_a_parameter_the_core_refuses_is_refused_naming_it(aqm, field):
+    with pytest.raises(PolicyError) as e:
+        Policy.from_dict(port_with(aqm))
+    assert e.value.field == field and e.value.status == 422
+
+
+@pytest.mark.parametrize("spec,param", [
+    ("red min=60 max=20", "max"),
+    ("choke min=80 max=80", "max"),
+    ("ckcd dth_min_ms=10 dth_max_ms=5", "dth_min_ms"),
+    ("ckcd qmin=70 qmax=60", "qmin"),
+])
+def test_relations_between_parameters_are_the_cores_to_check(spec, param):
+    # Policy.from_dict takes each of these (every value is in its range) ...
+    name, *pairs = spec.split()
+    Policy.from_dict(port_with({"discipline": name, "params": {k: int(v) for k, v in
+                                                                 (p.split("=") for p in pairs)}}))
+    # ... and the core names the parameter
+    with pytest.raises(AqmSpecError) as e:
+        check_spec(spec, 100_000_000)
+    assert e.value.param == param
+
+
+def described_defaults(name: str) -> dict:
+    """The core's own description of the discipline with every default filled in."""
+    out = subprocess.run([str(REPO / "datapath" / "build" / "ckcd-replay"), "--describe", "--qdisc", name],
+                         check=True, capture_output=True, text=True).stdout.split()[1:]
+    params = {}
+    for k, v in (kv.split("=", 1) for kv in out):
+        if DISCIPLINES[name].params[k].kind == "number":
+            params[k] = float(v) if "." in v else int(v)
+        else:
+            params[k] = v
+    return params
+
+
+def test_a_spec_the_policy_writes_is_one_the_core_takes():
+    # Every discipline with all its defaults written out through the policy, decimals
+    # without an exponent (max_p=0.000001, not 1e-06), at the port's rate.
+    for name in PORT_DISCIPLINES:
+        params = {k: v for k, v in described_defaults(name).items() if k != "rate_bps"}
+        aqm = Policy.from_dict(port_with({"discipline": name, "params": params})).ports[0].aqm
+        check_spec(aqm.spec(100_000_000), 100_000_000)
+    tiny = Policy.from_dict(port_with({"discipline": "red", "params": {"max_p": 0.000001}})).ports[0].aqm
+    assert "max_p=0.000001" in tiny.spec(100_000_000)
+    check_spec(tiny.spec(100_000_000), 100_000_000)
+
+
+def test_experiments_write_specs_the_core_takes():
+    for name in PORT_DISCIPLINES:
+        check_spec(discipline_spec(name, 100_000_000, 20.0, 80), 100_000_000)
+
+
+class OnePortController:
+    """What CoexApi asks of the controller: switch 0x42, port 1 served by ckcd-link."""
+
+    def __init__(self):
+        self.policy, self.policy_version = Policy(), 0
+        self.datapaths = {0x42: object()}
+        self.net = types.SimpleNamespace(ports={0x42: {1}})
+        self.config = types.SimpleNamespace(token=None)
+        self.logger = logging.getLogger("test_discipline_table")
+
+    def apply_policy(self, new, summary):
+        self.policy, self.policy_version = new, self.policy_version + 1
+        return self.policy_version
+
+    def aqm_backend(self, dpid, port):
+        return "ckcd-link"
+
+
+@pytest.mark.parametrize("aqm,field", [
+    ({"discipline": "ckcd", "params": {"nosuch": 1}}, "ports[0].aqm.params.nosuch"),
+    ({"discipline": "droptail", "params": {"limit": 0}}, "ports[0].aqm.params.limit"),
+    ({"discipline": "ckcd", "params": {"omega": 5}}, "ports[0].aqm.params.omega"),
+    ({"discipline": "ckcd", "params": {"dth_min_ms": 10, "dth_max_ms": 5}}, "ports[0].aqm.params.dth_min_ms"),
+    ({"discipline": "red", "params": {"min": 60, "max": 20}}, "ports[0].aqm.params.max"),
+    ({"discipline": "ckcd", "params": {"delta_ms": 0}}, "ports[0].aqm.params.delta_ms"),
+    # at this port's 10 Mbit/s and CKCD's default 20 ms, 3 BDP is 50 packets
+    ({"discipline": "ckcd", "params": {"qmin": 60}}, "ports[0].aqm.params.qmin"),
+])
+def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
+    # Issue 13: each of these was answered 200 and stored, then failed at every start.
+    app = OnePortController()
+    api = CoexApi(app)
+    assert api.handle("PUT", "/coex/v1/ports/0x42/1", {}, json.dumps({"capacity_bps": 10_000_000}).encode())[0] == 200
+    before = (app.policy_version, app.policy.to_dict())
+    status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {}, json.dumps(aqm).encode())
+    assert status == 422 and payload["field"] == field, payload
+    assert (app.policy_version, app.policy.to_dict()) == before
+    status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {},
+                                    json.dumps({"discipline": "cocoa", "params": {"flow_limit": 50}}).encode())
+    assert status == 200 and app.policy_version == before[0] + 1
