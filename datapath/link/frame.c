@@ -122,13 +122,24 @@ static uint64_t load64(const uint8_t *p)
 	return v;
 }
 
+/* A 32-bit hash of one word and the key's two addresses. */
+static uint32_t addr_hash(uint64_t seed, uint64_t word, const struct flow_key *k)
+{
+	uint64_t h = mix(seed, word);
+
+	h = mix(h, load64(k->src));
+	h = mix(h, load64(k->src + 8));
+	h = mix(h, load64(k->dst));
+	h = mix(h, load64(k->dst + 8));
+	return (uint32_t)(h ^ h >> 32);
+}
+
 void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
 		    struct frame_info *out)
 {
 	size_t l3 = ETH_HDR_LEN; /* offset of the network header */
 	struct flow_key *k = &out->key;
 	uint16_t ethertype;
-	uint64_t h;
 
 	memset(out, 0, sizeof(*out));
 	if (len < ETH_HDR_LEN) /* frame_check refuses these; stay safe if called anyway */
@@ -152,13 +163,13 @@ void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
 		memcpy(k->dst, frame, 6);
 		memcpy(k->src, frame + 6, 6);
 	}
-	h = mix(hash_seed, (uint64_t)k->family << 56 | (uint64_t)k->l4_proto << 48 |
-				   (uint64_t)k->ethertype << 32 | (uint64_t)k->sport << 16 | k->dport);
-	h = mix(h, load64(k->src));
-	h = mix(h, load64(k->src + 8));
-	h = mix(h, load64(k->dst));
-	h = mix(h, load64(k->dst + 8));
-	out->flow_hash = (uint32_t)(h ^ h >> 32);
+	out->flow_hash = addr_hash(hash_seed, (uint64_t)k->family << 56 | (uint64_t)k->l4_proto << 48 |
+					     (uint64_t)k->ethertype << 32 | (uint64_t)k->sport << 16 | k->dport, k);
+	/* The host pair: the addresses alone (seed 003 keys a connection by
+	 * "MAC addresses of the sender and the receiver"; across our switches
+	 * the IP pair names the same two hosts, and still does past a router).
+	 * A seed of its own keeps it apart from the flow hash of the same pair. */
+	out->host_hash = addr_hash(hash_seed ^ 0x686f7374ull /* "host" */, (uint64_t)k->family << 56, k);
 }
 
 static const char *proto_name(uint8_t proto)

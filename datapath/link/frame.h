@@ -1,7 +1,7 @@
 /* frame.h - what ckcd-link reads from a frame: is it a valid Ethernet frame
- * for the configured MTU, which flow it belongs to (hash of the 5-tuple) and
- * its DSCP (for the bands classifier). Pure functions, unit-tested by
- * frame_test.c. */
+ * for the configured MTU, which flow it belongs to (hash of the 5-tuple),
+ * which host pair (hash of the addresses: hdcodel key=host) and its DSCP (for
+ * the bands classifier). Pure functions, unit-tested by frame_test.c. */
 #ifndef CKCD_LINK_FRAME_H
 #define CKCD_LINK_FRAME_H
 
@@ -29,6 +29,7 @@ struct flow_key {
 struct frame_info {
 	struct flow_key key;
 	uint32_t flow_hash;
+	uint32_t host_hash; /* the source and destination addresses only: the host pair */
 	uint8_t dscp; /* 0 for non-IP */
 };
 

@@ -283,6 +283,7 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 	p->arrival_ns = t;
 	p->aqm.next = NULL;
 	p->aqm.flow_hash = fi.flow_hash;
+	p->aqm.host_hash = fi.host_hash;
 	p->aqm.len = len;
 	p->aqm.dscp = fi.dscp;
 	p->aqm.band = 0;

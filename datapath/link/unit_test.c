@@ -94,6 +94,11 @@ static void test_classify(void)
 	ipv4_tcp(g, 0, 40001, 5201, 0);
 	frame_classify(g, (uint32_t)n, 7, &b);
 	CHECK(a.flow_hash != b.flow_hash);
+	/* Another flow of the same two hosts: the same host pair. */
+	CHECK(a.host_hash == b.host_hash && a.host_hash != a.flow_hash);
+	g[ETH_HDR_LEN + 19] = 3; /* to 10.0.0.3: another host pair */
+	frame_classify(g, (uint32_t)n, 7, &b);
+	CHECK(a.host_hash != b.host_hash);
 	/* The seed keys the hash. */
 	frame_classify(f, (uint32_t)n, 8, &b);
 	CHECK(a.flow_hash != b.flow_hash);

@@ -4,10 +4,12 @@
  *   ckcd-replay --qdisc "ckcd limit=80" --rate-bps 100000000 --seed 1 trace.txt
  *   ckcd-replay --describe --qdisc "red min=20 max=60"
  *
- * Trace: one arrival per line, "time_ns flow_id length [dscp]", '#' starts a
- * comment, times non-decreasing. The link serializes one packet at a time at
- * --rate-bps (length * 8 / rate); the queue is asked for the next packet
- * whenever the link is free. Output: JSON lines, see docs/datapath-core.md.
+ * Trace: one arrival per line, "time_ns flow_id length [dscp [host_id]]", '#'
+ * starts a comment, times non-decreasing. host_id (default: the flow id) is
+ * the packet's host_hash, the host pair hdcodel key=host penalizes. The link
+ * serializes one packet at a time at --rate-bps (length * 8 / rate); the queue
+ * is asked for the next packet whenever the link is free. Output: JSON lines,
+ * see docs/datapath-core.md.
  * Exit 0 on success, 2 on a bad spec, option or trace line (message on stderr).
  */
 #include <errno.h>
@@ -183,7 +185,7 @@ static void usage(FILE *to)
 		"                   [--no-packets] [FILE]\n"
 		"       ckcd-replay --describe --qdisc SPEC\n"
 		"       ckcd-replay --list\n"
-		"Trace lines: time_ns flow_id length [dscp]   ('#' comments; stdin if no FILE)\n");
+		"Trace lines: time_ns flow_id length [dscp [host_id]]   ('#' comments; stdin if no FILE)\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -207,7 +209,7 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 
 	while (fgets(line, sizeof(line), in)) {
 		char *p = line, *hash = strchr(line, '#');
-		unsigned long long t, flow, len, dscp = 0;
+		unsigned long long t, flow, len, dscp = 0, host;
 		int got;
 
 		lineno++;
@@ -217,12 +219,14 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 			p++;
 		if (!*p || *p == '\n' || *p == '\r')
 			continue;
-		got = sscanf(p, "%llu %llu %llu %llu", &t, &flow, &len, &dscp);
+		got = sscanf(p, "%llu %llu %llu %llu %llu", &t, &flow, &len, &dscp, &host);
+		if (got < 5)
+			host = flow; /* a trace without hosts: each flow its own host pair */
 		if (got < 3 || strchr(p, '-') || len < 1 || len > 65535 || dscp > 63 ||
-		    flow > UINT32_MAX) {
+		    flow > UINT32_MAX || host > UINT32_MAX) {
 			fprintf(stderr,
-				"ckcd-replay: %s:%zu: expected 'time_ns flow_id length [dscp]' "
-				"(length 1..65535, dscp 0..63)\n",
+				"ckcd-replay: %s:%zu: expected 'time_ns flow_id length [dscp [host_id]]' "
+				"(length 1..65535, dscp 0..63, ids below 2^32)\n",
 				name, lineno);
 			exit(2);
 		}
@@ -242,6 +246,7 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 		v[cnt].pkt.flow_hash = (uint32_t)flow;
 		v[cnt].pkt.len = (uint32_t)len;
 		v[cnt].pkt.dscp = (uint8_t)dscp;
+		v[cnt].pkt.host_hash = (uint32_t)host;
 		v[cnt].pkt.frame = &v[cnt];
 		cnt++;
 	}

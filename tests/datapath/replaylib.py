@@ -1,6 +1,7 @@
 """Helpers for the datapath tests: synthetic traces and runs of build/ckcd-replay.
 
-A trace is a list of (time_ns, flow, length, dscp). ckcd-replay prints JSON
+A trace is a list of (time_ns, flow, length, dscp) or (time_ns, flow, length, dscp, host),
+host being the host-pair id hdcodel key=host reads. ckcd-replay prints JSON
 lines (docs/datapath-core.md); `run` parses them into a Result.
 """
 
@@ -93,8 +94,8 @@ def parse_xstats(text: str) -> dict:
 def run(trace, qdisc: str, rate_bps: int = 100_000_000, seed: int = 1,
         extra: list[str] | None = None) -> Result:
     with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
-        f.write("# time_ns flow length dscp\n")
-        f.write("".join(f"{t} {fl} {ln} {d}\n" for t, fl, ln, d in trace))
+        f.write("# time_ns flow length dscp [host]\n")
+        f.write("".join(" ".join(map(str, p)) + "\n" for p in trace))
         path = f.name
     try:
         cp = subprocess.run([REPLAY, "--qdisc", qdisc, "--rate-bps", str(rate_bps), "--seed", str(seed),
