@@ -7,15 +7,14 @@ when a copy drifts from the C tables or when input the core would refuse gets th
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES
+from fake_controller import FakeController
 from coex.policy import Policy, PolicyError
 from experiments.disciplines import KNOWN_PARAMS, discipline_spec
 from ovs_config.aqm import AqmSpecError, check_spec
@@ -106,24 +105,6 @@ def test_experiments_write_specs_the_core_takes():
         check_spec(discipline_spec(name, 100_000_000, 20.0, 80), 100_000_000)
 
 
-class OnePortController:
-    """What CoexApi asks of the controller: switch 0x42, port 1 served by ckcd-link."""
-
-    def __init__(self):
-        self.policy, self.policy_version = Policy(), 0
-        self.datapaths = {0x42: object()}
-        self.net = types.SimpleNamespace(ports={0x42: {1}})
-        self.config = types.SimpleNamespace(token=None)
-        self.logger = logging.getLogger("test_discipline_table")
-
-    def apply_policy(self, new, summary):
-        self.policy, self.policy_version = new, self.policy_version + 1
-        return self.policy_version
-
-    def aqm_backend(self, dpid, port):
-        return "ckcd-link"
-
-
 @pytest.mark.parametrize("aqm,field", [
     ({"discipline": "ckcd", "params": {"nosuch": 1}}, "ports[0].aqm.params.nosuch"),
     ({"discipline": "droptail", "params": {"limit": 0}}, "ports[0].aqm.params.limit"),
@@ -136,7 +117,7 @@ class OnePortController:
 ])
 def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
     # Issue 13: each of these was answered 200 and stored, then failed at every start.
-    app = OnePortController()
+    app = FakeController()
     api = CoexApi(app)
     assert api.handle("PUT", "/coex/v1/ports/0x42/1", {}, json.dumps({"capacity_bps": 10_000_000}).encode())[0] == 200
     before = (app.policy_version, app.policy.to_dict())

@@ -5,33 +5,11 @@ holds the policy; tests/integration/test_rest*.py run the same against the real 
 from __future__ import annotations
 
 import json
-import logging
-import types
 
 import pytest
 
-from coex.policy import Policy
+from fake_controller import DPID, FakeController
 from ryu_app.rest import MAX_BODY_BYTES, CoexApi
-
-DPID = 0x42
-
-
-class FakeController:
-    """What CoexApi asks of the CoexController: switch 0x42 with ports 1 and 2, ckcd-link on both."""
-
-    def __init__(self, token=None):
-        self.policy, self.policy_version = Policy(), 0
-        self.datapaths = {DPID: object()}
-        self.net = types.SimpleNamespace(ports={DPID: {1, 2}})
-        self.config = types.SimpleNamespace(token=token)
-        self.logger = logging.getLogger("test_rest_errors")
-
-    def apply_policy(self, new, summary):
-        self.policy, self.policy_version = new, self.policy_version + 1
-        return self.policy_version
-
-    def aqm_backend(self, dpid, port):
-        return "ckcd-link"
 
 
 def call(api, method, path, body=None, raw=None, headers=None):
