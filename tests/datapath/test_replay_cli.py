@@ -27,6 +27,21 @@ from replaylib import REPLAY, SEC, merge, poisson, run_raw
     ("red wlog=40", ["wlog"]),
     ("codel target_ms=0", ["target_ms"]),
     ("codel interval_ms=0.0001", ["interval_ms", "decimal"]),
+    ("hdcodel p=1.5", ["'p'", "out of range"]),
+    ("hdcodel p=0.3333333", ["'p'", "decimal"]),
+    ("hdcodel key=mac", ["'key'", "host|flow"]),
+    ("hdcodel mode=adaptive", ["'mode'", "dynamic|static"]),
+    ("hdcodel mode=static", ["'heavy_key'", "static"]),
+    ("hdcodel heavy_key=5", ["'heavy_key'", "static only"]),
+    ("hdcodel mode=static heavy_key=5 hist_len=64", ["'hist_len'", "dynamic only"]),
+    ("hdcodel heavy_key=4294967296 mode=static", ["heavy_key", "out of range"]),
+    ("hdcodel rec_int=0", ["rec_int", "out of range"]),
+    ("hdcodel hist_len=65537", ["hist_len", "out of range"]),
+    ("hdcodel stat_int=0", ["stat_int", "out of range"]),
+    ("hdcodel thin=always", ["'thin'", "random|counter"]),
+    ("hdcodel spare=never", ["'spare'", "advance|hold"]),
+    ("hdcodel limit=0", ["limit", "out of range"]),
+    ("hdcodel target_ms=0", ["target_ms"]),
     ("choke min=80 max=80", ["'max'"]),
     ("ckcd omega=0", ["omega"]),
     ("ckcd omega=2", ["omega"]),
@@ -58,7 +73,8 @@ def test_bad_spec_exits_2_naming_the_parameter(spec, names):
         assert cp.stdout == ""
 
 
-@pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd",
+@pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd", "hdcodel",
+                                  "hdcodel mode=static heavy_key=4294967295 key=flow thin=counter spare=hold p=0",
                                   "bands weights=1,3 map=46:1,10:1 default=0 penalized=1 | ckcd limit=80 | droptail limit=20"])
 def test_describe_lists_every_parameter_and_round_trips(spec):
     cp = run_raw(["--describe", "--qdisc", spec])
@@ -74,12 +90,19 @@ def test_describe_fills_in_table_ii_defaults():
     assert {"limit=80", "delta_ms=100", "d_ms=5", "omega=0.002"} <= set(d)
     assert "limit=80" in run_raw(["--describe", "--qdisc", "codel"]).stdout.split()
     assert {"target_ms=5", "interval_ms=100"} <= set(run_raw(["--describe", "--qdisc", "codel"]).stdout.split())
+    # seed 003: Linux 3.17's CoDel (limit 1000, target 5 ms, interval 100 ms), p = 1/3, the
+    # connection keyed by host pair, and the controller's estimator defaults
+    assert {"limit=1000", "target_ms=5", "interval_ms=100", "p=0.333333", "key=host", "mode=dynamic",
+            "rec_int=1", "hist_len=128", "stat_int=32", "thin=random", "spare=advance"} == set(
+        run_raw(["--describe", "--qdisc", "hdcodel"]).stdout.split()[1:])
 
 
 @pytest.mark.parametrize("trace,what", [
     ("0 1\n", "expected"),
     ("0 1 0\n", "expected"),
     ("0 1 1500 64\n", "dscp"),
+    ("0 1 1500 0 4294967296\n", "host_id"),
+    ("0 1 1500 0 -1\n", "expected"),
     ("100 1 1500\n50 1 1500\n", "backwards"),
     ("-5 1 1500\n", "expected"),
     ("x y z\n", "expected"),
