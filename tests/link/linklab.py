@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from typing import Optional
+
+from tests.waiting import eventually
 
 HOST_A_IP = "10.77.0.1"
 HOST_B_IP = "10.77.0.2"
@@ -140,16 +141,13 @@ class NetLab:
             self._procs.remove(p)
 
     def iperf_server(self, port: int) -> subprocess.Popen:
-        """A one-off iperf3 server on host B; waits until it listens."""
+        """A one-off iperf3 server on host B; waits until it listens (it does within tens of
+        milliseconds; 5 s is for a loaded host)."""
         p = self.popen(self.ns_b, "iperf3", "-s", "-1", "-p", str(port),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            out = self.ns(self.ns_b, "ss", "-Htln", f"sport = :{port}", check=False).stdout
-            if out.strip():
-                return p
-            time.sleep(0.05)
-        raise RuntimeError(f"iperf3 server on port {port} did not start")
+        eventually(lambda: self.ns(self.ns_b, "ss", "-Htln", f"sport = :{port}", check=False).stdout.strip(),
+                   timeout_s=5, interval_s=0.05, what=f"iperf3 server listening on port {port}")
+        return p
 
     def iperf_client(self, port: int, cc: str, seconds: int, omit: int = 0,
                      extra: tuple = ()) -> subprocess.Popen:
