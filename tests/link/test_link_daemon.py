@@ -312,7 +312,10 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert {x["dir"] for x in lines} == {"ab", "ba"}
     ab = [x for x in lines if x["dir"] == "ab"]
-    assert len(ab) >= 40
+    # A line every 100 ms for the daemon's life (the 7 s flow and more): ~70. A late loop writes
+    # one line for all the intervals it missed (datapath/link/main.c), so stalls on a loaded
+    # host cost lines; 40 is 4 s of them.
+    assert len(ab) >= 40, len(ab)
     for key in ("t", "qlen_pkts", "sojourn_us", "tx_bytes", "drops", "flows", "late_max_us"):
         assert key in ab[0]
     assert sum(x["tx_bytes"] for x in ab) == st["dirs"]["ab"]["tx_bytes"]
