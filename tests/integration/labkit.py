@@ -126,7 +126,7 @@ def parse_steering(line: str) -> dict:
 
 def penalized_actions(api, separate_queues: bool) -> str:
     """The actions a steering flow must carry: the penalized aggregate's id in the metadata
-    (ids are 1, 2, ... in policy order, default excluded: ryu_app/controller.py), and its
+    (ids are 1, 2, ... in policy order, default excluded: coex.forwarding.aggregate_ids), and its
     DSCP under Separate Queues (ryu_app/flows.py)."""
     names = [n for n in api.ok("GET", "/aggregates")["aggregates"] if n != "default"]
     mark = f"set_field:{api.ok('GET', '/aggregates/penalized')['dscp']}->ip_dscp," if separate_queues else ""
