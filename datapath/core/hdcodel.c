@@ -66,6 +66,8 @@ struct hd_count {
 struct hd_est {
 	uint32_t *ring;          /* the latest hist_len records; the next goes to ring[pos] */
 	struct hd_count *counts; /* mask + 1 slots */
+	uint32_t *keys_with;     /* keys_with[n]: keys with n records (n = 1..hist_len) */
+	uint32_t max_n;          /* the largest n with keys_with[n] > 0: the mode's count */
 	uint32_t mask, shift;
 	uint32_t hist_len, nrec, pos;
 	uint32_t rec_int, stat_int, to_rec, to_stat; /* arrivals left to the next record / decision */
@@ -120,9 +122,15 @@ static uint32_t records_of(const struct hd_est *e, uint32_t key)
 static void count_remove(struct hd_est *e, uint32_t key)
 {
 	uint32_t hole = find_slot(e, key), j = hole;
+	uint32_t n = e->counts[hole].n--;
 
-	if (--e->counts[hole].n)
+	/* the mode's count falls by one when its last key goes to n - 1 */
+	if (!--e->keys_with[n] && n == e->max_n)
+		e->max_n--;
+	if (n > 1) {
+		e->keys_with[n - 1]++;
 		return;
+	}
 	for (;;) {
 		uint32_t home;
 
@@ -141,47 +149,47 @@ static void count_remove(struct hd_est *e, uint32_t key)
 
 static void record(struct hd_est *e, uint32_t key)
 {
-	uint32_t i;
+	uint32_t oldest = e->ring[e->pos], i;
 
-	if (e->nrec == e->hist_len)
-		count_remove(e, e->ring[e->pos]); /* the oldest record leaves */
-	else
-		e->nrec++;
 	e->ring[e->pos] = key;
 	e->pos = e->pos + 1 == e->hist_len ? 0 : e->pos + 1;
+	if (e->nrec < e->hist_len)
+		e->nrec++;
+	else if (oldest == key)
+		return; /* it leaves as it arrives (often, for the heavy one): counts stay */
+	else
+		count_remove(e, oldest);
 	i = find_slot(e, key);
 	e->counts[i].key = key;
-	e->counts[i].n++;
+	if (e->counts[i].n)
+		e->keys_with[e->counts[i].n]--;
+	if (++e->counts[i].n > e->max_n)
+		e->max_n = e->counts[i].n;
+	e->keys_with[e->counts[i].n]++;
 }
 
 /* A statistics point: the mode of the history becomes the heavy connection.
- * Walking from the newest record back, the first key seen with the largest
- * count is the most recently recorded of the tied; the walk stops once the
- * records left could not outnumber it. */
+ * Its count is kept as records come and go (max_n), so a decision costs one
+ * lookup while the current estimate stays the mode; otherwise the walk from
+ * the newest record back stops at the first key with that count, the most
+ * recently recorded of the tied. */
 static void decide(struct hdcodel *h)
 {
 	struct hd_est *e = &h->est;
-	uint32_t best = 0, pick = 0, k, i = e->pos;
+	uint32_t i = e->pos;
 
 	e->stat_points++;
-	for (k = 0; k < e->nrec && best < e->nrec - k; k++) {
-		uint32_t n;
-
-		i = i ? i - 1 : e->hist_len - 1;
-		n = records_of(e, e->ring[i]);
-		if (n > best) {
-			best = n;
-			pick = e->ring[i];
-		}
-	}
-	e->mode_count = best;
-	if (!best) {
+	e->mode_count = e->max_n;
+	if (!e->max_n) {
 		h->have_heavy = 0; /* nothing recorded yet: no connection is heavy */
 		return;
 	}
-	if (h->have_heavy && records_of(e, h->heavy_key) == best)
+	if (h->have_heavy && records_of(e, h->heavy_key) == e->max_n)
 		return; /* a tie keeps the current estimate */
-	h->heavy_key = pick;
+	do
+		i = i ? i - 1 : e->hist_len - 1;
+	while (records_of(e, e->ring[i]) != e->max_n);
+	h->heavy_key = e->ring[i];
 	h->have_heavy = 1;
 }
 
@@ -245,7 +253,8 @@ static int est_init(struct aqm_queue *q, struct hd_est *e, const struct aqm_args
 	e->shift = 32 - bits;
 	e->ring = q->env.alloc(q->env.ctx, e->hist_len * sizeof(*e->ring));
 	e->counts = q->env.alloc(q->env.ctx, slots * sizeof(*e->counts));
-	if (!e->ring || !e->counts) {
+	e->keys_with = q->env.alloc(q->env.ctx, (e->hist_len + 1) * sizeof(*e->keys_with));
+	if (!e->ring || !e->counts || !e->keys_with) {
 		aqm_err(err, errlen, "hdcodel: out of memory for hist_len records", 0, 0);
 		return -1;
 	}
@@ -260,6 +269,8 @@ static void hd_release(struct aqm_queue *q)
 		q->env.free(q->env.ctx, h->est.ring);
 	if (h->est.counts)
 		q->env.free(q->env.ctx, h->est.counts);
+	if (h->est.keys_with)
+		q->env.free(q->env.ctx, h->est.keys_with);
 }
 
 static int hd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
