@@ -33,7 +33,7 @@ enum { P_LIMIT, P_TARGET, P_INTERVAL, P_P, P_KEY, P_MODE, P_HEAVY_KEY, P_REC_INT
 #define PPM 1000000 /* p is stored in millionths */
 
 static const struct aqm_param hd_params[NPARAMS] = {
-	/* Linux 3.17's default limit, the paper's CoDel (Table II) */
+	/* sch_codel's default limit: the paper's CoDel ran on Linux 3.17.4 (Table II) */
 	[P_LIMIT] = { "limit", "packets", 1, 1000000, 1000, 0, AQM_PARAM_INT, 0 },
 	[P_TARGET] = CODEL_LAW_PARAM_TARGET,
 	[P_INTERVAL] = CODEL_LAW_PARAM_INTERVAL,
