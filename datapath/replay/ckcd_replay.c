@@ -3,6 +3,7 @@
  *
  *   ckcd-replay --qdisc "ckcd limit=80" --rate-bps 100000000 --seed 1 trace.txt
  *   ckcd-replay --describe --qdisc "red min=20 max=60"
+ *   ckcd-replay --catalog      (every discipline's parameter table, as JSON)
  *
  * Trace: one arrival per line, "time_ns flow_id length [dscp [host_id]]", '#'
  * starts a comment, times non-decreasing. host_id (default: the flow id) is
@@ -177,6 +178,69 @@ static void print_xstats(const struct aqm_queue *q, uint64_t t_ns)
 	printf("}\n");
 }
 
+/* The core's tables as one JSON object: the disciplines in registry order,
+ * each parameter with its unit, range and default in the units a spec is
+ * written in (stored value / 10^decimals), and the drop reasons. The
+ * controller's policy checks and the REST schema are generated from this
+ * (coex/aqm_catalog.py; tests/unit/test_aqm_catalog.py fails on drift). */
+static void print_fixed(int64_t v, unsigned decimals)
+{
+	char buf[64];
+	int64_t scale = 1;
+
+	for (unsigned k = 0; k < decimals; k++)
+		scale *= 10;
+	if (decimals == 0 || v % scale == 0) {
+		printf("%" PRId64, v / scale);
+		return;
+	}
+	snprintf(buf, sizeof(buf), "%s%" PRId64 ".%0*" PRId64, v < 0 ? "-" : "", (v < 0 ? -v : v) / scale,
+		 (int)decimals, (v < 0 ? -v : v) % scale);
+	/* no trailing zeros: 0.100000 -> 0.1 */
+	for (size_t n = strlen(buf); n && buf[n - 1] == '0'; n--)
+		buf[n - 1] = 0;
+	fputs(buf, stdout);
+}
+
+static void print_catalog(void)
+{
+	const char *const *nm = aqm_discipline_names();
+
+	printf("{\"disciplines\":[");
+	for (int d = 0; nm[d]; d++) {
+		struct aqm_param_desc p;
+
+		printf("%s{\"name\":", d ? "," : "");
+		print_json_string(nm[d]);
+		printf(",\"takes_children\":%s,\"params\":[", aqm_discipline_takes_children(nm[d]) ? "true" : "false");
+		for (unsigned i = 0; aqm_param_desc(nm[d], i, &p); i++) {
+			printf("%s{\"name\":", i ? "," : "");
+			print_json_string(p.name);
+			printf(",\"unit\":");
+			print_json_string(p.unit);
+			if (p.text) {
+				printf(",\"kind\":\"text\",\"default\":");
+				print_json_string(p.def_text ? p.def_text : "");
+			} else {
+				printf(",\"kind\":\"number\",\"decimals\":%u,\"min\":", p.decimals);
+				print_fixed(p.min, p.decimals);
+				printf(",\"max\":");
+				print_fixed(p.max, p.decimals);
+				printf(",\"default\":");
+				print_fixed(p.def, p.decimals);
+			}
+			putchar('}');
+		}
+		printf("]}");
+	}
+	printf("],\"drop_reasons\":[");
+	for (int r = 0; r < AQM_DROP_REASONS; r++) {
+		printf("%s", r ? "," : "");
+		print_json_string(aqm_drop_reason_name(r));
+	}
+	printf("]}\n");
+}
+
 static void usage(FILE *to)
 {
 	fprintf(to,
@@ -185,6 +249,7 @@ static void usage(FILE *to)
 		"                   [--no-packets] [FILE]\n"
 		"       ckcd-replay --describe --qdisc SPEC\n"
 		"       ckcd-replay --list\n"
+		"       ckcd-replay --catalog\n"
 		"Trace lines: time_ns flow_id length [dscp [host_id]]   ('#' comments; stdin if no FILE)\n");
 }
 
@@ -320,6 +385,9 @@ int main(int argc, char **argv)
 			describe = 1;
 		} else if (!strcmp(a, "--no-packets")) {
 			g.print_packets = 0;
+		} else if (!strcmp(a, "--catalog")) {
+			print_catalog();
+			return 0;
 		} else if (!strcmp(a, "--list")) {
 			const char *const *nm = aqm_discipline_names();
 
