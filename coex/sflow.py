@@ -31,6 +31,7 @@ from __future__ import annotations
 import socket
 import struct
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple, Optional, Union
 
 # Limits. A UDP payload cannot exceed 65507 bytes over IPv4; agents send <= 1400 by
@@ -337,7 +338,7 @@ def decode_datagram(data: bytes) -> Datagram:
         raise SFlowDecodeError("unsupported_version", str(version))
     agent, off = _agent_address(data, addr_type)
     sub_agent, seq, uptime, nsamples = _U32x4.unpack_from(data, off)
-    samples, skipped, off = _decode_records(data, off + 16, n, nsamples, _SAMPLE_RECORDS, _sample_record)
+    samples, skipped, off = _decode_records(data, off + 16, n, nsamples, _SAMPLE_RECORDS)
     if off != n:
         raise SFlowDecodeError("trailing_bytes", f"{n - off} bytes after the last sample")
     return Datagram(5, agent, sub_agent, seq, uptime, samples, skipped, n)
@@ -356,20 +357,11 @@ def _agent_address(data: bytes, addr_type: int) -> tuple[str, int]:
     return (_inet_ntoa(data[8:12]) if addr_type == 1 else _inet6(data[8:24])), end
 
 
-# The three arrays of records (sample_record in a datagram, flow_record in a flow sample,
-# counter_record in a counters sample) share one layout: data_format, then opaque<> of
-# `length` bytes. (structure name, what a count counts) for the error details:
-_SAMPLE_RECORDS = ("sample_record", "samples")
-_FLOW_RECORDS = ("flow_record", "flow records")
-_COUNTER_RECORDS = ("counter_record", "counter records")
-
-
-def _decode_records(data: bytes, off: int, end: int, count: int, kind: tuple, decode) -> tuple:
+def _decode_records(data: bytes, off: int, end: int, count: int, array: "_RecordArray") -> tuple:
     """(decoded records, records of formats we skip, offset after the last one) of the
-    ``count`` records at data[off:end]. The one walk over records: the count and each
-    length are checked against the bytes left before they are used. ``decode(fmt, data,
-    start, stop)`` answers a record, or None for a format not decoded (counted as skipped)."""
-    what, counted = kind
+    ``count`` records of ``array`` at data[off:end]. The one walk over records: the count and
+    each length are checked against the bytes left before they are used."""
+    what, counted, decoders = array
     if count > (end - off) >> 3:
         raise SFlowDecodeError("absurd_count", f"{count} {counted} in {end - off} bytes")
     records = []
@@ -383,24 +375,16 @@ def _decode_records(data: bytes, off: int, end: int, count: int, kind: tuple, de
             raise SFlowDecodeError("truncated", f"{what} of {length} bytes, {end - off} left")
         if length & 3:
             raise SFlowDecodeError("bad_alignment", f"{what} length {length}")
-        record = decode(fmt, data, off, off + length)
-        if record is None:
+        decode = decoders.get(fmt)
+        if decode is None:
             skipped += 1
         else:
-            records.append(record)
+            records.append(decode(data, off, off + length))
         off += length
     return tuple(records), skipped, off
 
 
-def _sample_record(fmt: int, data: bytes, off: int, end: int) -> Optional[Sample]:
-    if fmt == SAMPLE_FLOW or fmt == SAMPLE_FLOW_EXPANDED:
-        return _flow_sample(data, off, end, fmt == SAMPLE_FLOW_EXPANDED)
-    if fmt == SAMPLE_COUNTERS or fmt == SAMPLE_COUNTERS_EXPANDED:
-        return _counter_sample(data, off, end, fmt == SAMPLE_COUNTERS_EXPANDED)
-    return None
-
-
-def _flow_sample(data: bytes, off: int, end: int, expanded: bool) -> FlowSample:
+def _flow_sample(expanded: bool, data: bytes, off: int, end: int) -> FlowSample:
     if expanded:
         if end - off < 44:
             raise SFlowDecodeError("truncated", "flow_sample_expanded")
@@ -417,27 +401,12 @@ def _flow_sample(data: bytes, off: int, end: int, expanded: bool) -> FlowSample:
         outfmt, outval = outp >> 30, outp & 0x3FFFFFFF
     if rate == 0:
         raise SFlowDecodeError("absurd_value", "sampling_rate 0")
-    records, skipped, _ = _decode_records(data, off, end, nrec, _FLOW_RECORDS, _flow_record)
+    records, skipped, _ = _decode_records(data, off, end, nrec, _FLOW_RECORDS)
     return FlowSample(expanded, seq, stype, sindex, rate, pool, drops,
                       infmt, inval, outfmt, outval, records, skipped)
 
 
-def _flow_record(fmt: int, data: bytes, off: int, end: int) -> Optional[FlowRecord]:
-    if fmt == FLOW_SAMPLED_HEADER:
-        return _sampled_header(data, off, end)
-    if fmt == FLOW_SAMPLED_IPV4:
-        ln, proto, src, dst, sport, dport, flags, tos = _exact(_SAMPLED_IPV4, data, off, end, "sampled_ipv4")
-        return SampledIP(4, ln, proto, _inet_ntoa(src), _inet_ntoa(dst), sport, dport, flags, tos)
-    if fmt == FLOW_SAMPLED_IPV6:
-        ln, proto, src, dst, sport, dport, flags, prio = _exact(_SAMPLED_IPV6, data, off, end, "sampled_ipv6")
-        return SampledIP(6, ln, proto, _inet6(src), _inet6(dst), sport, dport, flags, prio)
-    if fmt == FLOW_SAMPLED_ETHERNET:
-        ln, src, dst, etype = _exact(_SAMPLED_ETHERNET, data, off, end, "sampled_ethernet")
-        return SampledEthernet(ln, src.hex(":"), dst.hex(":"), etype)
-    return None
-
-
-def _counter_sample(data: bytes, off: int, end: int, expanded: bool) -> CounterSample:
+def _counter_sample(expanded: bool, data: bytes, off: int, end: int) -> CounterSample:
     if expanded:
         if end - off < 16:
             raise SFlowDecodeError("truncated", "counters_sample_expanded")
@@ -449,14 +418,8 @@ def _counter_sample(data: bytes, off: int, end: int, expanded: bool) -> CounterS
         seq, source, nrec = _COUNTER_SAMPLE.unpack_from(data, off)
         off += 12
         stype, sindex = source >> 24, source & 0xFFFFFF
-    records, skipped, _ = _decode_records(data, off, end, nrec, _COUNTER_RECORDS, _counter_record)
+    records, skipped, _ = _decode_records(data, off, end, nrec, _COUNTER_RECORDS)
     return CounterSample(expanded, seq, stype, sindex, records, skipped)
-
-
-def _counter_record(fmt: int, data: bytes, off: int, end: int) -> Optional[IfCounters]:
-    if fmt == COUNTERS_GENERIC_IF:
-        return IfCounters(*_exact(_IF_COUNTERS, data, off, end, "if_counters"))
-    return None
 
 
 def _exact(layout: struct.Struct, data: bytes, off: int, end: int, name: str) -> tuple:
@@ -464,6 +427,25 @@ def _exact(layout: struct.Struct, data: bytes, off: int, end: int, name: str) ->
     if end - off != layout.size:
         raise SFlowDecodeError("bad_length", f"{name} of {end - off} bytes")
     return layout.unpack_from(data, off)
+
+
+def _sampled_ipv4(data: bytes, off: int, end: int) -> SampledIP:
+    ln, proto, src, dst, sport, dport, flags, tos = _exact(_SAMPLED_IPV4, data, off, end, "sampled_ipv4")
+    return SampledIP(4, ln, proto, _inet_ntoa(src), _inet_ntoa(dst), sport, dport, flags, tos)
+
+
+def _sampled_ipv6(data: bytes, off: int, end: int) -> SampledIP:
+    ln, proto, src, dst, sport, dport, flags, prio = _exact(_SAMPLED_IPV6, data, off, end, "sampled_ipv6")
+    return SampledIP(6, ln, proto, _inet6(src), _inet6(dst), sport, dport, flags, prio)
+
+
+def _sampled_ethernet(data: bytes, off: int, end: int) -> SampledEthernet:
+    ln, src, dst, etype = _exact(_SAMPLED_ETHERNET, data, off, end, "sampled_ethernet")
+    return SampledEthernet(ln, src.hex(":"), dst.hex(":"), etype)
+
+
+def _if_counters(data: bytes, off: int, end: int) -> IfCounters:
+    return IfCounters(*_exact(_IF_COUNTERS, data, off, end, "if_counters"))
 
 
 def _sampled_header(data: bytes, off: int, end: int) -> PacketHeader:
@@ -568,3 +550,23 @@ def _parse_ipv6(data: bytes, off: int, end: int) -> tuple:
             flags = data[off + 13]
     return (6, _inet6(src), _inet6(dst), nxt, tclass >> 2, tclass & 3, plen + 40,
             sport, dport, flags)
+
+
+# The record arrays and the formats decoded in each, below the decoders they name.
+
+class _RecordArray(NamedTuple):
+    """One of the three arrays of records (sample_record in a datagram, flow_record in a flow
+    sample, counter_record in a counters sample): each record is data_format, then opaque<>
+    of `length` bytes."""
+    what: str        # the structure's name, for error details
+    counted: str     # what the array's count counts, for error details
+    decoders: dict   # data_format -> decode(data, start, stop); other formats are skipped
+
+
+_SAMPLE_RECORDS = _RecordArray("sample_record", "samples", {
+    SAMPLE_FLOW: partial(_flow_sample, False), SAMPLE_FLOW_EXPANDED: partial(_flow_sample, True),
+    SAMPLE_COUNTERS: partial(_counter_sample, False), SAMPLE_COUNTERS_EXPANDED: partial(_counter_sample, True)})
+_FLOW_RECORDS = _RecordArray("flow_record", "flow records", {
+    FLOW_SAMPLED_HEADER: _sampled_header, FLOW_SAMPLED_ETHERNET: _sampled_ethernet,
+    FLOW_SAMPLED_IPV4: _sampled_ipv4, FLOW_SAMPLED_IPV6: _sampled_ipv6})
+_COUNTER_RECORDS = _RecordArray("counter_record", "counter records", {COUNTERS_GENERIC_IF: _if_counters})
