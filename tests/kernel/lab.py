@@ -1,0 +1,338 @@
+"""The kernel lab: boot Debian 12's own kernel under qemu and run a shell script in it.
+
+Our machines load no kernel modules (DESIGN.md, "The kernel lab"), but qemu can boot a
+real kernel that does. This module fetches the linux-image package matching the installed
+linux-headers (so a module built against those headers loads), unpacks it into a cache
+outside the repository (never installs it: that would run initramfs and bootloader
+hooks), builds a busybox-static initramfs holding the host's own tc, ip and kmod with the
+libraries ldd names and the in-tree modules a test asks for, and boots it under TCG.
+
+Everything is cached and rebuilt only when missing, so a second run costs only the boot.
+One run = one boot: the guest runs the given script, prints its exit status between
+markers on the serial console, and powers off; on timeout the host kills qemu by PID.
+
+    python -m tests.kernel.lab script.sh [--file GUEST=HOST ...] [--modules sch_htb,veth]
+"""
+
+import argparse
+import dataclasses
+import glob
+import gzip
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+CACHE_DIR = os.environ.get("CKCD_KERNEL_LAB_DIR", "/var/cache/ckcd-coex/kernel-lab")
+# What every lab boot can load; their dependencies come along (modules.dep closure).
+DEFAULT_MODULES = ("veth", "sch_htb", "sch_choke", "sch_codel", "sch_red")  # fq_codel is built in
+# Host programs copied into the guest with their libraries. Busybox runs its own tc/ip
+# applets before files on PATH: guest scripts call these by full path ($TC, $IP).
+HOST_PROGRAMS = ("/usr/sbin/tc", "/usr/sbin/ip", "/usr/bin/kmod", "/usr/bin/iperf3")
+BUSYBOX = "/bin/busybox"
+EXIT_MARK = "@@CKCD-LAB-EXIT"
+START_MARK = "@@CKCD-LAB-START@@"
+# Bump when the initramfs layout or /init changes, so cached ones are rebuilt.
+INITRAMFS_LAYOUT = 3
+
+
+def say(msg: str) -> None:
+    print(f"kernel-lab: {msg}", file=sys.stderr, flush=True)
+
+
+class LabUnavailable(RuntimeError):
+    """A prerequisite is missing; the message says which and how to get it."""
+
+
+def kernel_version() -> str:
+    """The version of the installed linux-headers (the module is built against it)."""
+    env = os.environ.get("CKCD_KERNEL_VERSION")
+    if env:
+        return env
+    found = sorted(os.path.basename(p)[len("linux-headers-"):]
+                   for p in glob.glob("/usr/src/linux-headers-*-amd64"))
+    if not found:
+        raise LabUnavailable("no /usr/src/linux-headers-*-amd64: apt-get install linux-headers-amd64 "
+                             "(make setup-tests does)")
+    return found[-1]
+
+
+def headers_dir(ver: str) -> str:
+    return f"/usr/src/linux-headers-{ver}"
+
+
+def check_prerequisites() -> None:
+    missing = [what for path, what in (("/usr/bin/qemu-system-x86_64", "qemu-system-x86"),
+                                       (BUSYBOX, "busybox-static"),
+                                       ("/usr/sbin/depmod", "kmod"),
+                                       ("/usr/bin/apt-get", "apt"))
+               if not os.path.exists(path)]
+    if missing:
+        raise LabUnavailable("missing " + ", ".join(missing) + ": apt-get install " + " ".join(missing)
+                             + " (make setup-tests does)")
+    if os.geteuid() != 0:
+        raise LabUnavailable("must run as root (apt-get download into the lab cache)")
+    kernel_version()
+
+
+def _run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def ensure_image(ver: str) -> str:
+    """Unpack linux-image-<ver> into the cache; return its root (has boot/, lib/modules/)."""
+    root = os.path.join(CACHE_DIR, f"linux-image-{ver}")
+    stamp = os.path.join(root, ".ckcd-unpacked")
+    if os.path.exists(stamp):
+        return root
+    debs = os.path.join(CACHE_DIR, "debs")
+    os.makedirs(debs, exist_ok=True)
+    pattern = os.path.join(debs, f"linux-image-{ver}_*.deb")
+    if not glob.glob(pattern):
+        say(f"downloading linux-image-{ver} (apt-get download; not installed)")
+        try:
+            _run(["apt-get", "download", f"linux-image-{ver}"], cwd=debs)
+        except subprocess.CalledProcessError as e:
+            raise LabUnavailable(f"apt-get download linux-image-{ver} failed: {e.stderr.strip()[-300:]}")
+    deb = sorted(glob.glob(pattern))[-1]
+    say(f"unpacking {os.path.basename(deb)}")
+    shutil.rmtree(root, ignore_errors=True)
+    _run(["dpkg-deb", "-x", deb, root])
+    # The package ships no modules.dep; the guest's modprobe needs one.
+    _run(["depmod", "-b", root, ver])
+    open(stamp, "w").close()
+    return root
+
+
+def vmlinuz(root: str, ver: str) -> str:
+    return os.path.join(root, "boot", f"vmlinuz-{ver}")
+
+
+def module_dir(root: str, ver: str) -> str:
+    for base in ("lib", "usr/lib"):
+        d = os.path.join(root, base, "modules", ver)
+        if os.path.isdir(d):
+            return d
+    raise LabUnavailable(f"linux-image-{ver} has no lib/modules/{ver}")
+
+
+def module_closure(mdir: str, names) -> list[str]:
+    """Paths (relative to mdir) of the named modules and everything they depend on."""
+    deps: dict[str, list[str]] = {}
+    by_name: dict[str, str] = {}
+    with open(os.path.join(mdir, "modules.dep")) as f:
+        for line in f:
+            path, _, rest = line.partition(":")
+            deps[path] = rest.split()
+            name = os.path.basename(path).split(".ko")[0].replace("-", "_")
+            by_name[name] = path
+    out: list[str] = []
+    todo = []
+    for n in names:
+        if n.replace("-", "_") not in by_name:
+            raise LabUnavailable(f"module {n} not in linux-image's modules.dep")
+        todo.append(by_name[n.replace("-", "_")])
+    while todo:
+        p = todo.pop()
+        if p in out:
+            continue
+        out.append(p)
+        todo.extend(deps.get(p, []))
+    return out
+
+
+def libraries(programs) -> set[str]:
+    """The shared libraries (and the loader) that ldd names for programs."""
+    libs: set[str] = set()
+    for prog in programs:
+        res = subprocess.run(["ldd", prog], text=True, capture_output=True)
+        for line in res.stdout.splitlines():
+            m = re.search(r"(/\S+)\s+\(0x", line)
+            if m and os.path.exists(m.group(1)):
+                libs.add(m.group(1))
+    return libs
+
+
+# ---- initramfs: newc cpio written here, so the lab needs no cpio package ----------
+
+class Cpio:
+    """A newc archive; the kernel unpacks concatenated (even separately gzipped) ones."""
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+        self.ino = 1000
+        self.dirs: set[str] = set()
+
+    def _entry(self, name: str, mode: int, data: bytes = b"") -> None:
+        self.ino += 1
+        fields = [self.ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0]
+        hdr = b"070701" + b"".join(b"%08X" % v for v in fields) + name.encode() + b"\0"
+        self.parts.append(hdr + b"\0" * (-len(hdr) % 4))
+        self.parts.append(data + b"\0" * (-len(data) % 4))
+
+    def mkdir(self, path: str) -> None:
+        path = path.strip("/")
+        if not path or path in self.dirs:
+            return
+        self.mkdir(os.path.dirname(path))
+        self.dirs.add(path)
+        self._entry(path, stat.S_IFDIR | 0o755)
+
+    def add_bytes(self, path: str, data: bytes, mode: int = 0o755) -> None:
+        path = path.strip("/")
+        self.mkdir(os.path.dirname(path))
+        self._entry(path, stat.S_IFREG | mode, data)
+
+    def add_file(self, path: str, src: str) -> None:
+        with open(src, "rb") as f:
+            self.add_bytes(path, f.read(), stat.S_IMODE(os.stat(src).st_mode) or 0o644)
+
+    def add_symlink(self, path: str, target: str) -> None:
+        path = path.strip("/")
+        self.mkdir(os.path.dirname(path))
+        self._entry(path, stat.S_IFLNK | 0o777, target.encode())
+
+    def gz(self) -> bytes:
+        self._entry("TRAILER!!!", 0)
+        return gzip.compress(b"".join(self.parts), compresslevel=1)
+
+
+INIT = f"""#!/bin/busybox sh
+/bin/busybox mkdir -p /bb /proc /sys /dev /run /tmp /var/run
+/bin/busybox --install -s /bb
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin:/bb TC=/usr/sbin/tc IP=/usr/sbin/ip
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+ln -s /proc/self/fd /dev/fd 2>/dev/null
+# Keep the serial console for the script's output; the kernel log stays in dmesg.
+echo 1 > /proc/sys/kernel/printk
+ip link set lo up
+echo "{START_MARK}"
+cd /lab && sh /lab/script.sh 2>&1
+echo "{EXIT_MARK} $?@@"
+sync
+poweroff -f
+"""
+
+
+def ensure_base_initramfs(ver: str, modules=DEFAULT_MODULES) -> str:
+    """busybox, the host's tc/ip/kmod/iperf3 with libraries, and the module closure."""
+    root = ensure_image(ver)
+    out = os.path.join(CACHE_DIR, f"initramfs-{ver}-L{INITRAMFS_LAYOUT}-{'+'.join(sorted(modules))}.gz")
+    if os.path.exists(out):
+        return out
+    say(f"building the initramfs ({', '.join(modules)})")
+    mdir = module_dir(root, ver)
+    cpio = Cpio()
+    cpio.add_file("bin/busybox", BUSYBOX)
+    cpio.add_bytes("init", INIT.encode())
+    programs = [p for p in HOST_PROGRAMS if os.path.exists(p)]
+    for prog in programs:
+        cpio.add_file(prog, prog)
+    for lib in sorted(libraries(programs)):
+        cpio.add_file(lib, lib)  # the content, under the name the loader opens
+    cpio.add_symlink("sbin/modprobe", "/usr/bin/kmod")
+    cpio.add_symlink("sbin/rmmod", "/usr/bin/kmod")
+    cpio.add_symlink("sbin/insmod", "/usr/bin/kmod")
+    cpio.add_symlink("sbin/lsmod", "/usr/bin/kmod")
+    for rel in module_closure(mdir, modules):
+        cpio.add_file(f"lib/modules/{ver}/{rel}", os.path.join(mdir, rel))
+    # The full index: modprobe resolves only what it is asked for, all of which is here.
+    for idx in glob.glob(os.path.join(mdir, "modules.*")):
+        cpio.add_file(f"lib/modules/{ver}/{os.path.basename(idx)}", idx)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(cpio.gz())
+    os.replace(tmp, out)
+    return out
+
+
+@dataclasses.dataclass
+class LabResult:
+    exit_status: int | None  # None: no exit marker (timeout or crash)
+    output: str              # the script's output (between the markers)
+    console: str             # everything qemu printed
+    seconds: float
+    timed_out: bool
+
+
+def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240.0,
+        modules=DEFAULT_MODULES, memory_mb: int = 1024) -> LabResult:
+    """Boot the lab VM, run script (shell text) as /lab/script.sh, return its result.
+
+    files maps guest paths (relative to /, e.g. "lab/sch_ckcd.ko") to host files.
+    """
+    check_prerequisites()
+    ver = kernel_version()
+    root = ensure_image(ver)
+    base = ensure_base_initramfs(ver, modules)
+    extra = Cpio()
+    extra.add_bytes("lab/script.sh", script.encode())
+    for guest, host in (files or {}).items():
+        extra.add_file(guest, host)
+    with tempfile.TemporaryDirectory(prefix="ckcd-lab-") as tmp:
+        initrd = os.path.join(tmp, "initrd.gz")
+        with open(initrd, "wb") as f, open(base, "rb") as b:
+            shutil.copyfileobj(b, f)
+            f.write(extra.gz())
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1",
+               "-nographic", "-no-reboot", "-nic", "none",
+               "-kernel", vmlinuz(root, ver), "-initrd", initrd,
+               "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1"]
+        say(f"booting {ver} under qemu (TCG), timeout {timeout_s:.0f} s")
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
+        try:
+            raw, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)  # qemu and nothing else: its own session
+            raw, _ = proc.communicate()
+        seconds = time.monotonic() - t0
+    console = raw.decode(errors="replace").replace("\r\n", "\n")
+    status = None
+    m = re.search(re.escape(EXIT_MARK) + r" (\d+)@@", console)
+    if m:
+        status = int(m.group(1))
+    start = console.find(START_MARK)
+    body = console[start + len(START_MARK):] if start >= 0 else console
+    body = body[:m.start() - (start + len(START_MARK))] if (m and start >= 0) else body
+    say(f"VM done in {seconds:.1f} s, script exit {status}{' (TIMEOUT)' if timed_out else ''}")
+    return LabResult(status, body.strip("\n"), console, seconds, timed_out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("script", help="shell script to run inside the VM")
+    ap.add_argument("--file", action="append", default=[], metavar="GUEST=HOST",
+                    help="copy HOST into the guest at GUEST (e.g. lab/sch_ckcd.ko=datapath/kernel/build/sch_ckcd.ko)")
+    ap.add_argument("--modules", default=",".join(DEFAULT_MODULES),
+                    help="in-tree modules (and their dependencies) to put in the initramfs")
+    ap.add_argument("--timeout", type=float, default=240.0)
+    args = ap.parse_args(argv)
+    files = dict(f.split("=", 1) for f in args.file)
+    with open(args.script) as f:
+        script = f.read()
+    from ovs_config.lablock import lab_lock  # one lab at a time: TCG takes a whole core
+    try:
+        with lab_lock():
+            res = run(script, files, args.timeout, tuple(args.modules.split(",")))
+    except LabUnavailable as e:
+        say(str(e))
+        return 2
+    print(res.output)
+    return 124 if res.exit_status is None else res.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
