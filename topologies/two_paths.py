@@ -10,7 +10,14 @@ Usage:
      --switch ovs,datapath=user --controller remote
 """
 
-from mininet.topo import Topo
+import os
+import sys
+
+if "topologies" not in sys.modules:  # run by `mn --custom`: exec'd outside the package, no __file__
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(sys._getframe().f_code.co_filename))))
+from mininet.topo import Topo  # noqa: E402
+
+from topologies import OffloadsOffHost  # noqa: E402
 
 
 class TwoPaths(Topo):
@@ -18,9 +25,9 @@ class TwoPaths(Topo):
         s1, s2, s3, s4 = (self.addSwitch(f"s{n}", dpid=f"{n:016x}", protocols="OpenFlow13")
                           for n in range(1, 5))
         for i in range(1, senders + 1):
-            self.addLink(self.addHost(f"h{i}", ip=f"10.0.0.{i}/24"), s1)
+            self.addLink(self.addHost(f"h{i}", ip=f"10.0.0.{i}/24", cls=OffloadsOffHost), s1)
         for j in range(senders + 1, senders + receivers + 1):
-            self.addLink(self.addHost(f"h{j}", ip=f"10.0.0.{j}/24"), s4)
+            self.addLink(self.addHost(f"h{j}", ip=f"10.0.0.{j}/24", cls=OffloadsOffHost), s4)
         self.addLink(s1, s2)
         self.addLink(s2, s4)
         self.addLink(s1, s3)
