@@ -5,12 +5,15 @@
   ckcd-coex report DIR         re-render DIR's report, CSV, JSON and plots from its saved runs
   ckcd-coex list               the built-in scenarios, their cases and run time
   ckcd-coex clean              remove what a crashed run left: private OVS, controller, Mininet leftovers
+  ckcd-coex ovs start|stop|status   the private OVS for your own `mn`: eval "$(ckcd-coex ovs start)"
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shlex
 import subprocess
 import sys
 
@@ -68,8 +71,6 @@ def _only(value: str | None) -> list[str]:
 
 
 def cmd_run(args) -> int:
-    import shlex
-
     from experiments.report import write_report
     from experiments.runner import run_batch
 
@@ -140,6 +141,89 @@ def cmd_clean(args) -> int:
     return 0
 
 
+# `ckcd-coex ovs`: the private OVS for a user's own `mn`, ovs-vsctl and ovs-ofctl. Its stdout is
+# only the shell line that points them at it (eval "$(ckcd-coex ovs start)"), its talk is stderr.
+# It holds no lab lock: a lock lives as long as a process, and a forgotten OVS would make every
+# lab wait in silence. It starts under the lock instead, so never beside a lab, and labs refuse to
+# start while it runs, naming `ckcd-coex ovs stop` (ovs_config.private_ovs).
+
+def _manual_ovs():
+    from ovs_config.private_ovs import MANUAL_RUN_DIR, PrivateOVS
+
+    return PrivateOVS(MANUAL_RUN_DIR)
+
+
+def _ovs_say(text: str) -> None:
+    print(f"ovs: {text}", file=sys.stderr)
+
+
+def _print_export(ovs) -> None:
+    print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in ovs.env().items()))
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getppid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:  # it exited meanwhile: its ancestors are no longer ours to know
+            break
+    return pids
+
+
+def _enter_lab_lock(stack) -> int | None:
+    """Take the lab lock into stack; the pid of another lab that holds it, else None. A lock held
+    by a process that started this one (a test running the README's commands) is that lab's own."""
+    from ovs_config.lablock import LAB_LOCK_PATH, lab_lock
+
+    try:
+        stack.enter_context(lab_lock(timeout_s=0))
+        return None
+    except TimeoutError:
+        holder = int(open(LAB_LOCK_PATH).read().strip() or 0)
+        return None if holder in _ancestors() else holder
+
+
+def _ovs_start(ovs) -> int:
+    if ovs.running():
+        _ovs_say(f"already running in {ovs.run_dir}")
+    else:
+        with contextlib.ExitStack() as stack:
+            holder = _enter_lab_lock(stack)
+            if holder:
+                _ovs_say(f"a lab is running (pid {holder} holds the lab lock): wait for it to end, then "
+                         "run this again")
+                return 1
+            ovs.start()
+        _ovs_say(f"started in {ovs.run_dir} (userspace datapath); labs (make test, make demo) refuse "
+                 "to run beside it: `ckcd-coex ovs stop` when you are done")
+    _print_export(ovs)
+    return 0
+
+
+def _ovs_stop(ovs) -> int:
+    bridges = ovs.vsctl("list-br").split() if ovs.running() else []
+    ovs.stop(force=True)
+    _ovs_say(f"stopped; removed {len(bridges)} bridge(s) {' '.join(bridges)}".rstrip())
+    print("unset " + " ".join(ovs.env()))
+    return 0
+
+
+def _ovs_status(ovs) -> int:
+    if not ovs.running():
+        _ovs_say("not running (`ckcd-coex ovs start` starts it)")
+        return 3  # LSB's "not running"
+    _ovs_say(f"running in {ovs.run_dir}; bridges: {' '.join(ovs.vsctl('list-br').split()) or 'none'}")
+    _print_export(ovs)
+    return 0
+
+
+def cmd_ovs(args) -> int:
+    return {"start": _ovs_start, "stop": _ovs_stop, "status": _ovs_status}[args.action](_manual_ovs())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ckcd-coex", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,12 +248,16 @@ def main(argv=None) -> int:
     lst.set_defaults(func=cmd_list, needs_root=False)
     clean = sub.add_parser("clean", help="stop and remove everything a lab run may have left")
     clean.set_defaults(func=cmd_clean)
+    ovs = sub.add_parser("ovs", help="the private Open vSwitch for your own mn: prints the export line it needs")
+    ovs.add_argument("action", choices=["start", "stop", "status"])
+    ovs.set_defaults(func=cmd_ovs)
     args = parser.parse_args(argv)
     if getattr(args, "needs_root", True) and os.geteuid() != 0:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2
     from experiments.lab import teardown_on_sigterm
     from experiments.scenario import ScenarioError
+    from ovs_config.private_ovs import OVSError
 
     teardown_on_sigterm()
     try:
@@ -177,6 +265,9 @@ def main(argv=None) -> int:
     except ScenarioError as err:
         print(f"ckcd-coex: {err}", file=sys.stderr)
         return 2
+    except OVSError as err:  # e.g. a lab refusing to start beside `ckcd-coex ovs start`'s OVS
+        print(f"ckcd-coex: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("ckcd-coex: interrupted; the lab was torn down", file=sys.stderr)
         return 130

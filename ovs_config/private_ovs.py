@@ -27,6 +27,9 @@ WMEM_DEFAULT = 8388608
 _ENV_KEYS = ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR")
 OWNER_FILE = "owner.pid"  # the process that started the daemons (stop() is its job)
 SYSTEM_OVSDB = "/var/run/openvswitch/db.sock"  # the machine's own OVS, if it runs one
+# `ckcd-coex ovs start`: the private OVS a user's own `mn` runs on. A directory of its own, so that
+# a lab's start never mistakes it for a dead run's leftovers (its starter exits at once).
+MANUAL_RUN_DIR = "/run/ckcd-coex/manual-ovs"
 
 
 class OVSError(RuntimeError):
@@ -78,6 +81,16 @@ def _pid_alive(pidfile: str) -> int | None:
     return pid if process_alive(pid) else None
 
 
+def _refuse_beside_manual_ovs() -> None:
+    """A lab does not start while a user's manual OVS runs: it holds no lab lock (it outlives the
+    command that started it), yet its Mininet would share the lab's switch names and CPU."""
+    manual = PrivateOVS(MANUAL_RUN_DIR)
+    if manual.running():
+        raise OVSError(f"a manual Open vSwitch (`ckcd-coex ovs start`, {MANUAL_RUN_DIR}) is running; the lab "
+                       "does not run beside it: exit your Mininet, then `.venv/bin/ckcd-coex ovs stop`, "
+                       "and run again")
+
+
 class PrivateOVS:
     """Start/stop a private OVS. Idempotent; usable as a context manager."""
 
@@ -108,6 +121,8 @@ class PrivateOVS:
         return _pid_alive(os.path.join(self.run_dir, OWNER_FILE)) is not None
 
     def start(self) -> "PrivateOVS":
+        if self.run_dir != MANUAL_RUN_DIR:
+            _refuse_beside_manual_ovs()
         # Idempotent: an instance that finds the daemons running, started by a live process,
         # uses them and, on stop(), leaves them to it (a test session around an experiment run).
         # Daemons whose starter died (a killed run: no teardown) are leftovers: start afresh.
