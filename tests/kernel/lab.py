@@ -158,6 +158,50 @@ def libraries(programs) -> set[str]:
     return libs
 
 
+def ensure_iproute2_src() -> str:
+    """An unpacked iproute2 source tree of the installed version (for tc's plugin headers).
+
+    apt-get source with its own sources list and lists dir, so the machine's apt
+    configuration is untouched (DESIGN.md, "The kernel lab")."""
+    ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "iproute2"], text=True,
+                         capture_output=True).stdout.strip()
+    upstream = ver.split(":")[-1].rsplit("-", 1)[0]
+    base = os.path.join(CACHE_DIR, "apt-src")
+    tree = os.path.join(base, "src", f"iproute2-{upstream}")
+    if os.path.exists(os.path.join(tree, "tc", "tc_util.h")):
+        return tree
+    os.makedirs(os.path.join(base, "lists", "partial"), exist_ok=True)
+    os.makedirs(os.path.join(base, "src"), exist_ok=True)
+    with open(os.path.join(base, "sources.list"), "w") as f:
+        f.write("deb-src http://deb.debian.org/debian bookworm main\n"
+                "deb-src http://deb.debian.org/debian-security bookworm-security main\n")
+    opts = ["-o", f"Dir::Etc::SourceList={base}/sources.list", "-o", "Dir::Etc::SourceParts=/dev/null",
+            "-o", f"Dir::State::Lists={base}/lists"]
+    say(f"fetching iproute2 {ver} source (apt-get source --download-only, own lists dir)")
+    try:
+        _run(["apt-get", *opts, "update"])
+        _run(["apt-get", *opts, "source", "--download-only", f"iproute2={ver}"], cwd=os.path.join(base, "src"))
+    except subprocess.CalledProcessError as e:
+        raise LabUnavailable(f"apt-get source iproute2={ver} failed: {e.stderr.strip()[-300:]}")
+    orig = glob.glob(os.path.join(base, "src", f"iproute2_{upstream}.orig.tar.*"))
+    if not orig:
+        raise LabUnavailable(f"no iproute2_{upstream}.orig tarball after apt-get source")
+    _run(["tar", "-xf", orig[0], "-C", os.path.join(base, "src")])
+    return tree
+
+
+def build_sch_ckcd(repo: str) -> tuple[str, str]:
+    """Build sch_ckcd.ko and q_ckcd.so from datapath/kernel; return their paths."""
+    kdir = os.path.join(repo, "datapath", "kernel")
+    ver = kernel_version()
+    src = ensure_iproute2_src()
+    for target in (["module", f"KVER={ver}"], ["plugin", f"IPROUTE2_SRC={src}"]):
+        res = subprocess.run(["make", "-s", "-C", kdir, *target], text=True, capture_output=True)
+        if res.returncode:
+            raise RuntimeError(f"make {' '.join(target)} in datapath/kernel failed:\n{res.stdout}{res.stderr}")
+    return os.path.join(kdir, "build", "sch_ckcd.ko"), os.path.join(kdir, "build", "q_ckcd.so")
+
+
 # ---- initramfs: newc cpio written here, so the lab needs no cpio package ----------
 
 class Cpio:

@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: GPL-2.0
+/* sch_ckcd_qdisc.c - qdisc kind "ckcd": the kernel host of datapath/core.
+ *
+ * The fourth host of the core, after ckcd-link, ckcd-replay and aqm-bench: it
+ * hands the core the kernel clock (ktime_get_ns), get_random_u32 and kvzalloc
+ * (called only from init/change, i.e. when the core creates a queue), maps
+ * each skb to a core packet descriptor, and gives dropped skbs back to the
+ * qdisc drop path. The discipline and its parameters are one core spec
+ * ("ckcd limit=80 d_ms=5 ..."), validated by the core's own parser against
+ * its one parameter table (ckcd_nl.h says why there is no second table).
+ */
+#include <linux/module.h>
+#include <linux/kernel.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/random.h>
+#include <linux/ktime.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/jhash.h>
+#include <linux/string.h>
+#include <net/pkt_sched.h>
+#include <net/sch_generic.h>
+#include <net/inet_ecn.h>
+#include <net/ip.h>
+#include <net/ipv6.h>
+#include <net/netlink.h>
+
+#include "aqm.h"
+#include "ckcd_nl.h"
+
+#define CKCD_DEFER_MAX 32
+
+/* A queued skb's core descriptor. skb->cb has no room for one (qdisc_skb_cb
+ * leaves 20 bytes), so each comes from a slab cache: a per-cpu freelist pop on
+ * enqueue, never a page allocation on the fast path. */
+struct ckcd_desc {
+	struct aqm_pkt pkt;
+};
+
+static struct kmem_cache *ckcd_desc_cache;
+
+struct ckcd_sched {
+	struct aqm_queue *q;
+	struct Qdisc *sch;
+	struct aqm_env env;
+	/* Set while the core runs inside enqueue: drops then go to the
+	 * caller's to_free list, and the arriving packet is told apart from
+	 * queued ones (only queued ones are in our and our parents' counts). */
+	struct sk_buff **to_free;
+	struct aqm_pkt *arriving;
+	/* Queued packets the core dropped during one call: reported to the
+	 * parents (HTB) with qdisc_tree_reduce_backlog when the call ends. */
+	int dropped_queued, dropped_queued_bytes;
+	/* Memory the core frees while we hold the tree lock (aqm_replace frees
+	 * the old queue): freed after unlock, since kvfree may sleep. */
+	void *deferred[CKCD_DEFER_MAX];
+	unsigned int ndeferred;
+	bool defer_free;
+	/* The core's error, describe and xstats text: used only under RTNL
+	 * (init, change, dump, dump_stats), so one buffer per qdisc serves. */
+	char buf[TCA_CKCD_SPEC_LEN];
+};
+
+/* ---- the env the core runs on ------------------------------------------- */
+
+static u32 ckcd_random(void *ctx)
+{
+	return get_random_u32();
+}
+
+static void *ckcd_alloc(void *ctx, size_t bytes)
+{
+	/* only from aqm_create(), i.e. init/change under RTNL: may sleep */
+	return kvzalloc(bytes, GFP_KERNEL);
+}
+
+static void ckcd_free(void *ctx, void *p)
+{
+	struct ckcd_sched *s = ctx;
+
+	if (s->defer_free && p) {
+		if (s->ndeferred < CKCD_DEFER_MAX) {
+			s->deferred[s->ndeferred++] = p;
+			return;
+		}
+		/* more blocks than any discipline allocates: kvfree defers
+		 * vmalloc'ed memory itself in atomic context */
+	}
+	kvfree(p);
+}
+
+static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	struct ckcd_sched *s = ctx;
+	struct sk_buff *skb = pkt->frame;
+	struct Qdisc *sch = s->sch;
+
+	if (pkt != s->arriving) {
+		/* it was counted as queued, here and in every parent */
+		sch->q.qlen--;
+		qdisc_qstats_backlog_dec(sch, skb);
+		s->dropped_queued++;
+		s->dropped_queued_bytes += qdisc_pkt_len(skb);
+	}
+	kmem_cache_free(ckcd_desc_cache, container_of(pkt, struct ckcd_desc, pkt));
+	if (s->to_free) {
+		qdisc_drop(skb, sch, s->to_free);
+	} else {
+		qdisc_qstats_drop(sch);
+		kfree_skb(skb);
+	}
+}
+
+static void ckcd_report_dropped(struct ckcd_sched *s)
+{
+	if (s->dropped_queued)
+		qdisc_tree_reduce_backlog(s->sch, s->dropped_queued, s->dropped_queued_bytes);
+	s->dropped_queued = 0;
+	s->dropped_queued_bytes = 0;
+}
+
+static void ckcd_free_deferred(struct ckcd_sched *s)
+{
+	while (s->ndeferred)
+		kvfree(s->deferred[--s->ndeferred]);
+	s->defer_free = false;
+}
+
+/* ---- extack messages ------------------------------------------------------
+ * An extack message must outlive the request (netlink copies it after RTNL is
+ * dropped), so it cannot be the core's error text, written into a buffer that
+ * the next request reuses. At load time we build one message per parameter
+ * of every discipline from the core's table; an error is mapped to the message
+ * of the parameter the core's text names. */
+
+struct ckcd_param_msg {
+	const char *disc, *param;
+	char msg[112];      /* the value itself is wrong: malformed or out of range */
+	char conflict[112]; /* the value is in range but clashes with another option */
+};
+
+static struct ckcd_param_msg *ckcd_msgs;
+static unsigned int ckcd_nmsgs;
+
+static int ckcd_fmt_fixed(char *buf, size_t len, s64 v, unsigned int decimals)
+{
+	s64 p = 1;
+	unsigned int i;
+
+	for (i = 0; i < decimals; i++)
+		p *= 10;
+	if (decimals == 0 || v % p == 0)
+		return scnprintf(buf, len, "%lld", v / p);
+	/* trailing zeros of the fraction are not shown: 500 with 3 -> 0.5 */
+	while (v % 10 == 0) {
+		v /= 10;
+		p /= 10;
+		decimals--;
+	}
+	return scnprintf(buf, len, "%lld.%0*lld", v / p, (int)decimals, v % p);
+}
+
+static int ckcd_build_msgs(void)
+{
+	const char *const *names = aqm_discipline_names();
+	struct aqm_param_desc d;
+	unsigned int n = 0, i, k;
+
+	for (k = 0; names[k]; k++)
+		for (i = 0; aqm_param_desc(names[k], i, &d); i++)
+			n++;
+	ckcd_msgs = kcalloc(n, sizeof(*ckcd_msgs), GFP_KERNEL);
+	if (!ckcd_msgs)
+		return -ENOMEM;
+	for (k = 0; names[k]; k++) {
+		for (i = 0; aqm_param_desc(names[k], i, &d); i++) {
+			struct ckcd_param_msg *m = &ckcd_msgs[ckcd_nmsgs++];
+			char lo[24], hi[24];
+
+			m->disc = names[k];
+			m->param = d.name;
+			scnprintf(m->conflict, sizeof(m->conflict),
+				  "%s: option '%s' conflicts with another option's value", names[k], d.name);
+			if (d.text) {
+				scnprintf(m->msg, sizeof(m->msg), "%s: invalid value for option '%s'",
+					  names[k], d.name);
+				continue;
+			}
+			ckcd_fmt_fixed(lo, sizeof(lo), d.min, d.decimals);
+			ckcd_fmt_fixed(hi, sizeof(hi), d.max, d.decimals);
+			scnprintf(m->msg, sizeof(m->msg), "%s: invalid value for option '%s' (allowed %s..%s %s)",
+				  names[k], d.name, lo, hi, d.unit);
+		}
+	}
+	return 0;
+}
+
+/* The message for the core's error text err: the first parameter it names.
+ * The core writes "<disc>: parameter '<name>' = '<value>': ..." for a bad
+ * value, and names two parameters without a value for a cross-check. */
+static const char *ckcd_extack_msg(const char *err)
+{
+	const char *best = NULL, *at = NULL;
+	bool conflict = !strstr(err, "' = '");
+	unsigned int i;
+
+	if (strstr(err, "unknown parameter"))
+		return "ckcd: unknown option in the spec (tc qdisc add ... ckcd help lists them)";
+	if (strstr(err, "unknown discipline"))
+		return "ckcd: unknown discipline in the spec (droptail red codel hdcodel choke ckcd cocoa bands)";
+	for (i = 0; i < ckcd_nmsgs; i++) {
+		const struct ckcd_param_msg *m = &ckcd_msgs[i];
+		char quoted[40];
+		const char *p;
+
+		if (strncmp(err, m->disc, strlen(m->disc)) || err[strlen(m->disc)] != ':')
+			continue;
+		scnprintf(quoted, sizeof(quoted), "'%s'", m->param);
+		p = strstr(err, quoted);
+		if (p && (!at || p < at)) {
+			at = p;
+			best = conflict ? m->conflict : m->msg;
+		}
+	}
+	return best ? best : "ckcd: invalid spec";
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+static const struct nla_policy ckcd_policy[TCA_CKCD_MAX + 1] = {
+	[TCA_CKCD_SPEC] = { .type = NLA_NUL_STRING, .len = TCA_CKCD_SPEC_LEN - 1 },
+};
+
+/* A new queue from opt's spec (the env of s), or NULL with extack set. */
+static struct aqm_queue *ckcd_new_queue(struct ckcd_sched *s, struct nlattr *opt,
+					struct netlink_ext_ack *extack)
+{
+	struct nlattr *tb[TCA_CKCD_MAX + 1] = {};
+	const char *spec = "ckcd";
+	struct aqm_queue *q;
+	int err;
+
+	if (opt) {
+		/* tc sends TCA_OPTIONS without NLA_F_NESTED, as for every qdisc */
+		err = nla_parse_nested_deprecated(tb, TCA_CKCD_MAX, opt, ckcd_policy, extack);
+		if (err < 0)
+			return ERR_PTR(err);
+		if (tb[TCA_CKCD_SPEC])
+			spec = nla_data(tb[TCA_CKCD_SPEC]);
+	}
+	q = aqm_create(spec, &s->env, s->buf, sizeof(s->buf));
+	if (!q) {
+		/* what NL_SET_ERR_MSG_ATTR does, for a message chosen at run
+		 * time among the static ones (the macro takes literals only) */
+		if (extack) {
+			extack->_msg = ckcd_extack_msg(s->buf);
+			extack->bad_attr = tb[TCA_CKCD_SPEC];
+		}
+		return ERR_PTR(strstr(s->buf, "out of memory") ? -ENOMEM : -EINVAL);
+	}
+	return q;
+}
+
+static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_ack *extack)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct aqm_queue *q;
+
+	s->sch = sch;
+	s->env = (struct aqm_env){
+		.ctx = s,
+		.random_u32 = ckcd_random,
+		.alloc = ckcd_alloc,
+		.free = ckcd_free,
+		.drop = ckcd_drop,
+		.rate_bps = 0, /* a spec without rate_bps: the table's default */
+	};
+	q = ckcd_new_queue(s, opt, extack);
+	if (IS_ERR(q))
+		return PTR_ERR(q);
+	s->q = q;
+	return 0;
+}
+
+static int ckcd_change(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_ack *extack)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct aqm_queue *nq;
+
+	if (!opt)
+		return -EINVAL;
+	/* Create first, outside the lock (it allocates); on error the old
+	 * queue is untouched and keeps running. */
+	nq = ckcd_new_queue(s, opt, extack);
+	if (IS_ERR(nq))
+		return PTR_ERR(nq);
+	sch_tree_lock(sch);
+	s->defer_free = true;
+	aqm_replace(&s->q, nq); /* queued packets move over in order */
+	ckcd_report_dropped(s);
+	sch_tree_unlock(sch);
+	ckcd_free_deferred(s);
+	return 0;
+}
+
+/* ---- the packet path ------------------------------------------------------ */
+
+static void ckcd_classify(struct sk_buff *skb, struct aqm_pkt *pkt)
+{
+	pkt->flow_hash = skb_get_hash(skb);
+	pkt->dscp = 0;
+	pkt->host_hash = 0;
+	switch (skb_protocol(skb, true)) {
+	case htons(ETH_P_IP):
+		if (pskb_network_may_pull(skb, sizeof(struct iphdr))) {
+			const struct iphdr *iph = ip_hdr(skb);
+
+			pkt->dscp = ipv4_get_dsfield(iph) >> 2;
+			pkt->host_hash = jhash_2words((__force u32)iph->saddr,
+						      (__force u32)iph->daddr, 0);
+		}
+		break;
+	case htons(ETH_P_IPV6):
+		if (pskb_network_may_pull(skb, sizeof(struct ipv6hdr))) {
+			const struct ipv6hdr *ip6h = ipv6_hdr(skb);
+
+			pkt->dscp = ipv6_get_dsfield(ip6h) >> 2;
+			pkt->host_hash = jhash2((const u32 *)&ip6h->saddr, 8, 0);
+		}
+		break;
+	}
+}
+
+static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff **to_free)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct ckcd_desc *d;
+	int ret;
+
+	d = kmem_cache_alloc(ckcd_desc_cache, GFP_ATOMIC);
+	if (unlikely(!d))
+		return qdisc_drop(skb, sch, to_free);
+	ckcd_classify(skb, &d->pkt);
+	d->pkt.len = qdisc_pkt_len(skb);
+	d->pkt.frame = skb;
+	s->to_free = to_free;
+	s->arriving = &d->pkt;
+	ret = aqm_enqueue(s->q, &d->pkt, ktime_get_ns());
+	s->arriving = NULL;
+	s->to_free = NULL;
+	ckcd_report_dropped(s);
+	if (ret == AQM_DROPPED)
+		return NET_XMIT_DROP; /* the core handed it to ckcd_drop: freed, counted */
+	sch->q.qlen++;
+	qdisc_qstats_backlog_inc(sch, skb);
+	return NET_XMIT_SUCCESS;
+}
+
+static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct aqm_pkt *pkt = aqm_dequeue(s->q, ktime_get_ns());
+	struct sk_buff *skb;
+
+	ckcd_report_dropped(s);
+	if (!pkt)
+		return NULL;
+	skb = pkt->frame;
+	kmem_cache_free(ckcd_desc_cache, container_of(pkt, struct ckcd_desc, pkt));
+	sch->q.qlen--;
+	qdisc_qstats_backlog_dec(sch, skb);
+	qdisc_bstats_update(sch, skb);
+	return skb;
+}
+
+/* Under the qdisc lock (device going down, or a parent's reset). No
+ * allocation is allowed here, so the queue is not re-created: its packets
+ * leave through the core's own dequeue and are freed. The core's totals
+ * count them as dequeued; the qdisc's counters are zeroed by qdisc_reset. */
+static void ckcd_reset(struct Qdisc *sch)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct aqm_pkt *pkt;
+
+	if (!s->q)
+		return;
+	while (aqm_qlen_pkts(s->q) && (pkt = aqm_dequeue(s->q, ktime_get_ns()))) {
+		struct sk_buff *skb = pkt->frame;
+
+		kmem_cache_free(ckcd_desc_cache, container_of(pkt, struct ckcd_desc, pkt));
+		kfree_skb(skb);
+	}
+	s->dropped_queued = 0;
+	s->dropped_queued_bytes = 0;
+	sch->q.qlen = 0;
+	sch->qstats.backlog = 0;
+}
+
+static void ckcd_destroy(struct Qdisc *sch)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+
+	/* Packets still queued come back through ckcd_drop (reason flush). */
+	if (s->q)
+		aqm_destroy(s->q);
+	s->q = NULL;
+	s->dropped_queued = 0;
+	s->dropped_queued_bytes = 0;
+}
+
+/* ---- dump ----------------------------------------------------------------- */
+
+static int ckcd_dump(struct Qdisc *sch, struct sk_buff *skb)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct nlattr *opts;
+
+	aqm_describe(s->q, s->buf, sizeof(s->buf));
+	opts = nla_nest_start_noflag(skb, TCA_OPTIONS);
+	if (!opts || nla_put_string(skb, TCA_CKCD_SPEC, s->buf)) {
+		nla_nest_cancel(skb, opts);
+		return -EMSGSIZE;
+	}
+	return nla_nest_end(skb, opts);
+}
+
+/* "key=<u64>" in the core's xstats text, 0 if absent. */
+static u64 ckcd_xstat(const char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	const char *p = text;
+	u64 v = 0;
+
+	while ((p = strstr(p, key))) {
+		if ((p == text || p[-1] == ' ') && p[klen] == '=') {
+			for (p += klen + 1; *p >= '0' && *p <= '9'; p++)
+				v = v * 10 + (*p - '0');
+			return v;
+		}
+		p += klen;
+	}
+	return 0;
+}
+
+static int ckcd_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
+{
+	struct ckcd_sched *s = qdisc_priv(sch);
+	struct tc_ckcd_xstats st = { .version = CKCD_XSTATS_VERSION, .nreasons = AQM_DROP_REASONS };
+	const struct aqm_stats *as;
+	unsigned int i;
+
+	BUILD_BUG_ON(AQM_DROP_REASONS > CKCD_XSTATS_REASONS);
+	sch_tree_lock(sch);
+	as = aqm_get_stats(s->q);
+	for (i = 0; i < AQM_DROP_REASONS; i++)
+		st.drops[i] = as->drops[i];
+	st.enq_pkts = as->enq_pkts;
+	st.deq_pkts = as->deq_pkts;
+	/* The core's text xstats begin with the fixed counters; the per-flow
+	 * list after them may be cut off by the buffer, which is fine here. */
+	aqm_xstats(s->q, s->buf, sizeof(s->buf));
+	sch_tree_unlock(sch);
+	if (strstr(s->buf, " active_flows=")) {
+		st.flags |= CKCD_XSTATS_HAS_FLOWS;
+		st.active_flows = ckcd_xstat(s->buf, "active_flows");
+		st.fair_share_bps = ckcd_xstat(s->buf, "fair_share_bps");
+	}
+	return gnet_stats_copy_app(d, &st, sizeof(st));
+}
+
+static struct Qdisc_ops ckcd_qdisc_ops __read_mostly = {
+	.id = "ckcd",
+	.priv_size = sizeof(struct ckcd_sched),
+	.enqueue = ckcd_enqueue,
+	.dequeue = ckcd_dequeue,
+	.peek = qdisc_peek_dequeued,
+	.init = ckcd_init,
+	.reset = ckcd_reset,
+	.destroy = ckcd_destroy,
+	.change = ckcd_change,
+	.dump = ckcd_dump,
+	.dump_stats = ckcd_dump_stats,
+	.owner = THIS_MODULE,
+};
+
+static int __init ckcd_module_init(void)
+{
+	int err;
+
+	ckcd_desc_cache = KMEM_CACHE(ckcd_desc, 0);
+	if (!ckcd_desc_cache)
+		return -ENOMEM;
+	err = ckcd_build_msgs();
+	if (!err)
+		err = register_qdisc(&ckcd_qdisc_ops);
+	if (err) {
+		kfree(ckcd_msgs);
+		kmem_cache_destroy(ckcd_desc_cache);
+	}
+	return err;
+}
+
+static void __exit ckcd_module_exit(void)
+{
+	unregister_qdisc(&ckcd_qdisc_ops);
+	kfree(ckcd_msgs);
+	kmem_cache_destroy(ckcd_desc_cache);
+}
+
+module_init(ckcd_module_init);
+module_exit(ckcd_module_exit);
+MODULE_DESCRIPTION("CKCD and the ckcd-coex queue disciplines (datapath/core) as a qdisc");
+MODULE_LICENSE("GPL");
