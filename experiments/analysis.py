@@ -59,9 +59,10 @@ def run_metrics(record: dict) -> dict:
     flows = [_flow_metrics(f, w0, w1) for f in record["flows"]]
     rates = [f["mean_mbps"] or 0.0 for f in flows]
     total = sum(rates)
-    capacity_mbps = scenario.link.rate_bps * len(record["links"]) / 1e6
+    rate_bps = _mean_rate_bps(scenario.link.rate_bps, record.get("link_changes", []), w0, w1)
+    capacity_mbps = rate_bps * len(record["links"]) / 1e6
     windows = {name: _LinkWindow.of(link, w0, w1) for name, link in record["links"].items()}
-    links = {name: _link_metrics(windows[name], link.get("final"), scenario.link.rate_bps)
+    links = {name: _link_metrics(windows[name], link.get("final"), rate_bps)
              for name, link in record["links"].items()}
     rtt = _stats(in_window(record.get("ping", []), w0, w1))
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
@@ -73,6 +74,17 @@ def run_metrics(record: dict) -> dict:
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
             "drops": _drops_by_reason(row for w in windows.values() for row in w.rows), "links": links, "cpu": cpu,
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def _mean_rate_bps(start_bps: int, applied: list[dict], w0: float, w1: float) -> float:
+    """The link's rate averaged over [w0, w1], with the [[link_changes]] as they took effect:
+    what utilization is measured against when the rate changes during a run."""
+    steps = [(0.0, start_bps)] + [(c["at_s"], c["rate_bps"]) for c in applied if c.get("rate_bps")]
+    total = 0.0
+    for i, (t, rate) in enumerate(steps):
+        t_next = steps[i + 1][0] if i + 1 < len(steps) else w1
+        total += rate * max(0.0, min(t_next, w1) - max(t, w0))
+    return total / (w1 - w0) if w1 > w0 else float(start_bps)
 
 
 def _flow_metrics(flow: dict, w0: float, w1: float) -> dict:

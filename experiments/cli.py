@@ -27,7 +27,7 @@ def cmd_demo(args) -> int:
 GROUPS = {
     "seed000": ["bbr_cubic", "bbr_cubic_reno", "mixed15", "intra_cubic", "intra_bbr"],
     "seed001": ["coex_queues", "coex_queues_paced", "coex_paths"],
-    "seed002": ["cocoa_cubic", "cocoa_reno"],
+    "seed002": ["cocoa_cubic", "cocoa_reno", "cocoa_halve", "cocoa_double"],
 }
 
 

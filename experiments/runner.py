@@ -188,6 +188,9 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         cpu = CpuSampler(t0, [_vswitchd_pid(), os.getpid()] + [links[n].daemon.pid for n in links], started.stop)
         sampler = SojournSampler(controls, daemon_zero, t0, started.stop)
         started.start_threads(cpu.run, sampler.run)
+        applied: list[dict] = []
+        if scenario.link_changes:
+            started.start_threads(lambda: _change_links_on_time(controls, scenario, t0, started.stop, applied))
         if scenario.ping:
             _start_ping(started, scenario, net, run_dir)
         clients, launched = _start_clients_on_time(started, scenario, net, run_dir, t0, progress)
@@ -204,7 +207,21 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
                   for name in links},
         "ping": _ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
         "cpu": cpu.series,
+        **({"link_changes": applied} if scenario.link_changes else {}),
     }
+
+
+def _change_links_on_time(controls: dict, scenario: Scenario, t0: float, stop: threading.Event,
+                          applied: list[dict]) -> None:
+    """Each [[link_changes]] entry at its time, on every bottleneck link (both directions);
+    `applied` records when each took effect, in seconds since t0."""
+    for change in scenario.link_changes:
+        if stop.wait(max(0.0, t0 + change.at_s - time.monotonic())):
+            return
+        for control in controls.values():
+            control.set_link(rate_bps=change.rate_bps, delay_ms=change.delay_ms)
+        applied.append({"at_s": round(time.monotonic() - t0, 3), "rate_bps": change.rate_bps,
+                        "delay_ms": change.delay_ms})
 
 
 class _Started:

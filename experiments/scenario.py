@@ -70,6 +70,15 @@ class Link:
 
 
 @dataclasses.dataclass
+class LinkChange:
+    """At `at_s` into the run, the bottleneck link(s) take a new rate and/or delay (ckcd-link's
+    set_link, both directions): seed 002's halved or doubled bandwidth (Figs. 4-6)."""
+    at_s: float
+    rate_bps: int | None = None
+    delay_ms: float | None = None
+
+
+@dataclasses.dataclass
 class Flow:
     label: str
     src: str
@@ -123,6 +132,7 @@ class Scenario:
     limited_queue_fraction: float
     repeat: int
     notes: str = ""
+    link_changes: list[LinkChange] = dataclasses.field(default_factory=list)
 
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
@@ -150,6 +160,8 @@ class Scenario:
         for f in new.flows:
             f.start_s = round(f.start_s * factor, 3)
             f.stop_s = round(f.stop_s * factor, 3)
+        for change in new.link_changes:
+            change.at_s = round(change.at_s * factor, 3)
         new.duration_s = duration_s
         new.warmup_s = min(self.warmup_s, duration_s / 4)
         return new
@@ -176,6 +188,7 @@ class Scenario:
         data["link"] = Link(**data["link"])
         data["flows"] = [Flow(**f) for f in data["flows"]]
         data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
+        data["link_changes"] = [LinkChange(**c) for c in data.get("link_changes", [])]
         return cls(**data)
 
 
@@ -271,11 +284,12 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     hosts = _hosts(topology)
     flows = _flows(top, hosts, duration_s)
     ping = _ping(top.table("ping", None), hosts)
+    changes = _link_changes(top, duration_s)
     top.done()
     scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
                         flows=flows, ping=ping, discipline_params=params,
-                        limited_queue_fraction=fraction, repeat=repeat, notes=notes)
+                        limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes)
     _check_discipline_params(scenario, source)
     if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
         raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
@@ -304,6 +318,23 @@ def _link(lt: _Table) -> Link:
                 buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)))
     lt.done()
     return link
+
+
+def _link_changes(top: _Table, duration_s: float) -> list[LinkChange]:
+    """[[link_changes]]: at_s inside the run, in order, each with rate_mbps (or rate_bps) and/or delay_ms."""
+    changes = []
+    for i, raw in enumerate(top.get("link_changes", list, [])):
+        ct = _Table(raw, f"link_changes[{i}]", top.source)
+        at_s = ct.number("at_s", low=0, high=duration_s)
+        if changes and at_s < changes[-1].at_s:
+            raise ct.error("at_s", f"{at_s:g} s comes before the previous change at {changes[-1].at_s:g} s")
+        change = LinkChange(at_s, _rate_bps(ct, "rate_mbps", "rate_bps", None),
+                            ct.number("delay_ms", None, low=0, high=10000))
+        if change.rate_bps is None and change.delay_ms is None:
+            raise ct.error("rate_mbps", "a link change needs rate_mbps (or rate_bps) and/or delay_ms")
+        ct.done()
+        changes.append(change)
+    return changes
 
 
 def _names_each_once(top: _Table, key: str, allowed: tuple[str, ...], default: str, noun: str) -> list[str]:
