@@ -54,8 +54,10 @@ def kernel_version() -> str:
     env = os.environ.get("CKCD_KERNEL_VERSION")
     if env:
         return env
-    found = sorted(os.path.basename(p)[len("linux-headers-"):]
-                   for p in glob.glob("/usr/src/linux-headers-*-amd64"))
+    # the newest ABI, compared as numbers ("6.1.0-56" after "6.1.0-9"), as linux-headers-amd64 tracks it
+    found = sorted((os.path.basename(p)[len("linux-headers-"):]
+                    for p in glob.glob("/usr/src/linux-headers-*-amd64")),
+                   key=lambda v: [int(x) for x in re.findall(r"\d+", v)])
     if not found:
         raise LabUnavailable("no /usr/src/linux-headers-*-amd64: apt-get install linux-headers-amd64 "
                              "(make setup-tests does)")
