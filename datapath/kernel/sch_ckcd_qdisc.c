@@ -49,6 +49,7 @@ struct ckcd_sched {
 	 * queued ones (only queued ones are in our and our parents' counts). */
 	struct sk_buff **to_free;
 	struct aqm_pkt *arriving;
+	bool arriving_dropped; /* the skb is gone: enqueue must not touch it */
 	/* Queued packets the core dropped during one call: reported to the
 	 * parents (HTB) with qdisc_tree_reduce_backlog when the call ends. */
 	int dropped_queued, dropped_queued_bytes;
@@ -96,7 +97,9 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	struct sk_buff *skb = pkt->frame;
 	struct Qdisc *sch = s->sch;
 
-	if (pkt != s->arriving) {
+	if (pkt == s->arriving) {
+		s->arriving_dropped = true;
+	} else {
 		/* it was counted as queued, here and in every parent */
 		sch->q.qlen--;
 		qdisc_qstats_backlog_dec(sch, skb);
@@ -346,11 +349,14 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 	d->pkt.frame = skb;
 	s->to_free = to_free;
 	s->arriving = &d->pkt;
+	s->arriving_dropped = false;
 	ret = aqm_enqueue(s->q, &d->pkt, ktime_get_ns());
 	s->arriving = NULL;
 	s->to_free = NULL;
 	ckcd_report_dropped(s);
-	if (ret == AQM_DROPPED)
+	/* The core reports AQM_DROPPED when it drops the arriving packet; the
+	 * flag guards the skb against any discipline that would not. */
+	if (ret == AQM_DROPPED || s->arriving_dropped)
 		return NET_XMIT_DROP; /* the core handed it to ckcd_drop: freed, counted */
 	sch->q.qlen++;
 	qdisc_qstats_backlog_inc(sch, skb);

@@ -7,6 +7,7 @@ pattern). Traffic: UDP through a veth pair into a namespace, shaped by an HTB cl
 1 Mbit/s with ckcd as its leaf, so the leaf's queue fills and drops.
 """
 
+import json
 import re
 
 import pytest
@@ -56,6 +57,7 @@ step change_leaf $TC qdisc change dev v0 parent 1:1 handle 10: ckcd limit 100 $L
 step after_change show
 sleep 1
 step traffic show
+step json $TC -j -s qdisc show dev v0
 # reset with packets queued (device down), then destroy with packets queued
 step reset sh -c "$IP link set v0 down && $IP link set v0 up"
 sleep 1
@@ -152,6 +154,14 @@ def test_htb_leaf_counts_drops_by_reason(vm):
     assert sum(st["drops"].values()) == st["dropped"], st["text"]
     assert st["drops"]["overflow"] + st["drops"]["early"] + st["drops"]["choke-match"] > 0, st["text"]
     assert st["active_flows"] >= 2 and st["fair_share_bps"] <= 1000000 // 2, st["text"]
+
+
+def test_json_output(vm):
+    qdiscs = json.loads(step(vm, "json"))
+    leaf = next(q for q in qdiscs if q["kind"] == "ckcd")
+    assert leaf["options"]["spec"].startswith("ckcd limit=100 "), leaf
+    xstats = leaf.get("xstats", leaf)  # tc 6.1 prints a qdisc's xstats among its own keys
+    assert xstats["drop_overflow"] >= 0 and xstats["active_flows"] >= 1, leaf
 
 
 def test_change_keeps_queued_packets(vm):
