@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 CACHE_DIR = os.environ.get("CKCD_KERNEL_LAB_DIR", "/var/cache/ckcd-coex/kernel-lab")
 # What every lab boot can load; their dependencies come along (modules.dep closure).
@@ -272,7 +273,11 @@ poweroff -f
 def ensure_base_initramfs(ver: str, modules=DEFAULT_MODULES) -> str:
     """busybox, the host's tc/ip/kmod/iperf3 with libraries, and the module closure."""
     root = ensure_image(ver)
-    out = os.path.join(CACHE_DIR, f"initramfs-{ver}-L{INITRAMFS_LAYOUT}-{'+'.join(sorted(modules))}.gz")
+    # Named by what it holds: the layout, the modules, and the host programs' size and time,
+    # so an upgraded tc (which the plugin is then built for) gets a new initramfs.
+    progs = ",".join(f"{os.path.getsize(p)}.{int(os.path.getmtime(p))}" for p in HOST_PROGRAMS if os.path.exists(p))
+    tag = zlib.crc32(progs.encode())
+    out = os.path.join(CACHE_DIR, f"initramfs-{ver}-L{INITRAMFS_LAYOUT}-{'+'.join(sorted(modules))}-{tag:08x}.gz")
     if os.path.exists(out):
         return out
     say(f"building the initramfs ({', '.join(modules)})")
