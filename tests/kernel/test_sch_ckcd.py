@@ -32,6 +32,12 @@ step core_spelling $TC qdisc change dev v0 root ckcd limit=81 d_ms=0.5 rate_bps=
 step show_core_spelling $TC qdisc show dev v0
 step other_disc $TC qdisc change dev v0 root ckcd disc red limit 200
 step show_other_disc $TC qdisc show dev v0
+step bands_spec $TC qdisc change dev v0 root ckcd spec "bands map=46:0 | ckcd limit=40 | droptail limit=40"
+step show_bands $TC qdisc show dev v0
+step bad_spec_value $TC qdisc change dev v0 root ckcd spec "ckcd limit=abc"
+step empty_spec $TC qdisc change dev v0 root ckcd spec ""
+step bad_child $TC qdisc change dev v0 root ckcd spec "bands | bands | droptail"
+step show_after_bad_spec $TC qdisc show dev v0
 step del_root $TC qdisc del dev v0 root
 
 step htb sh -c "$TC qdisc add dev v0 root handle 1: htb default 1 && \
@@ -140,6 +146,16 @@ def test_core_spelling_and_other_disciplines(vm):
     step(vm, "other_disc")
     assert re.search(r"qdisc ckcd 1: root refcnt \d+ disc red limit 200 ", step(vm, "show_other_disc"))
     step(vm, "del_root")
+
+
+def test_whole_core_spec_and_malformed_specs(vm):
+    step(vm, "bands_spec")
+    shown = step(vm, "show_bands")
+    assert re.search(r'qdisc ckcd 1: root refcnt \d+ spec "bands .*\| ckcd limit=40 .*\| droptail limit=40"', shown), shown
+    assert "Error: ckcd: invalid value for option 'limit'" in step(vm, "bad_spec_value", rc=2)
+    assert "Error: ckcd: invalid spec" in step(vm, "empty_spec", rc=2)
+    assert "Error: ckcd" in step(vm, "bad_child", rc=2)
+    assert step(vm, "show_after_bad_spec") == shown
 
 
 def test_htb_leaf_counts_drops_by_reason(vm):
