@@ -35,8 +35,8 @@ CASES = {
     "codel": "codel limit=80",
     "choke": "choke limit=80",
     "ckcd": "ckcd limit=80",
-    # seed 002: per-flow limits (the global limit is fq's 10000, as the lab runs it)
-    "cocoa": "cocoa flow_limit=80",
+    # seed 002: per-flow limits; 80 packets in all, as the others (2 flows x 40)
+    "cocoa": "cocoa limit=80 flow_limit=40",
     # seed 003: keyed by flow here (aqm-bench's packets carry no host pair)
     "hdcodel": "hdcodel limit=80 key=flow",
     "bands": "bands weights=1,1 map=46:1 | ckcd limit=80 | droptail limit=80",

@@ -68,12 +68,14 @@ ROUTES = [
 ]
 
 
-def check_port_disciplines(policy) -> None:
+def check_port_disciplines(policy, current=None) -> None:
     """The core's own check of each port's discipline at the port's rate (coex.policy checks
     each parameter alone; relations between them only the core knows): a PolicyError naming
-    the parameter, so a spec the link would refuse is never stored."""
+    the parameter, so a spec the link would refuse is never stored. A port whose discipline
+    and capacity are as in `current` (the stored policy) is not asked again."""
+    checked = {(p.dpid, p.port): (p.aqm, p.capacity_bps) for p in current.ports} if current else {}
     for i, port in enumerate(policy.ports):
-        if port.aqm is None:
+        if port.aqm is None or checked.get((port.dpid, port.port)) == (port.aqm, port.capacity_bps):
             continue
         try:
             aqm.check_spec(port.aqm.spec(port.capacity_bps), port.capacity_bps)
@@ -210,7 +212,7 @@ class CoexApi:
         enforce it) store and enforce it. Input errors come before environment errors."""
         with self.lock:
             new = self.app.policy.edited(mutate)  # validates; raises PolicyError, changing nothing
-            check_port_disciplines(new)
+            check_port_disciplines(new, self.app.policy)
             if can_apply is not None:
                 can_apply()
             return self.app.apply_policy(new, summary)

@@ -187,7 +187,6 @@ static void flow_start(const struct cocoa *c, struct cocoa_flow *f, uint64_t now
 {
 	f->limit = c->flow_limit;
 	f->credit = c->initial_quantum;
-	f->next = AQM_FLOW_NONE;
 	f->gi_start_ns = f->gi_end_ns = now_ns;
 	interval_open(f, now_ns);
 	f->longest = f->cur;
@@ -227,10 +226,10 @@ static void shrink(struct aqm_queue *q, struct cocoa *c, struct cocoa_flow *f)
 		n = f->limit - COCOA_MIN_LIMIT;
 	if (n > f->qlen)
 		n = f->qlen;
-	f->limit -= n;
-	c->shrinks++;
 	if (!n)
 		return;
+	f->limit -= n;
+	c->shrinks++;
 	keep = f->qlen - n;
 	last = 0;
 	victim = f->fifo.head;
