@@ -168,8 +168,14 @@ void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
 	/* The host pair: the addresses alone (seed 003 keys a connection by
 	 * "MAC addresses of the sender and the receiver"; across our switches
 	 * the IP pair names the same two hosts, and still does past a router).
-	 * A seed of its own keeps it apart from the flow hash of the same pair. */
-	out->host_hash = addr_hash(hash_seed ^ 0x686f7374ull /* "host" */, (uint64_t)k->family << 56, k);
+	 * A seed of its own keeps it apart from the flow hash of the same pair
+	 * (frame_host_hash). */
+	out->host_hash = frame_host_hash(hash_seed, k);
+}
+
+uint32_t frame_host_hash(uint64_t hash_seed, const struct flow_key *k)
+{
+	return addr_hash(hash_seed ^ 0x686f7374ull /* "host" */, (uint64_t)k->family << 56, k);
 }
 
 static const char *proto_name(uint8_t proto)

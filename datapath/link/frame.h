@@ -41,6 +41,11 @@ enum frame_verdict frame_check(const uint8_t *frame, uint32_t len, uint32_t mtu)
 void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
 		    struct frame_info *out);
 
+/* The host pair's hash frame_classify() gives a frame of this key's
+ * family, source and destination (the other fields are not read): how
+ * host_key.c names a host pair in a spec. */
+uint32_t frame_host_hash(uint64_t hash_seed, const struct flow_key *key);
+
 /* "tcp 10.0.0.1:40000>10.0.0.2:5201", "ipv6 proto 58 ...", "eth 0x88cc
  * 02:..>..". Returns the length written. */
 size_t flow_key_format(const struct flow_key *key, char *buf, size_t len);

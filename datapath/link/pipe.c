@@ -2,6 +2,7 @@
  * and delay line (the model is described in link.h). */
 #define _GNU_SOURCE
 #include "link.h"
+#include "host_key.h"
 
 #include <errno.h>
 #include <linux/if_packet.h>
@@ -179,11 +180,8 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	}
 	d->line_mask = cap - 1;
 	d->flows[FLOW_OTHER].used = 1;
-	if (strlen(l->cfg.qdisc[index]) >= sizeof(d->spec)) {
-		snprintf(err, errlen, "longer than %zu bytes", sizeof(d->spec) - 1);
+	if (host_key_resolve(l->cfg.qdisc[index], l->hash_seed, d->spec, sizeof(d->spec), err, errlen) < 0)
 		return -1;
-	}
-	strcpy(d->spec, l->cfg.qdisc[index]);
 	d->q = aqm_create(d->spec, &d->env, err, errlen);
 	return d->q ? 0 : -1;
 }
@@ -205,15 +203,13 @@ void dir_destroy(struct link_dir *d)
 
 int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen)
 {
-	size_t n = strlen(spec);
+	char resolved[sizeof(d->spec)];
 
-	if (n >= sizeof(d->spec)) {
-		snprintf(err, errlen, "longer than %zu bytes", sizeof(d->spec) - 1);
+	if (host_key_resolve(spec, d->link->hash_seed, resolved, sizeof(resolved), err, errlen) < 0)
 		return -1;
-	}
-	if (aqm_reconfigure(&d->q, spec, err, errlen) < 0)
+	if (aqm_reconfigure(&d->q, resolved, err, errlen) < 0)
 		return -1;
-	memmove(d->spec, spec, n + 1);
+	memcpy(d->spec, resolved, sizeof(resolved));
 	return 0;
 }
 

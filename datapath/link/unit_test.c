@@ -1,9 +1,10 @@
 /* unit_test.c - unit tests of ckcd-link's pure parts: frame validation and
- * classification, the flat JSON request parser, rate/delay parsing, and the
+ * classification, host pairs named in a spec, the flat JSON request parser, rate/delay parsing, and the
  * random numbers of the core's userspace host (host/aqm_host.c).
  * Prints one line per failed check; exit status 0 when all pass. Run by
  * tests/link/test_link_units.py. */
 #include "frame.h"
+#include "host_key.h"
 #include "json.h"
 #include "units.h"
 #include "../host/aqm_host.h"
@@ -296,11 +297,58 @@ static void test_host_rng(void)
 	CHECK(sum / 65536 > 2126008811u && sum / 65536 < 2168958484u);
 }
 
+/* hdcodel's Static baseline names its heavy host pair by address
+ * (host_key.h): the number it becomes must be the host_hash frame_classify()
+ * gives that pair's frames, under the same seed. */
+static void test_host_key(void)
+{
+	uint8_t f[128];
+	struct frame_info a;
+	char out[256], err[256], want[256];
+	size_t n = ipv4_tcp(f, 0, 40000, 5201, 0); /* 10.0.0.1 > 10.0.0.2 */
+
+	frame_classify(f, (uint32_t)n, 7, &a);
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=10.0.0.1>10.0.0.2 key=host", 7, out,
+			       sizeof(out), err, sizeof(err)) == 0);
+	snprintf(want, sizeof(want), "hdcodel mode=static heavy_key=%u key=host", a.host_hash);
+	CHECK(strcmp(out, want) == 0);
+	/* The direction matters: the receiver's ACKs are another pair. */
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=10.0.0.2>10.0.0.1", 7, out, sizeof(out),
+			       err, sizeof(err)) == 0);
+	snprintf(want, sizeof(want), "hdcodel mode=static heavy_key=%u", a.host_hash);
+	CHECK(strcmp(out, want) != 0);
+	/* Inside a band, and last in the spec. */
+	CHECK(host_key_resolve("bands weights=1,1|hdcodel mode=static heavy_key=10.0.0.1>10.0.0.2|droptail",
+			       7, out, sizeof(out), err, sizeof(err)) == 0);
+	snprintf(want, sizeof(want), "bands weights=1,1|hdcodel mode=static heavy_key=%u|droptail",
+		 a.host_hash);
+	CHECK(strcmp(out, want) == 0);
+	/* Anything else is copied as it is, for the core to judge. */
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=42  p=0.5", 7, out, sizeof(out), err,
+			       sizeof(err)) == 0);
+	CHECK(strcmp(out, "hdcodel mode=static heavy_key=42  p=0.5") == 0);
+	CHECK(host_key_resolve("codel xheavy_key=1>2", 7, out, sizeof(out), err, sizeof(err)) == 0);
+	CHECK(strcmp(out, "codel xheavy_key=1>2") == 0);
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=fd00::1>fd00::2", 7, out, sizeof(out), err,
+			       sizeof(err)) == 0);
+	CHECK(strncmp(out, "hdcodel mode=static heavy_key=", 30) == 0 && out[30] >= '0' && out[30] <= '9');
+	/* Refused, naming the parameter: a bad address, mixed families, no room. */
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=10.0.0.1>h3", 7, out, sizeof(out), err,
+			       sizeof(err)) < 0);
+	CHECK(strncmp(err, "heavy_key: '10.0.0.1>h3'", 24) == 0);
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=10.0.0.1>fd00::2", 7, out, sizeof(out), err,
+			       sizeof(err)) < 0);
+	CHECK(host_key_resolve("hdcodel mode=static heavy_key=10.0.0.1>10.0.0.2", 7, out, 20, err,
+			       sizeof(err)) < 0);
+	CHECK(strstr(err, "longer than 19 bytes") != NULL);
+}
+
 int main(void)
 {
 	test_host_rng();
 	test_frame_check();
 	test_classify();
+	test_host_key();
 	test_json();
 	test_units();
 	printf("%d checks, %d failures\n", checks, failures);

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ovs_config.link_daemon import (DEFAULT_BINARY, LinkDaemon,  # noqa: E402
                                     LinkDaemonError, schedule_kept)
-from linklab import HOST_B_IP, NetLab, iperf_goodput_bps, jain  # noqa: E402
+from linklab import HOST_A_IP, HOST_B_IP, NetLab, iperf_goodput_bps, jain  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
 from tests.hostload import HostLoad  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
@@ -127,6 +127,7 @@ BAD_START = [
     (["--rate", "50mbit", "--qdisc", "droptail limit=0"], "qdisc"),
     (["--rate", "50mbit", "--qdisc", "droptail limt=10"], "qdisc"),
     (["--rate", "50mbit", "--qdisc-ba", "codel target_ms=-1"], "qdisc-ba"),
+    (["--rate", "50mbit", "--qdisc", "hdcodel mode=static heavy_key=10.0.0.1>h3"], "qdisc"),
     (["--rate", "50mbit", "--mtu", "10"], "mtu"),
     (["--delay", "10ms"], "rate"),
 ]
@@ -320,6 +321,40 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
         assert key in ab[0]
     assert sum(x["tx_bytes"] for x in ab) == st["dirs"]["ab"]["tx_bytes"]
     assert any(f["key"].startswith("tcp 10.77.0.1:") for x in ab for f in x["flows"])
+
+
+def xstat(ab: dict, name: str) -> int:
+    return int(re.search(rf"\b{name}=(\d+)", ab["xstats"]).group(1))
+
+
+def test_hdcodel_static_names_its_heavy_host_pair_by_address(lab, daemon_factory):
+    """Seed 003's Static baseline is given the most bandwidth-consuming connection, a host
+    pair (Sec. II-H, IV-B). ckcd-link keys its host-pair hash per run, so the spec names the
+    pair by address (heavy_key=SENDER>RECEIVER) and the daemon turns it into that hash
+    (datapath/link/host_key.c). Checked on CoDel's drops of one CUBIC flow A->B through a
+    200-packet, target 1 ms queue: named as the heavy pair, every drop decision on the flow's
+    packets is carried out (heavy_drops only); the reverse pair (B->A, the ACKs' direction, not
+    in this queue) leaves the flow a light connection whose decisions are thinned to p."""
+    spec = "hdcodel mode=static heavy_key={} key=host limit=200 target_ms=1 interval_ms=20 p=0.5"
+    d = daemon_factory(qdisc=spec.format(f"{HOST_A_IP}>{HOST_B_IP}"))
+    assert re.search(r"heavy_key=\d+ ", d.show()["dirs"]["ab"]["qdisc"]), "the pair became its hash"
+    port = lab.next_port()
+    lab.iperf_server(port)
+    with HostLoad(link_pids=[d.pid]) as load:
+        client = lab.iperf_client(port, "cubic", 8)
+        try:
+            heavy = ab_stats_once(d, lambda ab: xstat(ab, "heavy_drops") >= 3, "CoDel drops of the heavy pair")
+            assert xstat(heavy, "thinned_drops") == 0 and xstat(heavy, "spared") == 0, heavy["xstats"]
+            assert heavy["drops"]["delay"] == xstat(heavy, "heavy_drops"), heavy
+
+            d.set_qdisc("ab", spec.format(f"{HOST_B_IP}>{HOST_A_IP}"))
+            light = ab_stats_once(d, lambda ab: xstat(ab, "spared") + xstat(ab, "thinned_drops") >= 6,
+                                  "drop decisions on a light connection's packets")
+            assert xstat(light, "heavy_drops") == 0, light["xstats"]
+            assert xstat(light, "spared") >= 1, f"p=0.5 spares some: {light['xstats']}"
+        finally:
+            client.communicate(timeout=30)
+    assert client.returncode == 0, str(load)
 
 
 def rate_of(qdisc: str) -> int:
