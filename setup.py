@@ -9,6 +9,6 @@ setup(
     packages=find_packages(include=["coex*", "ryu_app*", "ovs_config*",
                                     "topologies*", "experiments*"]),
     py_modules=["ckcd_coex"],
-    install_requires=["ryu==4.34", "eventlet==0.41.3", "networkx"],
+    install_requires=["ryu==4.34", "eventlet==0.41.3", "networkx", "prometheus_client"],
     entry_points={"console_scripts": ["ckcd-coex = experiments.cli:main"]},
 )

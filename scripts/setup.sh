@@ -3,7 +3,8 @@
 # make test runs it with --tests: also what only the tests need (clang and its
 # libFuzzer runtime, for the fuzz targets of datapath/fuzz/; qemu, busybox-static
 # and the kernel headers for the kernel lab of tests/kernel/, which boots Debian's
-# own kernel to load sch_ckcd.ko: our machines load no modules).
+# own kernel to load sch_ckcd.ko: our machines load no modules; prometheus, to
+# scrape a lab's /metrics, and chromium with chromium-driver, to test the dashboard).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,8 @@ VENV=$ROOT/.venv
 STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
   build-essential python3-venv python3-dev python3-matplotlib"
-TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils"
+TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
+  prometheus chromium chromium-driver"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }
