@@ -28,6 +28,7 @@ GROUPS = {
     "seed000": ["bbr_cubic", "bbr_cubic_reno", "mixed15", "intra_cubic", "intra_bbr"],
     "seed001": ["coex_queues", "coex_queues_paced", "coex_paths"],
     "seed002": ["cocoa_cubic", "cocoa_reno", "cocoa_halve", "cocoa_double"],
+    "seed003": ["hdcodel_fair", "hdcodel_p"],
 }
 
 
@@ -42,8 +43,7 @@ def _scenarios(names, duration, repeat, only):
         else:
             expanded += GROUPS.get(n, [n])
     out = []
-    for n in dict.fromkeys(expanded):
-        sc = resolve(n)
+    for sc in (member for n in dict.fromkeys(expanded) for member in resolve(n).expanded()):
         if duration:
             sc = sc.with_duration(duration)
         if repeat:
@@ -107,9 +107,11 @@ def cmd_list(args) -> int:
     total = 0.0
     for name in builtin_names():
         sc = resolve(name)
-        t = len(sc.cases()) * sc.repeat * (sc.duration_s + RUN_OVERHEAD_S)
+        runs = len(sc.cases()) * sc.repeat * len(sc.expanded())
+        t = runs * (sc.duration_s + RUN_OVERHEAD_S)
         total += t if name != "demo" else 0
-        print(f"{name:18s} {len(sc.cases())} cases x {sc.duration_s:g} s  ~{t / 60:.0f} min  "
+        swept = f" at {len(sc.sweep_delay_ms)} delays" if sc.sweep_delay_ms else ""
+        print(f"{name:18s} {len(sc.cases())} cases{swept} x {sc.duration_s:g} s  ~{t / 60:.0f} min  "
               f"{', '.join(c.name for c in sc.cases())}  - {sc.title}")
     for g, members in GROUPS.items():
         print(f"group {g}: {' '.join(members)}")

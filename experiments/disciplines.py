@@ -45,6 +45,11 @@ def discipline_spec(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: 
     for key, value in (overrides or {}).items():
         if key not in KNOWN_PARAMS[discipline]:
             raise ValueError(f"{discipline} has no parameter {key!r} (known: {' '.join(KNOWN_PARAMS[discipline])})")
+        param = CORE_DISCIPLINES[discipline].params[key]
+        problem = param.problem(value)
+        # A key may name a host pair ("h1>h3"): the runner and ckcd-link resolve it.
+        if problem and not (param.unit == "key" and isinstance(value, str) and ">" in value):
+            raise ValueError(f"{discipline} {key}: {problem}")
         params[key] = value
     return " ".join([discipline] + [f"{k}={_num(v)}" for k, v in params.items()])
 

@@ -36,7 +36,7 @@ from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
 from experiments.progress import Progress
 from experiments.rest_client import CoexClient
-from experiments.scenario import Case, Flow, Scenario
+from experiments.scenario import Case, Flow, Scenario, spec_with_addresses
 from experiments.topos import topology
 from ovs_config.bottleneck import SwitchLink
 from ovs_config.lablock import lab_lock
@@ -119,6 +119,8 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
     with contextlib.ExitStack() as stack:
         stack.enter_context(ctl)
         net = stack.enter_context(mininet_net(topo, ctl, discovery_wait_s=0))
+        spec = spec_with_addresses(spec, lambda host: net.get(host).IP())
+        record["qdisc"] = spec
         links = {}
         for name, bridge_a, port_a, bridge_b, port_b in link_ends:
             links[name] = stack.enter_context(SwitchLink(

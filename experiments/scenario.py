@@ -22,6 +22,23 @@ runs `repeat` times. Example (experiments/scenarios/bbr_cubic.toml):
     dst = "h3"
     cc = "bbr"
 
+A *variant* is a discipline under a name of its own with parameters of its own, so one
+scenario can compare two settings of one discipline (seed 003's Static and Dynamic hdcodel):
+
+    disciplines = ["codel", "static", "dynamic"]
+    [variants.static]
+    discipline = "hdcodel"
+    mode = "static"
+    heavy_key = "h1>h3"     # a host pair by name: the runner puts in the addresses
+    [variants.dynamic]
+    discipline = "hdcodel"
+
+A `[sweep]` of the link's one-way delay makes one scenario per value, named
+`<name>_rtt<2 x delay>ms` (seed 003 compares at two-way delays of 1 to 64 ms):
+
+    [sweep]
+    delay_ms = [0.5, 2, 32]
+
 Unknown keys and wrong types are refused with a `ScenarioError` that names the key
 (`flows[1].cc`), so a typo never silently changes an experiment.
 """
@@ -31,6 +48,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 import tomllib
 from typing import Any
 
@@ -133,13 +151,34 @@ class Scenario:
     repeat: int
     notes: str = ""
     link_changes: list[LinkChange] = dataclasses.field(default_factory=list)
+    # name -> {"discipline": the core's discipline, its parameters...}: [variants.<name>]
+    variants: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    sweep_delay_ms: list[float] = dataclasses.field(default_factory=list)
 
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
 
     def qdisc_spec(self, discipline: str) -> str:
-        return discipline_spec(discipline, self.link.rate_bps, self.link.rtt_ms, self.link.buffer_pkts,
-                               self.discipline_params.get(discipline, {}))
+        """The ckcd-link spec of a discipline or variant of this scenario; a variant's
+        parameters go over its discipline's [discipline_params]."""
+        variant = dict(self.variants.get(discipline, {}))
+        base = variant.pop("discipline", discipline)
+        params = {**self.discipline_params.get(base, {}), **variant}
+        return discipline_spec(base, self.link.rate_bps, self.link.rtt_ms, self.link.buffer_pkts, params)
+
+    def expanded(self) -> list["Scenario"]:
+        """The scenario once per swept delay (itself when nothing is swept)."""
+        if not self.sweep_delay_ms:
+            return [self]
+        out = []
+        for delay_ms in self.sweep_delay_ms:
+            new = copy.deepcopy(self)
+            new.sweep_delay_ms = []
+            new.link.delay_ms = delay_ms
+            new.name = f"{self.name}_rtt{_g(2 * delay_ms)}ms"
+            new.title = f"{self.title}, {_g(2 * delay_ms)} ms RTT"
+            out.append(new)
+        return out
 
     @property
     def measure_window_s(self) -> tuple[float, float]:
@@ -190,6 +229,11 @@ class Scenario:
         data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
         data["link_changes"] = [LinkChange(**c) for c in data.get("link_changes", [])]
         return cls(**data)
+
+
+def _g(x: float) -> str:
+    """0.5 -> "0.5", 4.0 -> "4": a number as it goes into a name."""
+    return f"{x:g}"
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -275,7 +319,8 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     duration_s, warmup_s = _run_length(top)
     repeat = int(top.number("repeat", 1, low=1, high=1000))
     link = _link(top.table("link"))
-    disciplines = _names_each_once(top, "disciplines", DISCIPLINES, "droptail", "discipline")
+    variants = _variants(top.table("variants", {}))
+    disciplines = _names_each_once(top, "disciplines", DISCIPLINES + tuple(variants), "droptail", "discipline")
     approaches = _names_each_once(top, "approaches", APPROACHES, "none", "approach")
     if "separate_paths" in approaches and topology != "twopaths":
         raise top.error("approaches", "separate_paths needs topology = \"twopaths\" (two disjoint paths)")
@@ -285,11 +330,13 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     flows = _flows(top, hosts, duration_s)
     ping = _ping(top.table("ping", None), hosts)
     changes = _link_changes(top, duration_s)
+    sweep = _sweep(top.table("sweep", {}))
     top.done()
     scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
                         flows=flows, ping=ping, discipline_params=params,
-                        limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes)
+                        limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
+                        variants={v: variants[v] for v in disciplines if v in variants}, sweep_delay_ms=sweep)
     _check_discipline_params(scenario, source)
     if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
         raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
@@ -365,6 +412,40 @@ def _discipline_params(pt: _Table) -> dict[str, dict[str, Any]]:
     return params
 
 
+def _variants(vt: _Table) -> dict[str, dict[str, Any]]:
+    """[variants.<name>]: a `discipline` and its parameters (plain values, checked with the
+    rest in _check_discipline_params). A name must not hide a discipline."""
+    variants: dict[str, dict[str, Any]] = {}
+    for name in list(vt.data):
+        if name in DISCIPLINES:
+            raise vt.error(name, f"{name!r} is a discipline's name; give the variant another")
+        if not name or not all(c.isalnum() or c in "_-." for c in name):
+            raise vt.error(name, f"{name!r}: use letters, digits, '_', '-' and '.' (it names a directory)")
+        inner = _Table(vt.get(name, dict), f"{vt.key(name)}", vt.source)
+        variant = {"discipline": inner.choice("discipline", DISCIPLINES)}
+        for k, v in inner.data.items():
+            if k == "discipline":
+                continue
+            if isinstance(v, (dict, list)) or isinstance(v, bool):
+                raise inner.error(k, f"expected a number or string, got {v!r}")
+            variant[k] = v
+        variants[name] = variant
+    vt.done()
+    return variants
+
+
+def _sweep(st: _Table) -> list[float]:
+    """[sweep] delay_ms = [...]: one scenario per one-way delay, each once."""
+    delays = st.get("delay_ms", list, [])
+    for i, d in enumerate(delays):
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d <= 10000:
+            raise st.error(f"delay_ms[{i}]", f"expected a delay in ms between 0 and 10000, got {d!r}")
+    if len(set(delays)) != len(delays):
+        raise st.error("delay_ms", "lists a delay twice")
+    st.done()
+    return [float(d) for d in delays]
+
+
 def _limited_queue_fraction(ct: _Table) -> float:
     fraction = ct.number("limited_queue_fraction", 0.5, low=0.01, high=1)
     ct.done()
@@ -434,11 +515,27 @@ def _ping(pg: _Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:
 
 def _check_discipline_params(scenario: Scenario, source: str | None) -> None:
     """Parameters are checked now, by building each discipline's spec, not in the middle of a run."""
+    hosts = _hosts(scenario.topology)
     for d in scenario.disciplines:
+        where = f"variants.{d}" if d in scenario.variants else f"discipline_params.{d}"
         try:
-            scenario.qdisc_spec(d)
+            spec = scenario.qdisc_spec(d)
         except ValueError as err:
-            raise ScenarioError(str(err), f"discipline_params.{d}", source) from None
+            raise ScenarioError(str(err), where, source) from None
+        for src, dst in HOST_PAIR_RE.findall(spec):
+            if src not in hosts["senders"] + hosts["receivers"] or dst not in hosts["senders"] + hosts["receivers"]:
+                raise ScenarioError(f"{src}>{dst}: the hosts are {', '.join(hosts['senders'] + hosts['receivers'])}",
+                                    where, source)
+
+
+# A host pair named by hosts in a spec value (hdcodel's heavy_key = "h1>h3"): the runner
+# puts in their addresses, which ckcd-link turns into the pair's key (docs/hdcodel.md).
+HOST_PAIR_RE = re.compile(r"(?<==)([A-Za-z]\w*)>([A-Za-z]\w*)(?=\s|\||$)")
+
+
+def spec_with_addresses(spec: str, address_of) -> str:
+    """The spec with every host pair named by hosts ("h1>h3") given by address_of(host)."""
+    return HOST_PAIR_RE.sub(lambda m: f"{address_of(m.group(1))}>{address_of(m.group(2))}", spec)
 
 
 def _hosts(topology: str) -> dict[str, tuple[str, ...]]:

@@ -38,7 +38,14 @@ def test_duration_repeat_and_only_shape_the_batch():
 
 def test_all_expands_without_the_demo_and_without_duplicates():
     names = [s.name for s in cli._scenarios(["all", "bbr_cubic"], None, None, [])]
-    assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1
+    # hdcodel_fair sweeps five delays: one scenario each, in place of the file's own.
+    assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1 + 4
+    assert "hdcodel_fair" not in names and "hdcodel_fair_rtt64ms" in names
+
+
+def test_only_picks_one_member_of_a_sweep():
+    (sc,) = cli._scenarios(["seed003"], 20, None, ["hdcodel_fair_rtt8ms"])
+    assert sc.name == "hdcodel_fair_rtt8ms" and sc.link.delay_ms == 4 and sc.duration_s == 20
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -3,7 +3,7 @@
 import pytest
 
 from experiments.metrics import jain_index, mean_ci95, t_critical_95
-from experiments.scenario import ScenarioError, builtin_names, parse_scenario, resolve
+from experiments.scenario import ScenarioError, builtin_names, parse_scenario, resolve, spec_with_addresses
 
 BASE = {"name": "t", "topology": "dumbbell", "duration_s": 10, "disciplines": ["droptail"],
         "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},
@@ -37,11 +37,51 @@ def test_seed000_scenarios_use_table_ii():
     (with_(disciplines=["pie"]), "disciplines"),
     (with_(colour="red"), "colour"),
     (with_(duration_s="long"), "duration_s"),
+    (with_(disciplines=["fast"], variants={"fast": {"discipline": "pie"}}), "variants.fast.discipline"),
+    (with_(disciplines=["codel"], variants={"codel": {"discipline": "hdcodel"}}), "variants.codel"),
+    (with_(disciplines=["s"], variants={"s": {"discipline": "hdcodel", "pp": 1}}), "variants.s"),
+    (with_(disciplines=["s"], variants={"s": {"discipline": "hdcodel", "p": 2}}), "variants.s"),
+    (with_(disciplines=["s"], variants={"s": {"discipline": "hdcodel", "mode": "static",
+                                              "heavy_key": "h1>h7"}}), "variants.s"),
+    (with_(sweep={"delay_ms": [1, 1]}), "sweep.delay_ms"),
+    (with_(sweep={"delay_ms": [1, -2]}), "sweep.delay_ms[1]"),
+    (with_(sweep={"rate_mbps": [1]}), "sweep.rate_mbps"),
 ])
 def test_bad_scenarios_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as err:
         parse_scenario(doc, "test.toml")
     assert key in str(err.value)
+
+
+def test_variants_name_settings_of_one_discipline():
+    """Seed 003 compares two settings of hdcodel (Static, Dynamic) in one scenario: a variant's
+    parameters go over its discipline's [discipline_params], and it is a case of its own."""
+    sc = parse_scenario(with_(disciplines=["codel", "static", "dynamic"],
+                              discipline_params={"hdcodel": {"limit": 500, "p": 0.5}},
+                              variants={"static": {"discipline": "hdcodel", "mode": "static",
+                                                   "heavy_key": "h1>h3", "p": 0.25},
+                                        "dynamic": {"discipline": "hdcodel"},
+                                        "unused": {"discipline": "red"}}))
+    assert [c.name for c in sc.cases()] == ["codel", "static", "dynamic"]
+    assert sc.qdisc_spec("static") == "hdcodel limit=500 p=0.25 mode=static heavy_key=h1>h3"
+    assert sc.qdisc_spec("dynamic") == "hdcodel limit=500 p=0.5"
+    assert list(sc.variants) == ["static", "dynamic"]
+    assert sc.restricted(["static"]).disciplines == ["static"]
+    # The runner gives the hosts' addresses; ckcd-link turns the pair into its key.
+    addresses = {"h1": "10.0.0.1", "h3": "10.0.0.3"}
+    assert spec_with_addresses(sc.qdisc_spec("static"), addresses.get).endswith("heavy_key=10.0.0.1>10.0.0.3")
+    assert spec_with_addresses("bands weights=1,1|hdcodel heavy_key=h1>h3|droptail", addresses.get) == \
+        "bands weights=1,1|hdcodel heavy_key=10.0.0.1>10.0.0.3|droptail"
+
+
+def test_a_delay_sweep_is_one_scenario_per_delay():
+    sc = parse_scenario(with_(name="hd", title="T", sweep={"delay_ms": [0.5, 32]}))
+    members = sc.expanded()
+    assert [m.name for m in members] == ["hd_rtt1ms", "hd_rtt64ms"]
+    assert [m.link.delay_ms for m in members] == [0.5, 32.0]
+    assert members[1].title == "T, 64 ms RTT" and members[1].expanded() == [members[1]]
+    assert sc.link.delay_ms == 10  # the file's own scenario is left as it was
+    assert parse_scenario(BASE).expanded()[0].name == "t"
 
 
 def test_mean_and_confidence_interval():
