@@ -28,7 +28,7 @@ GROUPS = {
     "seed000": ["bbr_cubic", "bbr_cubic_reno", "mixed15", "intra_cubic", "intra_bbr"],
     "seed001": ["coex_queues", "coex_queues_paced", "coex_paths"],
     "seed002": ["cocoa_cubic", "cocoa_reno", "cocoa_halve", "cocoa_double"],
-    "seed003": ["hdcodel_fair", "hdcodel_p"],
+    "seed003": ["hdcodel_fair", "hdcodel_p", "hdcodel_bbr"],
 }
 
 
