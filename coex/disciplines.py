@@ -12,6 +12,7 @@ the REST API does so before it stores a policy.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 
 from coex.discipline_table import TABLE
@@ -33,6 +34,8 @@ class Param:
 
     def problem(self, value) -> str | None:
         """Why the core would refuse this value, or None when it accepts it."""
+        if self.unit == "key" and isinstance(value, str):
+            return host_pair_problem(value)
         if self.kind == "text":
             if not isinstance(value, str) or not _TEXT_RE.fullmatch(value):
                 return f"must be a word of letters, digits and _.,:+- ({self.unit})"
@@ -48,11 +51,30 @@ class Param:
 
     def format(self, value) -> str:
         """The value as the core's spec grammar takes it: no exponent, no trailing zeros."""
-        if self.kind == "text":
+        if self.kind == "text" or isinstance(value, str):
             return value
         if float(value).is_integer():
             return str(int(value))
         return f"{value:.{self.decimals}f}".rstrip("0").rstrip(".")
+
+
+def host_pair_problem(value: str) -> str | None:
+    """A key (hdcodel's heavy_key) may name a host pair by address, sender first:
+    "10.0.0.1>10.0.0.3". ckcd-link, which keys its host-pair hash per run, turns it into the
+    number (datapath/link/host_key.c); here only its form is checked."""
+    src, sep, dst = value.partition(">")
+    try:
+        a, b = ipaddress.ip_address(src), ipaddress.ip_address(dst)
+    except ValueError:
+        a = b = None
+    if not sep or a is None or a.version != b.version:
+        return ("must be a number or a host pair, two IPv4 or two IPv6 addresses, sender>receiver "
+                f"(e.g. 10.0.0.1>10.0.0.3), got {value!r}")
+    return None
+
+
+# heavy_key=<address>><address> in a spec: see host_pair_problem.
+HOST_PAIR_VALUE = re.compile(r"(?<==)[0-9A-Fa-f.:]+>[0-9A-Fa-f.:]+(?=\s|\||$)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -424,8 +424,8 @@ class Aqm:
             problem = known[key].problem(value)
             if problem:
                 raise PolicyError(f"{disc} parameter {key} {problem}", where)
-            items.append((key, int(value) if known[key].kind == "number" and float(value).is_integer()
-                          else value))
+            numeric = known[key].kind == "number" and not isinstance(value, str)
+            items.append((key, int(value) if numeric and float(value).is_integer() else value))
         return cls(disc, tuple(items))
 
     def spec(self, capacity_bps: int | None = None) -> str:

@@ -13,6 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from coex.disciplines import HOST_PAIR_VALUE
 from ovs_config.link_daemon import LinkControl, LinkDaemonError
 
 
@@ -82,7 +83,12 @@ def check_spec(spec: str, rate_bps: int, binary: Path = REPLAY_BINARY) -> None:
     would create it: a rate_bps the spec leaves out is the link's). The relations between
     parameters (RED's min below max, CKCD's qmin against its BDP) are in the disciplines'
     init code only; `ckcd-replay --describe` runs exactly that code, so nothing is written
-    twice. Raises AqmSpecError with the core's message."""
+    twice. Raises AqmSpecError with the core's message.
+
+    A host pair named by address (hdcodel's heavy_key=10.0.0.1>10.0.0.3) is ckcd-link's to
+    resolve into its per-run key; ckcd-replay has no addresses, so the check puts a number in
+    its place (coex.disciplines.host_pair_problem has checked its form)."""
+    spec = HOST_PAIR_VALUE.sub("0", spec)
     try:
         done = subprocess.run([str(binary), "--describe", "--rate-bps", str(rate_bps), "--qdisc", spec],
                               capture_output=True, text=True, timeout=10)

@@ -45,6 +45,10 @@ def _obj(properties: dict, required=(), **more) -> dict:
             **({"required": list(required)} if required else {}), **more}
 
 
+# Two IPv4 or two IPv6 addresses (coex.disciplines.host_pair_problem checks them as addresses).
+HOST_PAIR = "^([0-9.]{7,15}>[0-9.]{7,15}|[0-9A-Fa-f:]{2,39}>[0-9A-Fa-f:]{2,39})$"
+
+
 def _aqm_param(p) -> dict:
     """One parameter as the core's table defines it (coex.disciplines)."""
     if p.kind == "text":
@@ -53,7 +57,11 @@ def _aqm_param(p) -> dict:
     desc = p.unit + (f", at most {p.decimals} decimals" if p.decimals else ", an integer")
     if p.name == "rate_bps":
         desc += "; at most the port's capacity_bps, which it defaults to"
-    return {"type": "number", "minimum": p.min, "maximum": p.max, "default": p.default, "description": desc}
+    number = {"type": "number", "minimum": p.min, "maximum": p.max, "default": p.default, "description": desc}
+    if p.unit == "key":  # or a host pair by address, which ckcd-link resolves (docs/hdcodel.md)
+        return {"oneOf": [number, {"type": "string", "pattern": HOST_PAIR,
+                                   "description": "a host pair, sender>receiver: 10.0.0.1>10.0.0.3"}]}
+    return number
 
 
 def _aqm() -> dict:

@@ -51,6 +51,9 @@ def port_with(aqm: dict) -> dict:
     ({"discipline": "codel", "params": {"target_ms": 0.0001}}, "ports[0].aqm.params.target_ms"),
     ({"discipline": "cocoa", "params": {"multiplier": "fast"}}, "ports[0].aqm.params.multiplier"),
     ({"discipline": "pie"}, "ports[0].aqm.discipline"),
+    ({"discipline": "hdcodel", "params": {"mode": "static", "heavy_key": "h1>h3"}}, "ports[0].aqm.params.heavy_key"),
+    ({"discipline": "hdcodel", "params": {"mode": "static", "heavy_key": "10.0.0.1>fd00::1"}},
+     "ports[0].aqm.params.heavy_key"),
 ])
 def test_a_parameter_the_core_refuses_is_refused_naming_it(aqm, field):
     with pytest.raises(PolicyError) as e:
@@ -98,6 +101,18 @@ def test_a_spec_the_policy_writes_is_one_the_core_takes():
     tiny = Policy.from_dict(port_with({"discipline": "red", "params": {"max_p": 0.000001}})).ports[0].aqm
     assert "max_p=0.000001" in tiny.spec(100_000_000)
     check_spec(tiny.spec(100_000_000), 100_000_000)
+
+
+def test_a_host_pair_key_is_stored_as_written_and_checked_by_the_core():
+    """hdcodel's Static heavy key named by address: ckcd-link resolves it (docs/hdcodel.md);
+    the policy keeps the text, and the core still judges the rest of the spec."""
+    aqm = Policy.from_dict(port_with({"discipline": "hdcodel", "params": {
+        "mode": "static", "heavy_key": "10.0.0.1>10.0.0.3"}})).ports[0].aqm
+    assert aqm.spec(100_000_000) == "hdcodel heavy_key=10.0.0.1>10.0.0.3 mode=static"
+    check_spec(aqm.spec(100_000_000), 100_000_000)
+    with pytest.raises(AqmSpecError) as e:  # a heavy key is static mode's only
+        check_spec("hdcodel heavy_key=10.0.0.1>10.0.0.3", 100_000_000)
+    assert e.value.param == "heavy_key"
 
 
 def test_experiments_write_specs_the_core_takes():
