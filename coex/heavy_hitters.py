@@ -127,6 +127,9 @@ class HeavyHitterEvent:
     threshold_bps: float     # the high threshold for "detected", the low one for "released"
     reason: str              # "above_high", "below_low", "idle", "evicted"; mode: "mode (..)", "not_mode"
     mode: str                # which threshold rule (one of MODES), or MODE_OF_HISTORY
+    # "detected" by the rate detector: when its activity period began (its first sample since
+    # it was last quiet for a window), so time_s - first_seen_s is the detection latency.
+    first_seen_s: Optional[float] = None
 
 
 @dataclass
@@ -350,7 +353,8 @@ class HeavyHitterDetector:
                 (flow.reported_bps is not None and now - flow.reported_at <= c.window_s)
             if est >= high and enough:
                 flow.heavy_since = now
-                return HeavyHitterEvent("detected", now, key, est, high, "above_high", c.mode)
+                return HeavyHitterEvent("detected", now, key, est, high, "above_high", c.mode,
+                                        first_seen_s=flow.first_seen)
             return None
         if now - flow.heavy_since < c.min_hold_s:
             return None

@@ -24,6 +24,9 @@ from coex.policy import HeavyHitters
 
 LOG_LEN = 500  # decisions kept
 REPORT_LOG_LEN = 100  # of which GET /heavy-hitters shows the latest
+# Upper bounds (s) of the detection-latency histogram GET /metrics exports: sub-second to a
+# few windows (docs/sflow.md measured p95 0.7-1.5 s in the lab).
+LATENCY_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 TOP_FLOWS = 5  # per port, in GET /heavy-hitters
 MTU_FRAME_BYTES = 1514
 # Below this many samples per second at the threshold, a flow at 2x the threshold is
@@ -157,6 +160,14 @@ class SteeringBook:
     def __init__(self, log_len: int = LOG_LEN):
         self.log: deque = deque(maxlen=log_len)
         self._steered: dict[tuple, dict] = {}  # (flow, (dpid, port)) -> the record that steered it
+        # Since the book was made, for GET /metrics (the log keeps only the latest log_len):
+        self.steered_total = 0
+        self.released_total: dict[str, int] = {}  # release reason -> count
+        # detection latency (steered records that know it): counts per LATENCY_BUCKETS_S bound
+        # (not cumulative; the last slot is above every bound), their sum and count
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
+        self.latency_sum_s = 0.0
+        self.latency_n = 0
 
     def apply(self, port: tuple[int, int], events, now: float, wall_s: float) -> list[Decision]:
         """A port's detector events, in order, into decisions."""
@@ -174,6 +185,10 @@ class SteeringBook:
         """Free every steered flow (detection stops), with their steering estimates."""
         return [self._release(key, record["estimate_bps"], None, reason, now, wall_s)
                 for key, record in list(self._steered.items())]
+
+    def steered_count(self) -> int:
+        """Steerings in force now, per (flow, port)."""
+        return len(self._steered)
 
     def steered(self) -> set:
         """The flows steered on at least one port."""
@@ -197,12 +212,20 @@ class SteeringBook:
         threshold = round(ev.threshold_bps) if ev.threshold_bps else None  # the mode detector has none
         record = self._record("steered", key, ev.estimate_bps, threshold, ev.reason, now, wall_s)
         self._steered[key] = record
+        self.steered_total += 1
+        if ev.first_seen_s is not None:
+            latency = max(0.0, ev.time_s - ev.first_seen_s)
+            record["detection_latency_s"] = round(latency, 3)
+            self.latency_counts[sum(1 for b in LATENCY_BUCKETS_S if latency > b)] += 1
+            self.latency_sum_s += latency
+            self.latency_n += 1
         return Decision(key[0], record, "steer")
 
     def _release(self, key, estimate_bps, threshold_bps, reason, now: float, wall_s: float) -> Decision:
         steered = self._steered.pop(key)
         record = self._record("released", key, estimate_bps, threshold_bps, reason, now, wall_s)
         record["steered_for_s"] = round(now - steered["monotonic_s"], 3)
+        self.released_total[reason] = self.released_total.get(reason, 0) + 1
         flow = key[0]
         return Decision(flow, record, None if flow in self.steered() else "unsteer")
 

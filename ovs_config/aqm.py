@@ -9,6 +9,7 @@ host has none, so other ports are refused with a message that says so.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -34,6 +35,22 @@ def link_of_port(port_name: str) -> tuple[LinkControl, str] | None:
     if sock is None:
         return None
     return LinkControl(sock), _external_id(port_name, "ckcd-link-dir") or "ab"
+
+
+def link_ports() -> dict[str, tuple[str, str]]:
+    """Every interface a ckcd-link serves: name -> (control socket, direction leaving the
+    switch through it). One ovs-vsctl call, for readers that look at all ports at once
+    (GET /metrics at each scrape)."""
+    out = subprocess.run(["ovs-vsctl", "--timeout=5", "--format=json", "--columns=name,external_ids",
+                          "list", "Interface"], capture_output=True, text=True, timeout=10)
+    if out.returncode != 0:
+        return {}
+    ports = {}
+    for name, ids in json.loads(out.stdout).get("data", []):
+        ids = dict(ids[1]) if isinstance(ids, list) and ids and ids[0] == "map" else {}
+        if ids.get("ckcd-link-ctl"):
+            ports[name] = (ids["ckcd-link-ctl"], ids.get("ckcd-link-dir") or "ab")
+    return ports
 
 
 def backend_of(port_name: str) -> str | None:

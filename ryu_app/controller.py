@@ -41,6 +41,7 @@ from ryu_app.config import CoexConfig
 from ryu_app.heavy_hitters import HeavyHitterService
 
 LLDP_INTERVAL_S = 1.0
+FLOW_STATS_TIMEOUT_S = 1.0  # a scrape waits this long for the switches' flow counters
 FLOOD_DEDUP_S = 1.0  # the same frame is flooded by the controller at most once per second
 
 
@@ -68,6 +69,7 @@ class CoexController(app_manager.RyuApp):
         self._recent_floods: dict[bytes, float] = {}
         self.bridge_names: dict[int, str] = {}            # dpid -> OVS bridge name (its LOCAL port)
         self.steered: set = set()                          # flow keys steered into 'penalized'
+        self._flow_stats_wait: dict[int, tuple] = {}       # xid -> (hub.Event, entries), flow_stats()
         self.heavy_hitters = HeavyHitterService(self)
         self.store = PolicyStore(self.config.db_path)
         self.policy, self.policy_version = self.store.load()
@@ -437,6 +439,39 @@ class CoexController(app_manager.RyuApp):
         for dpid, dp in self.datapaths.items():
             ports = [p for p in self.net.edge_ports(dpid) if (dpid, p) != exclude]
             flows.packet_out(dp, ports, data)
+
+    # --- flow counters, asked when GET /metrics is scraped ------------------------------
+
+    def flow_stats(self, timeout_s: float = FLOW_STATS_TIMEOUT_S) -> dict[int, list]:
+        """The counters of our table-1 path flows on every connected switch, asked now:
+        dpid -> OFPFlowStats entries. A switch that has not answered within timeout_s is left
+        out (a scrape must not hang on one)."""
+        waiting = {}
+        for dpid, dp in list(self.datapaths.items()):
+            req = flows.path_flow_stats_request(dp)
+            dp.set_xid(req)
+            waiting[dpid] = self._flow_stats_wait[req.xid] = (hub.Event(), [], req.xid)
+            dp.send_msg(req)
+        deadline = time.monotonic() + timeout_s
+        answered = {}
+        try:
+            for dpid, (done, entries, _) in waiting.items():
+                if done.wait(max(0.0, deadline - time.monotonic())):
+                    answered[dpid] = entries
+        finally:
+            for _, _, xid in waiting.values():
+                self._flow_stats_wait.pop(xid, None)
+        return answered
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _on_flow_stats(self, ev):
+        msg = ev.msg
+        wait = self._flow_stats_wait.get(msg.xid)
+        if wait is None:
+            return
+        wait[1].extend(msg.body)
+        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            wait[0].set()
 
     # --- what the REST API reads ----------------------------------------------------
 

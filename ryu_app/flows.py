@@ -151,3 +151,10 @@ def packet_out(dp, out_ports, data: bytes) -> None:
     if actions:
         dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
                                         in_port=ofp.OFPP_CONTROLLER, actions=actions, data=data))
+
+
+def path_flow_stats_request(dp):
+    """Ask for the counters of our table-1 flows (the per-aggregate path flows)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    return parser.OFPFlowStatsRequest(dp, 0, TABLE_FORWARD, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                      COOKIE, COOKIE_MASK, parser.OFPMatch())

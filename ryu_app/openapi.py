@@ -13,7 +13,7 @@ import re
 
 from coex.disciplines import DISCIPLINES
 from coex.policy import AQM_DISCIPLINES, MAX_CAPACITY_BPS, MAX_RULES, OFPP_MAX
-from ryu_app.rest import PREFIX, ROUTES
+from ryu_app.rest import PLAIN_ROUTES, PREFIX, ROUTES
 
 # Patterns are ECMA-262 regular expressions (OpenAPI 3.1): [0-9], not \d, which Python
 # would also let match non-ASCII digits.
@@ -204,6 +204,9 @@ PATH_PARAMS = {
 }
 
 
+PLAIN_TYPES = {"metrics": ["text/plain"]}
+
+
 def build_openapi() -> dict:
     paths: dict = {}
     for method, template, handler, mutating, summary in ROUTES:
@@ -224,6 +227,11 @@ def build_openapi() -> dict:
         if mutating:
             op["security"] = [{"bearer": []}, {}]
         paths.setdefault(PREFIX + template, {})[method.lower()] = op
+    for method, template, handler, summary in PLAIN_ROUTES:
+        op = {"operationId": handler, "summary": summary, "responses": {
+            "200": {"description": "OK", "content": {t: {"schema": {"type": "string"}} for t in PLAIN_TYPES[handler]}},
+            "4XX": {"description": "Rejected", "content": {"application/json": {"schema": _ref("Error")}}}}}
+        paths.setdefault(template, {})[method.lower()] = op
     return {
         "openapi": "3.1.0",
         "info": {"title": "ckcd-coex policy API", "version": "1",

@@ -17,6 +17,7 @@ import json
 import re
 import time
 import traceback
+from collections import Counter
 
 import webob
 from ryu.app.wsgi import ControllerBase, route
@@ -67,6 +68,18 @@ ROUTES = [
     ("GET", "/changes", "get_changes", False, "The latest accepted policy changes"),
 ]
 
+# Answers that are not JSON: (method, full path template, handler, summary). Reads, no token.
+PLAIN_ROUTES = [
+    ("GET", "/metrics", "metrics", "Prometheus metrics, text format 0.0.4 (docs/metrics.md)"),
+]
+
+
+class Raw:
+    """An answer that is not JSON: bytes and their content type."""
+
+    def __init__(self, body: bytes, content_type: str):
+        self.body, self.content_type = body, content_type
+
 
 def check_port_disciplines(policy, current=None) -> None:
     """The core's own check of each port's discipline at the port's rate (coex.policy checks
@@ -90,7 +103,8 @@ def _compile(template: str) -> re.Pattern:  # used with fullmatch ("$" would let
     return re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "/?")
 
 
-_COMPILED = [(m, _compile(t), h, mut) for m, t, h, mut, _ in ROUTES]
+_COMPILED = ([(m, _compile(PREFIX + t), h, mut) for m, t, h, mut, _ in ROUTES]
+             + [(m, _compile(t), h, False) for m, t, h, _ in PLAIN_ROUTES])
 
 
 def _parse_dpid(text: str) -> int:
@@ -145,25 +159,30 @@ class CoexApi:
         self.app = app  # the CoexController: policy, apply_policy(), effective_state(), ...
         self.lock = hub.Semaphore()  # one read-modify-write of the policy at a time
         self.started = time.time()
+        self.errors: Counter = Counter()  # status code -> answers with it (4xx, 5xx), for /metrics
+        self._registry = None
 
     # --- dispatch ----------------------------------------------------------------
 
-    def handle(self, method: str, path: str | bytes, headers, body) -> tuple[int, dict, dict]:
+    def handle(self, method: str, path: str | bytes, headers, body) -> tuple[int, dict | Raw, dict]:
         """path: decoded text, or the raw (percent-decoded) bytes of the request line; body:
         bytes, or a function reading them (called only when the call takes a body, after the
-        token is checked; it may raise ApiError)."""
+        token is checked; it may raise ApiError). The answer is JSON, or Raw for PLAIN_ROUTES."""
+        status, payload, headers = self._handle(method, path, headers, body)
+        if status >= 400:
+            self.errors[status] += 1
+        return status, payload, headers
+
+    def _handle(self, method: str, path: str | bytes, headers, body) -> tuple[int, dict | Raw, dict]:
         try:
             if isinstance(path, bytes):
                 try:
                     path = path.decode("utf-8")
                 except UnicodeDecodeError:
                     raise ApiError(400, "the request path is not UTF-8", "path") from None
-            if not path.startswith(PREFIX):
-                raise ApiError(404, f"no such resource: {path}; the API lives under {PREFIX}/")
-            sub = path[len(PREFIX):] or "/"
             allowed = []
             for m, pattern, handler, mutating in _COMPILED:
-                match = pattern.fullmatch(sub)
+                match = pattern.fullmatch(path)
                 if not match:
                     continue
                 if m != method:
@@ -178,6 +197,8 @@ class CoexApi:
             if allowed:
                 raise ApiError(405, f"{method} is not allowed on {path}; allowed: {', '.join(allowed)}",
                                headers={"Allow": ", ".join(allowed)})
+            if not path.startswith(PREFIX):
+                raise ApiError(404, f"no such resource: {path}; the API lives under {PREFIX}/")
             raise ApiError(404, f"no such resource: {path}")
         except ApiError as err:
             return err.status, {"error": err.message, "field": err.field}, err.headers
@@ -226,6 +247,12 @@ class CoexApi:
         return 200, {"status": "ok", "policy_version": self.app.policy_version,
                      "switches_connected": len(self.app.datapaths),
                      "uptime_s": round(time.time() - self.started, 1)}
+
+    def metrics(self, _):
+        from ryu_app import metrics
+        if self._registry is None:
+            self._registry = metrics.registry_for(self.app, self)
+        return 200, Raw(metrics.render(self._registry), metrics.CONTENT_TYPE)
 
     def openapi(self, _):
         from ryu_app.openapi import build_openapi
@@ -440,8 +467,12 @@ class RestController(ControllerBase):
         except UnicodeEncodeError:
             pass  # already decoded by the server
         status, payload, headers = self.api.handle(req.method, path, req.headers, lambda: _read_body(req))
-        res = webob.Response(status=status, content_type="application/json", charset="utf-8",
-                             body=json.dumps(payload, indent=1).encode() + b"\n")
+        if isinstance(payload, Raw):
+            res = webob.Response(status=status, body=payload.body)
+            res.headers["Content-Type"] = payload.content_type
+        else:
+            res = webob.Response(status=status, content_type="application/json", charset="utf-8",
+                                 body=json.dumps(payload, indent=1).encode() + b"\n")
         for key, value in headers.items():
             res.headers[key] = value
         return res

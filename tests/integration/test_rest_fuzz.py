@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from coex.policy import MAX_JSON_DEPTH, parse_uint
-from ryu_app.rest import MAX_BODY_BYTES, PREFIX, ROUTES
+from ryu_app.rest import MAX_BODY_BYTES, PLAIN_ROUTES, PREFIX, ROUTES
 from tests.integration.labkit import controller_with_bridge
 
 schemathesis.experimental.OPEN_API_3_1.enable()  # our document is OpenAPI 3.1 (3.x of schemathesis: opt-in)
@@ -61,6 +61,8 @@ METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
 ALLOWED = {}  # path template -> methods
 for _method, _template, *_ in ROUTES:
     ALLOWED.setdefault(PREFIX + _template, set()).add(_method)
+for _method, _template, *_ in PLAIN_ROUTES:  # /metrics and the dashboard: full paths
+    ALLOWED.setdefault(_template, set()).add(_method)
 
 # Where the controller listens or sends (sFlow collector, sFlow-RT) is kept on loopback: a valid
 # generated host is swapped for 127.0.0.1, which the schema takes as well, so validity holds.
@@ -187,7 +189,10 @@ def exercise(session, case, data):
         kwargs["method"] = data.draw(st.sampled_from(others), "other method")
         expect = [405]
     elif mangle == "path":
-        kwargs["url"] = kwargs["url"].replace(PREFIX + "/", PREFIX + "/no-such/", 1)  # no route starts so
+        if PREFIX + "/" in kwargs["url"]:
+            kwargs["url"] = kwargs["url"].replace(PREFIX + "/", PREFIX + "/no-such/", 1)  # no route starts so
+        else:  # /metrics
+            kwargs["url"] = kwargs["url"].replace(BASE + "/", BASE + "/no-such/", 1)
         expect = [404]
 
     if case.operation.path.endswith("/aqm") and params.get("port") in ("1", "2"):

@@ -214,10 +214,24 @@ def test_rest_shape_of_current_log_and_ports():
     assert book.current({}, 4.0)[0]["estimate_bps"] is None  # its port no longer watched
     steered, released, _ = book.recent()
     assert list(steered) == ["time", "monotonic_s", "decision", "flow", "dpid", "port", "estimate_bps",
-                             "threshold_bps", "reason"]
-    assert list(released) == list(steered) + ["steered_for_s"]
+                             "threshold_bps", "reason", "detection_latency_s"]
+    assert list(released) == list(steered)[:-1] + ["steered_for_s"]
     assert (steered["threshold_bps"], released["threshold_bps"]) == (10_000_000, 7_000_000.0)
     assert w.tick(4.0) == []  # counts the active flows
     assert w.report(4.0, 64) == {"dpid": 1, "port": 3, "name": "s1-eth3", "ifindex": PORT_IFINDEX,
                                  "detector": "rate", "threshold_bps": 10_000_000, "threshold_samples_per_s": 12.9,
                                  "active_flows": 1, "top": [{"flow": current["flow"], "estimate_bps": 24_000_000}]}
+
+
+def test_book_counts_decisions_and_detection_latency_for_metrics():
+    """GET /metrics' counters: steered and released (by reason) since the book was made, even
+    past the log's length, and the latency from a flow's first sample to its detection."""
+    book = SteeringBook(log_len=1)
+    first = dataclasses.replace(event("detected", ELEPHANT, 30e6, 10e6, "above_high", t=2.0), first_seen_s=1.4)
+    book.apply((1, 3), [first], 2.0, WALL)
+    book.apply((1, 3), [event("released", ELEPHANT, 1e6, 7e6, "below_low", t=5.0)], 5.0, WALL + 3)
+    book.apply((1, 3), [event("detected", ELEPHANT, 30e6, 10e6, "mode (3/4 records)", t=6.0)], 6.0, WALL + 4)
+    assert book.steered_total == 2 and book.released_total == {"below_low": 1}
+    assert book.latency_n == 1 and book.latency_sum_s == pytest.approx(0.6)  # the mode detector knows none
+    assert book.latency_counts == [0, 0, 1, 0, 0, 0, 0, 0]  # in (0.5, 1.0]
+    assert [r["decision"] for r in book.recent()] == ["steered"]

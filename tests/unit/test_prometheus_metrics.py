@@ -1,0 +1,155 @@
+"""GET /metrics (ryu_app/metrics.py) from a stand-in controller: every family docs/metrics.md
+lists, values read at scrape time from the controller's state, ckcd-link's stats and the
+switches' flow counters, nothing secret in labels, and the routes' errors as JSON 4xx."""
+
+from __future__ import annotations
+
+import os
+import re
+import types
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from coex.policy import Policy
+from coex.steering import SteeringBook
+from fake_controller import DPID, FakeController
+from ryu_app.metrics import discipline_name, parse_xstats
+from ryu_app.rest import CoexApi, Raw
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "metrics.md")
+TOKEN = "s3cret-token-value"
+LINK_STATS = {"rate_bps": 50_000_000, "delay_ms": 5, "qlen_pkts": 12, "qlen_bytes": 18168, "tx_frames": 1000,
+              "tx_bytes": 1_514_000, "drops": {"overflow": 7, "early": 2},
+              "qdisc": "bands weights=1,3 map=46:1 | ckcd limit=80 | droptail limit=80",
+              "xstats": "band=0 deficit=0 qlen_pkts=3 active_flows=2 fair_share_bps=12500000 band=1 deficit=5 qlen_pkts=9",
+              "sojourn_us": {"count": 1000, "mean": 2000.0, "p50": 1500.0, "p99": 9000.0, "max": 12000.0}}
+
+
+class FakeLink:
+    def __init__(self, path):
+        self.path = path
+
+    def stats(self, direction, max_flows=64):
+        assert (self.path, direction, max_flows) == ("/run/l0.sock", "ab", 0)
+        return {"ok": True, "dirs": {"ab": LINK_STATS}}
+
+
+class Match(dict):
+    pass
+
+
+def flow(metadata, nbytes, npkts):
+    """A table-1 flow as Ryu parses it: a path flow, or with metadata None the miss flow."""
+    fields = {} if metadata is None else {"metadata": (metadata, 0xFF), "eth_type": 0x800,
+                                          "ipv4_src": "10.0.0.1", "ipv4_dst": "10.0.0.3"}
+    return types.SimpleNamespace(match=Match(fields), byte_count=nbytes, packet_count=npkts)
+
+
+class MetricsController(FakeController):
+    def __init__(self):
+        super().__init__(token=TOKEN)
+        self.policy = Policy.from_dict({
+            "rules": [{"name": "bulk", "aggregate": "queue_filling", "match": {"ip_proto": 6, "tp_dst": 5201}}],
+            "ports": [{"dpid": DPID, "port": 1, "capacity_bps": 50_000_000}]})
+        from coex.forwarding import ForwardingPlan
+        self.plan = ForwardingPlan(self.policy)
+        self.net = types.SimpleNamespace(ports={DPID: {1, 2}}, hosts={"a": 1, "b": 2, "c": 3},
+                                         links=lambda: [((DPID, 2), (7, 1))])
+        self.port_names = {(DPID, 1): "s1-l0", (DPID, 2): "s1-eth2"}
+        self.port_state = {}
+        self.heavy_hitters = types.SimpleNamespace(book=SteeringBook())
+        qf = self.plan.agg_id("queue_filling")
+        self.flows = {DPID: [flow(0, 1000, 10), flow(qf, 5000, 5), flow(qf, 100, 1), flow(None, 9, 9)]}
+
+    def flow_stats(self):
+        return self.flows
+
+
+def scrape(api) -> dict:
+    status, payload, _ = api.handle("GET", "/metrics", {}, b"")
+    assert status == 200 and isinstance(payload, Raw)
+    assert payload.content_type == "text/plain; version=0.0.4; charset=utf-8"
+    text = payload.body.decode()
+    assert TOKEN not in text and "5201" not in text  # no token, no rule match in any label
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def make_api():
+    app = MetricsController()
+    api = CoexApi(app)
+    from ryu_app import metrics
+    api._registry = metrics.CollectorRegistry(auto_describe=False)
+    api._registry.register(metrics.CoexCollector(app, api, link_ports=lambda: {"s1-l0": ("/run/l0.sock", "ab")},
+                                                 link_control=FakeLink))
+    return app, api
+
+
+PORT = (("dpid", str(DPID)), ("interface", "s1-l0"), ("port", "1"))
+
+
+def test_metrics_read_the_controller_the_link_and_the_flow_counters_at_scrape_time():
+    app, api = make_api()
+    got = scrape(api)
+    assert got[("coex_switches_connected", ())] == 1
+    assert got[("coex_links", ())] == 1 and got[("coex_hosts", ())] == 3
+    assert got[("coex_policy_version", ())] == 0
+    info = [k for k in got if k[0] == "coex_port_discipline_info"]
+    assert info == [("coex_port_discipline_info", tuple(sorted(dict(
+        PORT, backend="ckcd-link", discipline="bands", bands="ckcd,droptail", declared="true").items())))]
+    assert got[("coex_port_queue_packets", PORT)] == 12
+    assert got[("coex_port_link_rate_bits_per_second", PORT)] == 50e6
+    assert got[("coex_port_drops_total", PORT + (("reason", "overflow"),))] == 7
+    assert got[("coex_port_drops_total", PORT + (("reason", "delay"),))] == 0  # every reason, also at 0
+    assert got[("coex_port_busy_seconds_total", PORT)] == 1_514_000 * 8 / 50e6
+    assert got[("coex_port_sojourn_seconds_count", PORT)] == 1000
+    assert got[("coex_port_sojourn_seconds_sum", PORT)] == 2.0
+    assert got[("coex_port_sojourn_seconds", PORT + (("quantile", "0.99"),))] == 0.009
+    band0 = tuple(sorted(PORT + (("band", "0"),)))
+    assert got[("coex_port_ckcd_active_flows", band0)] == 2
+    assert got[("coex_port_ckcd_fair_share_bits_per_second", band0)] == 12.5e6
+    assert ("coex_port_ckcd_active_flows", tuple(sorted(PORT + (("band", "1"),)))) not in got  # droptail band
+    agg = lambda name: (("aggregate", name), ("dpid", str(DPID)))  # noqa: E731
+    assert got[("coex_aggregate_bytes_total", agg("default"))] == 1000
+    assert got[("coex_aggregate_bytes_total", agg("queue_filling"))] == 5100
+    assert got[("coex_aggregate_packets_total", agg("queue_filling"))] == 6
+    assert got[("coex_aggregate_path_flows", agg("queue_filling"))] == 2
+    assert got[("coex_aggregate_bytes_total", agg("low_delay"))] == 0  # every aggregate, also idle
+    assert got[("coex_heavy_hitters", ())] == 0 and got[("coex_heavy_hitter_steered_total", ())] == 0
+    assert got[("coex_heavy_hitter_detection_latency_seconds_count", ())] == 0
+    # State changes show at the next scrape: nothing is cached.
+    app.policy_version, app.flows = 5, {}
+    api.handle("PUT", "/coex/v1/approaches", {}, b'{"separate_queues": "yes"}')
+    got = scrape(api)
+    assert got[("coex_policy_version", ())] == 5
+    assert got[("coex_rest_errors_total", (("code", "401"),))] == 1  # no token given
+    assert not [k for k in got if k[0] == "coex_aggregate_bytes_total"]
+
+
+def test_metrics_routes_refuse_other_methods_and_paths_with_json():
+    _, api = make_api()
+    status, payload, headers = api.handle("POST", "/metrics", {}, b"")
+    assert status == 405 and headers == {"Allow": "GET"} and set(payload) == {"error", "field"}
+    status, payload, _ = api.handle("GET", "/metrics/extra", {}, b"")
+    assert status == 404 and set(payload) == {"error", "field"}
+    assert api.errors == {405: 1, 404: 1}
+
+
+def test_xstats_and_spec_parsing():
+    assert parse_xstats("q_avg=1.5 active_flows=3 fair_share_bps=33333333") == [
+        {"band": None, "q_avg": "1.5", "active_flows": "3", "fair_share_bps": "33333333"}]
+    assert parse_xstats("") == [{"band": None}]
+    assert [g["band"] for g in parse_xstats(LINK_STATS["xstats"])] == ["0", "1"]
+    assert discipline_name("ckcd limit=80 delta_ms=100") == ("ckcd", "")
+    assert discipline_name(LINK_STATS["qdisc"]) == ("bands", "ckcd,droptail")
+    assert discipline_name(None) == ("none", "")
+
+
+def test_docs_list_every_metric():
+    _, api = make_api()
+    text = api.handle("GET", "/metrics", {}, b"")[1].body.decode()
+    families = {m.group(1) for m in re.finditer(r"^# TYPE (coex_\w+) ", text, re.M)}
+    with open(DOCS) as f:
+        documented = set(re.findall(r"`(coex_\w+)`", f.read()))
+    assert families <= documented, f"undocumented in docs/metrics.md: {sorted(families - documented)}"
+    assert len(families) >= 25
