@@ -1,0 +1,183 @@
+"""Watching a lab: the real Prometheus scrapes the controller's GET /metrics (issue 17).
+
+The lab: the real controller, a Mininet dumbbell whose s1-s2 link is ckcd-link (50 Mbit/s,
+5 ms, DropTail 80 packets), s1:3 declared as a 50 Mbit/s bottleneck with heavy-hitter
+detection at 30 % of it (15 Mbit/s). Prometheus (Debian's, config tests/integration/
+prometheus.yml) runs on loopback with a temporary storage dir and is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from experiments.lab import Controller, mininet_net
+from experiments.rest_client import CoexClient
+from experiments.traffic import iperf3
+from ovs_config.bottleneck import SwitchLink
+from ovs_config.link_daemon import LinkControl
+from tests.integration.labkit import SFLOW_PORT, links_known
+from tests.waiting import eventually
+from topologies.dumbbell import Dumbbell
+
+OF_PORT, REST_PORT = 16713, 18120  # REST_PORT is the target in prometheus.yml
+PROM_PORT = 19190
+LINK_BPS = 50_000_000
+CONFIG = os.path.join(os.path.dirname(__file__), "prometheus.yml")
+# Prometheus scrapes every second (prometheus.yml); a value reaches its store within one
+# interval plus the scrape (which waits up to 1 s for the switches' flow counters) and the
+# controller's answer on 2 loaded cores: 15 s is ample and fails fast when nothing arrives.
+STORED_TIMEOUT_S = 15.0
+# UDP offered at twice the link rate for 4 s: about half of the ~33,000 frames cannot leave
+# (80-packet buffer): thousands of overflow drops. 1000 is far below that and far above
+# anything TCP's handshake or ping could cause.
+OVERLOAD_S, OVERLOAD_MIN_DROPS = 4, 1000
+
+
+@pytest.fixture(scope="module")
+def observed_lab(private_ovs, tmp_path_factory):
+    """The lab the tests watch; yields (net, REST client, ckcd-link control)."""
+    tmp = tmp_path_factory.mktemp("observe")
+    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp / "ryu.log"),
+                     db_path=str(tmp / "policy.sqlite")).start()
+    try:
+        with mininet_net(Dumbbell(core_link=False), ctl, discovery_wait_s=0) as net, \
+                SwitchLink("s1", 3, "s2", 3, rate_bps=LINK_BPS, delay_ms=5,
+                           qdisc="droptail limit=80", name="o0") as link:
+            api = CoexClient(ctl.rest_url)
+            eventually(lambda: frozenset({(1, 3), (2, 3)}) in links_known(api),
+                       what="LLDP finds s1:3 - s2:3 through the daemon")
+            assert net.pingAll(timeout=2) == 0.0
+            api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
+            api.ok("PUT", "/heavy-hitters/config", {"enabled": True, "collector": f"127.0.0.1:{SFLOW_PORT}",
+                                                    "sampling": 64, "polling_s": 5, "capacity_share": 0.3,
+                                                    "window_s": 3, "min_hold_s": 1})
+            yield net, api, LinkControl(link.control_path)
+    finally:
+        ctl.stop()
+
+
+class Prometheus:
+    """Debian's prometheus on loopback, its store in a temporary dir; stopped by PID."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ckcd-prometheus-")
+        self.url = f"http://127.0.0.1:{PROM_PORT}"
+        self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={CONFIG}", f"--storage.tsdb.path={self.dir}/data",
+             f"--web.listen-address=127.0.0.1:{PROM_PORT}"], stdout=self.log, stderr=subprocess.STDOUT)
+
+    def get(self, path: str):
+        with urllib.request.urlopen(self.url + path, timeout=5) as res:
+            return res.read()
+
+    def ready(self) -> bool:
+        assert self.proc.poll() is None, f"prometheus exited: {self.tail()}"
+        try:
+            return self.get("/-/ready").startswith(b"Prometheus")
+        except OSError:
+            return False
+
+    def query(self, promql: str) -> list[dict]:
+        """An instant query through the HTTP API: [{metric: labels, value: float}]."""
+        doc = json.loads(self.get("/api/v1/query?" + urllib.parse.urlencode({"query": promql})))
+        assert doc["status"] == "success", doc
+        return [{"metric": r["metric"], "value": float(r["value"][1])} for r in doc["data"]["result"]]
+
+    def value(self, promql: str):
+        """The one series' value, or None while there is none."""
+        result = self.query(promql)
+        assert len(result) <= 1, result
+        return result[0]["value"] if result else None
+
+    def tail(self) -> str:
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()[-2000:]
+
+    def stop(self) -> None:
+        self.proc.terminate()  # its own PID: SIGTERM, a clean shutdown
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def prometheus(observed_lab):
+    prom = Prometheus()
+    try:
+        eventually(prom.ready, timeout_s=20, what="prometheus answers /-/ready")
+        yield prom
+    finally:
+        prom.stop()
+
+
+def test_prometheus_stores_what_the_lab_did(observed_lab, prometheus):
+    net, api, link = observed_lab
+    prom = prometheus
+    started = time.monotonic()
+    # Health: the dumbbell's two switches, the policy version in force.
+    eventually(lambda: prom.value("coex_switches_connected") == 2, timeout_s=STORED_TIMEOUT_S,
+               what="Prometheus stored coex_switches_connected = 2 (s1, s2)")
+    [info] = prom.query('coex_port_discipline_info{dpid="1",port="3"}')
+    assert info["metric"]["discipline"] == "droptail" and info["metric"]["backend"] == "ckcd-link", info
+    assert info["metric"]["declared"] == "true"
+    # Drops under overload: what Prometheus stored is the daemon's own count, before and after.
+    drops = 'coex_port_drops_total{dpid="1",port="3",reason="overflow"}'
+
+    def overflow() -> int:
+        return link.stats("ab")["dirs"]["ab"]["drops"]["overflow"]
+
+    before = overflow()
+    eventually(lambda: prom.value(drops) == before, timeout_s=STORED_TIMEOUT_S,
+               what=f"Prometheus stored the daemon's overflow drops before the run ({before})")
+    h1, h3 = net.get("h1", "h3")
+    sent = iperf3(h1, h3, "cubic", duration_s=OVERLOAD_S, port=5203, extra=f"-u -b {2 * LINK_BPS}")
+    after = overflow()
+    print(f"UDP at {2 * LINK_BPS / 1e6:g} Mbit/s for {OVERLOAD_S} s: {after - before} overflow drops "
+          f"({sent['end']['sum']['packets']} datagrams sent)")
+    assert after - before >= OVERLOAD_MIN_DROPS, (before, after)
+    # Nothing else fills an 80-packet buffer once the overload has stopped: the count stands still,
+    # and the stored value must become exactly it.
+    eventually(lambda: prom.value(drops) == after, timeout_s=STORED_TIMEOUT_S,
+               what=f"Prometheus stored the overflow drops after the overload ({after})")
+    assert prom.value(f"increase({drops}[5m])") >= OVERLOAD_MIN_DROPS
+    # The queue delay summary moved, and its mean is within the buffer: 80 MTU frames at
+    # 50 Mbit/s drain in 80 x 1514 x 8 / 50e6 = 19.4 ms (within ckcd-link's 1/16 histogram).
+    mean = prom.value('rate(coex_port_sojourn_seconds_sum{port="3",dpid="1"}[5m])'
+                      ' / rate(coex_port_sojourn_seconds_count{port="3",dpid="1"}[5m])')
+    assert mean is not None and 0 < mean <= 0.0194 * 17 / 16, mean
+    # The overload flow ran at 100 Mbit/s, above the 15 Mbit/s threshold: steered at least once.
+    eventually(lambda: (prom.value("coex_heavy_hitter_steered_total") or 0) >= 1, timeout_s=STORED_TIMEOUT_S,
+               what="Prometheus stored a heavy-hitter steering")
+    assert prom.value("coex_heavy_hitter_detection_latency_seconds_count") >= 1
+    # Aggregate bytes from s1's flow counters: everything h1 sent crossed s1 (default, then
+    # penalized once steered). Frames are larger than the UDP payload iperf3 counts; the first
+    # packets of each path went through the controller, not a flow: 90 % is a safe floor.
+    eventually(lambda: (prom.value('sum(increase(coex_aggregate_bytes_total{dpid="1"}[5m]))') or 0)
+               >= 0.9 * sent["end"]["sum"]["bytes"], timeout_s=STORED_TIMEOUT_S,
+               what="Prometheus stored s1's aggregate bytes of the overload flow")
+    # A policy change is seen with its new version.
+    version = api.ok("PUT", "/approaches", {"separate_queues": True})["version"]
+    eventually(lambda: prom.value("coex_policy_version") == version, timeout_s=STORED_TIMEOUT_S,
+               what=f"Prometheus stored policy version {version}")
+    # A refused request is counted by its code.
+    code = api.request("PUT", "/approaches", {"separate_queues": "yes"})[0]
+    assert code == 422, code  # a field of the wrong type (coex.policy)
+    eventually(lambda: (prom.value('coex_rest_errors_total{code="422"}') or 0) >= 1, timeout_s=STORED_TIMEOUT_S,
+               what="Prometheus stored the 422")
+    api.ok("PUT", "/approaches", {"separate_queues": False})
+    print(f"prometheus checks took {time.monotonic() - started:.1f} s")
