@@ -13,7 +13,7 @@ import re
 
 from coex.disciplines import DISCIPLINES
 from coex.policy import AQM_DISCIPLINES, MAX_CAPACITY_BPS, MAX_RULES, OFPP_MAX
-from ryu_app.rest import PLAIN_ROUTES, PREFIX, ROUTES
+from ryu_app.rest import PLAIN_ROUTES, PREFIX, ROUTES, UI_FILES
 
 # Patterns are ECMA-262 regular expressions (OpenAPI 3.1): [0-9], not \d, which Python
 # would also let match non-ASCII digits.
@@ -204,7 +204,7 @@ PATH_PARAMS = {
 }
 
 
-PLAIN_TYPES = {"metrics": ["text/plain"]}
+PLAIN_TYPES = {"metrics": ["text/plain"], "ui": ["text/html"], "ui_asset": ["text/javascript", "text/css"]}
 
 
 def build_openapi() -> dict:
@@ -231,6 +231,9 @@ def build_openapi() -> dict:
         op = {"operationId": handler, "summary": summary, "responses": {
             "200": {"description": "OK", "content": {t: {"schema": {"type": "string"}} for t in PLAIN_TYPES[handler]}},
             "4XX": {"description": "Rejected", "content": {"application/json": {"schema": _ref("Error")}}}}}
+        if "{asset}" in template:
+            op["parameters"] = [{"name": "asset", "in": "path", "required": True,
+                                 "schema": {"type": "string", "enum": sorted(set(UI_FILES) - {"index.html"})}}]
         paths.setdefault(template, {})[method.lower()] = op
     return {
         "openapi": "3.1.0",

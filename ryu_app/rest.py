@@ -18,6 +18,7 @@ import re
 import time
 import traceback
 from collections import Counter
+from pathlib import Path
 
 import webob
 from ryu.app.wsgi import ControllerBase, route
@@ -71,7 +72,12 @@ ROUTES = [
 # Answers that are not JSON: (method, full path template, handler, summary). Reads, no token.
 PLAIN_ROUTES = [
     ("GET", "/metrics", "metrics", "Prometheus metrics, text format 0.0.4 (docs/metrics.md)"),
+    ("GET", PREFIX + "/ui", "ui", "The live dashboard (HTML; docs/metrics.md)"),
+    ("GET", PREFIX + "/ui/{asset}", "ui_asset", "The dashboard's script and style sheet"),
 ]
+UI_DIR = Path(__file__).resolve().parent / "ui"
+UI_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+            "style.css": "text/css; charset=utf-8"}
 
 
 class Raw:
@@ -253,6 +259,15 @@ class CoexApi:
         if self._registry is None:
             self._registry = metrics.registry_for(self.app, self)
         return 200, Raw(metrics.render(self._registry), metrics.CONTENT_TYPE)
+
+    def ui(self, _):
+        return self.ui_asset(None, "index.html")
+
+    def ui_asset(self, _, asset):
+        if asset not in UI_FILES:
+            raise ApiError(404, f"no such dashboard file: {asset}; there are {', '.join(sorted(UI_FILES))}",
+                           "asset")
+        return 200, Raw((UI_DIR / asset).read_bytes(), UI_FILES[asset])
 
     def openapi(self, _):
         from ryu_app.openapi import build_openapi
