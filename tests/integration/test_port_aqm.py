@@ -6,6 +6,8 @@ finds it from the port's OVSDB external_ids and drives it over its control socke
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from experiments.lab import Controller, mininet_net
@@ -97,6 +99,42 @@ def test_aqm_attach_detach_and_separate_queues_through_ckcd_link(lab):
     api.ok("PUT", "/approaches", {"separate_queues": False})
     assert egress(link).startswith("droptail limit=80")
     api.ok("DELETE", "/ports/1/3")
+    assert egress(link).startswith("droptail limit=80")
+
+
+def xstat(control: LinkControl, name: str) -> str:
+    """One value of the egress discipline's xstats (ckcd-link's stats)."""
+    xstats = control.stats("ab")["dirs"]["ab"]["xstats"]
+    return re.search(rf"(?:^| ){re.escape(name)}=(\S+)", xstats).group(1)
+
+
+def test_seed_disciplines_through_rest(lab):
+    """Seed 003's hdcodel (its Static method, the heavy host pair named by address) and seed
+    002's Cocoa put on the port through REST act on the traffic through ckcd-link."""
+    net, api, link, daemon_pid = lab
+    h1, h3 = net.get("h1", "h3")
+    api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
+    # Static: "the most bandwidth-consuming connection is given" (Sec. II-H), h1 -> h3 here.
+    # CoDel's 1 ms target makes drop decisions within a second of one CUBIC flow.
+    api.ok("PUT", "/ports/1/3/aqm", {"discipline": "hdcodel", "params": {
+        "mode": "static", "heavy_key": f"{h1.IP()}>{h3.IP()}", "target_ms": 1, "interval_ms": 20}})
+    assert re.search(r"^hdcodel .*heavy_key=\d+", egress(link)), egress(link)  # resolved by ckcd-link
+    with HostLoad(link_pids=[daemon_pid]) as load:
+        (report,) = together((h1, h3, "cubic", 4, 5301))
+    # "a packet in the most bandwidth-consuming connection that exceeds the target is always
+    # dropped": every drop decision was on the named pair's packets and carried out.
+    assert int(xstat(link, "heavy_drops")) > 0 and int(xstat(link, "spared")) == 0, (str(load), goodput_bps(report))
+
+    status, body = api.put("/ports/1/3/aqm", {"discipline": "hdcodel",
+                                              "params": {"mode": "static", "heavy_key": "h1>h3"}})
+    assert status == 422 and body["field"] == "ports[0].aqm.params.heavy_key", body
+
+    # Cocoa keeps a buffer per flow (Algorithm 1), starting at flow_limit.
+    api.ok("PUT", "/ports/1/3/aqm", {"discipline": "cocoa", "params": {"flow_limit": 50}})
+    assert egress(link).startswith("cocoa ") and "flow_limit=50" in egress(link), egress(link)
+    together((h1, h3, "cubic", 3, 5302))
+    assert int(xstat(link, "flows_used")) >= 1 and "flow." in link.stats("ab")["dirs"]["ab"]["xstats"]
+    api.ok("DELETE", "/ports/1/3/aqm")
     assert egress(link).startswith("droptail limit=80")
 
 
