@@ -13,8 +13,10 @@ import time
 
 from experiments.analysis import fmt
 from experiments.report import write_report
-from experiments.runner import run_batch
+from experiments.runner import REST_PORT, run_batch
 from experiments.scenario import resolve
+
+DASHBOARD_URL = f"http://127.0.0.1:{REST_PORT}/coex/v1/ui"
 
 
 def _step(msg: str) -> None:
@@ -40,6 +42,9 @@ def run_demo(duration_s: float = 30.0, out_dir: str = "results/demo") -> int:
         scenario = scenario.with_duration(duration_s)
     _step(f"BBR vs CUBIC through ckcd-link (100 Mbit/s, 10 ms, 80 packets), DropTail then CKCD, "
           f"{duration_s:g} s each; lab: private OVS, ryu-manager ckcd_coex, Mininet dumbbell")
+    _step(f"watch it live while the runs go on: {DASHBOARD_URL} (queueing delay, drops, throughput; "
+          f"each run starts its own controller there, the page keeps polling; Prometheus metrics at "
+          f"http://127.0.0.1:{REST_PORT}/metrics; from another machine: ssh -L {REST_PORT}:127.0.0.1:{REST_PORT})")
     records = run_batch([scenario], out_dir, log=_step)
     out = write_report(out_dir, records, command=f"ckcd-coex demo --duration {duration_s:g}")
     print()
