@@ -204,7 +204,7 @@ PATH_PARAMS = {
 }
 
 
-PLAIN_TYPES = {"metrics": ["text/plain"], "ui": ["text/html"], "ui_asset": ["text/javascript", "text/css"]}
+PLAIN_TYPES = {"metrics": ["text/plain"], "ui": ["text/html"], "ui_asset": ["text/html", "text/javascript", "text/css"]}
 
 
 def build_openapi() -> dict:
@@ -233,7 +233,7 @@ def build_openapi() -> dict:
             "4XX": {"description": "Rejected", "content": {"application/json": {"schema": _ref("Error")}}}}}
         if "{asset}" in template:
             op["parameters"] = [{"name": "asset", "in": "path", "required": True,
-                                 "schema": {"type": "string", "enum": sorted(set(UI_FILES) - {"index.html"})}}]
+                                 "schema": {"type": "string", "enum": sorted(UI_FILES)}}]
         paths.setdefault(template, {})[method.lower()] = op
     return {
         "openapi": "3.1.0",
