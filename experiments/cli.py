@@ -43,7 +43,14 @@ def _scenarios(names, duration, repeat, only):
         else:
             expanded += GROUPS.get(n, [n])
     out = []
-    for sc in (member for n in dict.fromkeys(expanded) for member in resolve(n).expanded()):
+    batch = [member for n in dict.fromkeys(expanded) for member in resolve(n).expanded()]
+    # --only may name scenarios (a sweep's members) and cases at once: rerun one case of one
+    # member with `--only hdcodel_fair_rtt1ms,codel`.
+    scenario_names = {sc.name for sc in batch} & set(only)
+    if scenario_names:
+        batch = [sc for sc in batch if sc.name in scenario_names]
+        only = [o for o in only if o not in scenario_names]
+    for sc in batch:
         if duration:
             sc = sc.with_duration(duration)
         if repeat:

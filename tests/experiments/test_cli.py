@@ -46,6 +46,10 @@ def test_all_expands_without_the_demo_and_without_duplicates():
 def test_only_picks_one_member_of_a_sweep():
     (sc,) = cli._scenarios(["seed003"], 20, None, ["hdcodel_fair_rtt8ms"])
     assert sc.name == "hdcodel_fair_rtt8ms" and sc.link.delay_ms == 4 and sc.duration_s == 20
+    assert [c.name for c in sc.cases()] == ["droptail", "codel", "static", "dynamic"]
+    # a scenario and a case together: one case of one member (rerunning an untrusted run)
+    (sc,) = cli._scenarios(["seed003"], None, None, ["hdcodel_fair_rtt1ms", "codel"])
+    assert sc.name == "hdcodel_fair_rtt1ms" and [c.name for c in sc.cases()] == ["codel"]
 
 
 @pytest.mark.parametrize("argv,message", [
