@@ -117,11 +117,11 @@ function drawChart(canvas, series, unit, now) {
     const v = max * i / 4, yy = y(v);
     ctx.beginPath(); ctx.moveTo(left, yy); ctx.lineTo(left + pw, yy); ctx.stroke();
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    ctx.fillText(v >= 100 ? v.toFixed(0) : v.toPrecision(2), left - 4, yy);
+    ctx.fillText(v >= 100 ? v.toFixed(0) : String(parseFloat(v.toPrecision(2))), left - 4, yy);
   }
   ctx.textAlign = "center"; ctx.textBaseline = "top";
   for (let s = 0; s <= WINDOW_S; s += 30) ctx.fillText(s === WINDOW_S ? "now" : `-${WINDOW_S - s} s`, x(t0 + s), top + ph + 3);
-  ctx.save(); ctx.translate(11, top + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(unit, 0, -6); ctx.restore();
+  ctx.save(); ctx.translate(9, top + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(unit, 0, -6); ctx.restore();
   let lx = left;
   for (const s of series) {
     ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.beginPath();

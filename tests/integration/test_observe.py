@@ -1,9 +1,11 @@
-"""Watching a lab: the real Prometheus scrapes the controller's GET /metrics (issue 17).
+"""Watching a lab: the real Prometheus scrapes the controller's GET /metrics, and headless
+Chromium shows the dashboard (/coex/v1/ui), both against one running lab (issue 17).
 
 The lab: the real controller, a Mininet dumbbell whose s1-s2 link is ckcd-link (50 Mbit/s,
 5 ms, DropTail 80 packets), s1:3 declared as a 50 Mbit/s bottleneck with heavy-hitter
 detection at 30 % of it (15 Mbit/s). Prometheus (Debian's, config tests/integration/
-prometheus.yml) runs on loopback with a temporary storage dir and is stopped by its PID.
+prometheus.yml) runs on loopback with a temporary storage dir and is stopped by its PID;
+Chromium and chromedriver are stopped by selenium and checked gone by PID.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -32,6 +35,7 @@ OF_PORT, REST_PORT = 16713, 18120  # REST_PORT is the target in prometheus.yml
 PROM_PORT = 19190
 LINK_BPS = 50_000_000
 CONFIG = os.path.join(os.path.dirname(__file__), "prometheus.yml")
+ARTIFACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "artifacts")  # gitignored
 # Prometheus scrapes every second (prometheus.yml); a value reaches its store within one
 # interval plus the scrape (which waits up to 1 s for the switches' flow counters) and the
 # controller's answer on 2 loaded cores: 15 s is ample and fails fast when nothing arrives.
@@ -44,7 +48,7 @@ OVERLOAD_S, OVERLOAD_MIN_DROPS = 4, 1000
 
 @pytest.fixture(scope="module")
 def observed_lab(private_ovs, tmp_path_factory):
-    """The lab the tests watch; yields (net, REST client, ckcd-link control)."""
+    """The lab both tests watch; yields (net, REST client, ckcd-link control)."""
     tmp = tmp_path_factory.mktemp("observe")
     ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp / "ryu.log"),
                      db_path=str(tmp / "policy.sqlite")).start()
@@ -181,3 +185,87 @@ def test_prometheus_stores_what_the_lab_did(observed_lab, prometheus):
                what="Prometheus stored the 422")
     api.ok("PUT", "/approaches", {"separate_queues": False})
     print(f"prometheus checks took {time.monotonic() - started:.1f} s")
+
+
+# -- the dashboard in headless Chromium --------------------------------------------------------------
+
+# What a person would call "the chart is live": a few seconds of points (one per second).
+LIVE_POINTS = 5
+# The flow crosses 15 Mbit/s within its first second; detection takes 1-2 s at 1-in-64
+# (docs/sflow.md) and the page polls every second: 15 s leaves room on loaded cores.
+HH_SHOWN_TIMEOUT_S = 15.0
+BROWSER_FLOW_S = 12
+
+
+def _chromium():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1800", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(executable_path="/usr/bin/chromedriver", log_output=subprocess.DEVNULL)
+    return webdriver.Chrome(service=service, options=options), service
+
+
+def _points(driver, selector: str) -> int:
+    return int(driver.execute_script(
+        f"const c = document.querySelector({json.dumps(selector)}); return c ? Number(c.dataset.points || 0) : 0"))
+
+
+def test_dashboard_shows_the_lab_live_in_chromium(observed_lab):
+    net, api, _ = observed_lab
+    driver, service = _chromium()
+    driver_pid = service.process.pid
+    try:
+        started = time.monotonic()
+        driver.get(f"http://127.0.0.1:{REST_PORT}/coex/v1/ui")
+        assert driver.title == "ckcd-coex live"
+        eventually(lambda: _points(driver, "#port-1-3 canvas.delay") >= LIVE_POINTS, timeout_s=20,
+                   what="the s1:3 queueing-delay chart has points")
+        assert driver.execute_script("return document.getElementById('topology').dataset.switches") == "2"
+        # An unpaced CUBIC flow h2 -> h4 fills the 50 Mbit/s link: queueing delay, drops, and
+        # far above the 15 Mbit/s threshold, a heavy hitter.
+        h2, h4 = net.get("h2", "h4")
+        report = {}
+        flow = threading.Thread(target=lambda: report.update(
+            iperf3(h2, h4, "cubic", duration_s=BROWSER_FLOW_S, port=5204)))
+        flow.start()
+        try:
+            rows = eventually(lambda: driver.execute_script(
+                "return [...document.querySelectorAll('#hh-current tr[data-flow]')]"
+                ".map(r => r.dataset.flow).filter(f => f.startsWith('10.0.0.2:') && f.endsWith('10.0.0.4:5204'))"),
+                timeout_s=HH_SHOWN_TIMEOUT_S, what="the flow h2 -> h4:5204 in the heavy-hitter table")
+            eventually(lambda: _points(driver, "#aggregates") >= LIVE_POINTS, timeout_s=20,
+                       what="the aggregates chart has points")
+            # Let the charts carry the flow for a few polls before the picture (the page polls each second).
+            updates = int(driver.execute_script("return document.body.dataset.updates"))
+            eventually(lambda: int(driver.execute_script("return document.body.dataset.updates")) >= updates + 4,
+                       timeout_s=15, what="four more dashboard updates")
+            os.makedirs(ARTIFACTS, exist_ok=True)
+            shot = os.path.join(ARTIFACTS, "dashboard.png")
+            assert driver.save_screenshot(shot)
+            print(f"screenshot: {shot}; page live {time.monotonic() - started:.1f} s")
+        finally:
+            flow.join()
+        [connected] = report["start"]["connected"]
+        assert rows == [f"10.0.0.2:{connected['local_port']} → 10.0.0.4:5204"], rows
+        assert _points(driver, "#port-1-3 canvas.drops") >= LIVE_POINTS
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors
+    finally:
+        driver.quit()
+    # selenium stopped chromedriver, and with it Chromium: the driver's PID is gone.
+    eventually(lambda: not os.path.exists(f"/proc/{driver_pid}") or _zombie(driver_pid), timeout_s=10,
+               what=f"chromedriver (pid {driver_pid}) gone")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1].startswith("Z")
+    except OSError:
+        return True
