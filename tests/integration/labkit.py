@@ -89,6 +89,32 @@ def controller_with_bridge(private_ovs, tmp, of_port: int, rest_port: int, bridg
         private_ovs.vsctl("--if-exists", "del-br", bridge)
 
 
+@contextlib.contextmanager
+def dumbbell_through_link(tmp, of_port: int, rest_port: int, link_bps: int, name: str):
+    """A real ryu-manager and the dumbbell whose s1:3 - s2:3 link is ckcd-link (5 ms, 80-packet
+    DropTail), once LLDP has found that link and every host reaches every other; yields
+    (net, REST client, the link's control, the daemon's pid)."""
+    from experiments.lab import mininet_net
+    from experiments.rest_client import CoexClient
+    from ovs_config.bottleneck import SwitchLink
+    from ovs_config.link_daemon import LinkControl
+    from topologies.dumbbell import Dumbbell
+
+    ctl = Controller(of_port=of_port, rest_port=rest_port, log_path=str(tmp / "ryu.log"),
+                     db_path=str(tmp / "policy.sqlite")).start()
+    try:
+        with mininet_net(Dumbbell(core_link=False), ctl, discovery_wait_s=0) as net, \
+                SwitchLink("s1", 3, "s2", 3, rate_bps=link_bps, delay_ms=5,
+                           qdisc="droptail limit=80", name=name) as link:
+            api = CoexClient(ctl.rest_url)
+            eventually(lambda: frozenset({(1, 3), (2, 3)}) in links_known(api),
+                       what="LLDP finds s1:3 - s2:3 through the daemon")
+            assert net.pingAll(timeout=2) == 0.0
+            yield net, api, LinkControl(link.control_path), link.daemon.pid
+    finally:
+        ctl.stop()
+
+
 def links_known(api) -> set[frozenset]:
     """The switch-to-switch links the controller has found by LLDP, as {(dpid, port), (dpid, port)}."""
     return {frozenset({(l["a"]["dpid"], l["a"]["port"]), (l["b"]["dpid"], l["b"]["port"])})

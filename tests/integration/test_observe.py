@@ -22,14 +22,9 @@ import urllib.request
 
 import pytest
 
-from experiments.lab import Controller, mininet_net
-from experiments.rest_client import CoexClient
 from experiments.traffic import iperf3
-from ovs_config.bottleneck import SwitchLink
-from ovs_config.link_daemon import LinkControl
-from tests.integration.labkit import SFLOW_PORT, links_known
+from tests.integration.labkit import SFLOW_PORT, dumbbell_through_link
 from tests.waiting import eventually
-from topologies.dumbbell import Dumbbell
 
 OF_PORT, REST_PORT = 16713, 18120  # REST_PORT is the target in prometheus.yml
 PROM_PORT = 19190
@@ -49,24 +44,13 @@ OVERLOAD_S, OVERLOAD_MIN_DROPS = 4, 1000
 @pytest.fixture(scope="module")
 def observed_lab(private_ovs, tmp_path_factory):
     """The lab both tests watch; yields (net, REST client, ckcd-link control)."""
-    tmp = tmp_path_factory.mktemp("observe")
-    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp / "ryu.log"),
-                     db_path=str(tmp / "policy.sqlite")).start()
-    try:
-        with mininet_net(Dumbbell(core_link=False), ctl, discovery_wait_s=0) as net, \
-                SwitchLink("s1", 3, "s2", 3, rate_bps=LINK_BPS, delay_ms=5,
-                           qdisc="droptail limit=80", name="o0") as link:
-            api = CoexClient(ctl.rest_url)
-            eventually(lambda: frozenset({(1, 3), (2, 3)}) in links_known(api),
-                       what="LLDP finds s1:3 - s2:3 through the daemon")
-            assert net.pingAll(timeout=2) == 0.0
-            api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
-            api.ok("PUT", "/heavy-hitters/config", {"enabled": True, "collector": f"127.0.0.1:{SFLOW_PORT}",
-                                                    "sampling": 64, "polling_s": 5, "capacity_share": 0.3,
-                                                    "window_s": 3, "min_hold_s": 1})
-            yield net, api, LinkControl(link.control_path)
-    finally:
-        ctl.stop()
+    with dumbbell_through_link(tmp_path_factory.mktemp("observe"), OF_PORT, REST_PORT, LINK_BPS, "o0") as \
+            (net, api, link, _):
+        api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
+        api.ok("PUT", "/heavy-hitters/config", {"enabled": True, "collector": f"127.0.0.1:{SFLOW_PORT}",
+                                                "sampling": 64, "polling_s": 5, "capacity_share": 0.3,
+                                                "window_s": 3, "min_hold_s": 1})
+        yield net, api, link
 
 
 class Prometheus:

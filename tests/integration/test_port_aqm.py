@@ -10,15 +10,10 @@ import re
 
 import pytest
 
-from experiments.lab import Controller, mininet_net
-from experiments.rest_client import CoexClient
 from experiments.traffic import goodput_bps, together
-from ovs_config.bottleneck import SwitchLink
 from ovs_config.link_daemon import LinkControl
 from tests.hostload import HostLoad
-from tests.integration.labkit import RULES, links_known, weight_share_bounds
-from tests.waiting import eventually
-from topologies.dumbbell import Dumbbell
+from tests.integration.labkit import RULES, dumbbell_through_link, weight_share_bounds
 
 OF_PORT, REST_PORT = 16683, 18100
 LINK_BPS = 20_000_000
@@ -26,19 +21,8 @@ LINK_BPS = 20_000_000
 
 @pytest.fixture
 def lab(private_ovs, tmp_path):
-    ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=str(tmp_path / "ryu.log"),
-                     db_path=str(tmp_path / "policy.sqlite")).start()
-    try:
-        with mininet_net(Dumbbell(core_link=False), ctl, discovery_wait_s=0) as net, \
-                SwitchLink("s1", 3, "s2", 3, rate_bps=LINK_BPS, delay_ms=5,
-                           qdisc="droptail limit=80", name="t0") as link:
-            api = CoexClient(ctl.rest_url)
-            eventually(lambda: frozenset({(1, 3), (2, 3)}) in links_known(api),
-                       what="LLDP finds s1:3 - s2:3 through the daemon")
-            assert net.pingAll(timeout=2) == 0.0
-            yield net, api, LinkControl(link.control_path), link.daemon.pid
-    finally:
-        ctl.stop()
+    with dumbbell_through_link(tmp_path, OF_PORT, REST_PORT, LINK_BPS, "t0") as lab:
+        yield lab
 
 
 def egress(control: LinkControl) -> str:
