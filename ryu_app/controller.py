@@ -76,6 +76,9 @@ class CoexController(app_manager.RyuApp):
         self._apply_policy_file()
         self._plan_policy()
         rest.register(kwargs["wsgi"], self)
+        # Detection as the policy says from the start (its collector listening), not only once a
+        # bottleneck port's switch connects: GET /heavy-hitters says what it waits for.
+        self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
         self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3); policy version %d from %s; "
                          "REST on http://%s:%s/coex/v1", self.policy_version, self.config.db_path,
                          cfg.CONF.wsapi_host, cfg.CONF.wsapi_port)

@@ -49,6 +49,7 @@ class HeavyHitterService:
     def __init__(self, app):
         self.app = app  # the CoexController: steer(), unsteer(), port_names, logger
         self.settings: HeavyHitters | None = None
+        self.ports: list = []  # the policy's bottleneck ports: detection waits for those not watched yet
         self.watches: dict[tuple[int, int], PortWatch] = {}
         self.book = SteeringBook()
         self.collector = SFlowCollector()
@@ -64,6 +65,7 @@ class HeavyHitterService:
         """(Re)start detection for the policy's settings and bottleneck ports."""
         self.stop()
         self.settings = hh
+        self.ports = list(ports)
         self.error = None
         if not hh.enabled:
             return
@@ -196,6 +198,22 @@ class HeavyHitterService:
 
     # --- what REST shows ------------------------------------------------------------------
 
+    def _waiting(self) -> list[dict]:
+        """The bottleneck ports detection is enabled for but cannot watch yet, and what for:
+        a policy (or policy file) may enable it before the switches connect."""
+        if not (self.settings and self.settings.enabled) or self.error:
+            return []
+        waiting = []
+        for p in self.ports:
+            if (p.dpid, p.port) in self.watches:
+                continue
+            if p.dpid not in self.app.datapaths:
+                what = f"switch {p.dpid:#x} to connect"
+            else:
+                what = f"port {p.port} on switch {p.dpid:#x}"
+            waiting.append({"dpid": p.dpid, "port": p.port, "for": what})
+        return waiting
+
     def report(self) -> dict:
         now = time.monotonic()
         settings = self.settings
@@ -205,6 +223,7 @@ class HeavyHitterService:
             "detector": settings.detector if settings else None,
             "error": self.error,
             "ports": [w.report(now, settings.sampling) for w in self.watches.values()],
+            "waiting": self._waiting(),
             "current": self.book.current(self.watches, now),
             "log": self.book.recent(),
             "collector": self.collector.stats() if self.listener else None,

@@ -188,6 +188,9 @@ RESPONSES = {  # handler -> schema of its 2xx answer
     "put_aqm": _answer(version=VERSION, port=_ref("Port")),
     "delete_aqm": _CHANGED,
     "get_heavy_hitters": _answer(enabled={"type": "boolean"}, ports={"type": "array"},
+                                 waiting={"type": "array", "items": _answer(
+                                     dpid={"type": "integer"}, port={"type": "integer"},
+                                     **{"for": {"type": "string", "example": "switch 0x1 to connect"}})},
                                  current={"type": "array"}, log={"type": "array"}),
     "get_hh_config": _ref("HeavyHitters"),
     "put_hh_config": _answer(version=VERSION, heavy_hitters=_ref("HeavyHitters")),

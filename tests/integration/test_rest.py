@@ -217,6 +217,11 @@ def test_policy_file_is_applied_at_start_and_only_once(tmp_path):
         api = CoexClient(ctl.rest_url)
         hh = api.ok("GET", "/heavy-hitters/config")
         assert (hh["source"], hh["sampling"], hh["threshold_bps"]) == ("sflow-rt", 256, 40_000_000)
+        # Issue 16: enabled by the file with no switch connected yet reads as enabled, and says
+        # what it waits for (it used to answer "enabled": false, as if the setting was ignored).
+        report = api.ok("GET", "/heavy-hitters")
+        assert report["enabled"] is True and report["error"] is None, report
+        assert report["waiting"] == [{"dpid": 1, "port": 3, "for": "switch 0x1 to connect"}], report
         assert [r["name"] for r in api.ok("GET", "/rules")["rules"]] == ["bulk"]
         [change] = api.ok("GET", "/changes")["changes"]
         assert change["version"] == 1 and change["summary"] == f"policy file {path}"
