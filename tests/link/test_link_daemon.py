@@ -103,12 +103,12 @@ def run_iperf(lab: NetLab, ccs: list[str], seconds: int, omit: int = 0) -> list[
     return results
 
 
-def ab_stats_once(d: LinkDaemon, ok, what: str) -> dict:
+def ab_stats_once(d: LinkDaemon, ok, what: str, timeout_s: float = COUNTER_TIMEOUT_S) -> dict:
     """The daemon's stats of direction ab, once ok(them) holds."""
     def check():
         ab = d.stats()["dirs"]["ab"]
         return ab if ok(ab) else None
-    return eventually(check, timeout_s=COUNTER_TIMEOUT_S, what=what)
+    return eventually(check, timeout_s=timeout_s, what=what)
 
 
 def ping_rtts_ms(lab: NetLab, count: int, interval: float = 0.1) -> list[float]:
@@ -340,18 +340,26 @@ def test_hdcodel_static_names_its_heavy_host_pair_by_address(lab, daemon_factory
     assert re.search(r"heavy_key=\d+ ", d.show()["dirs"]["ab"]["qdisc"]), "the pair became its hash"
     port = lab.next_port()
     lab.iperf_server(port)
+    # The heavy pair's 3 drops come within half a second. As a light connection, CUBIC
+    # regrows its window after those drops and CoDel decides again only once the queue
+    # stands above 1 ms for 20 ms: its first 6 decisions took 1.2-3.4 s here (a 2-core
+    # host with both cores busy), and a CI run gave up at 5 s of an 8 s flow. So: 12 s
+    # for them, and a flow that outlasts both waits.
+    light_timeout_s = 12.0
     with HostLoad(link_pids=[d.pid]) as load:
-        client = lab.iperf_client(port, "cubic", 8)
+        client = lab.iperf_client(port, "cubic", int(COUNTER_TIMEOUT_S + light_timeout_s))
         try:
             heavy = ab_stats_once(d, lambda ab: xstat(ab, "heavy_drops") >= 3, "CoDel drops of the heavy pair")
             assert xstat(heavy, "thinned_drops") == 0 and xstat(heavy, "spared") == 0, heavy["xstats"]
             assert heavy["drops"]["delay"] == xstat(heavy, "heavy_drops"), heavy
 
             d.set_qdisc("ab", spec.format(f"{HOST_B_IP}>{HOST_A_IP}"))
-            light = ab_stats_once(d, lambda ab: xstat(ab, "spared") + xstat(ab, "thinned_drops") >= 6,
-                                  "drop decisions on a light connection's packets")
+            # p = 0.5: some decisions carried out (thinned_drops), some spared; waiting for one
+            # of each cannot pass a queue that spares none or drops all.
+            light = ab_stats_once(d, lambda ab: xstat(ab, "spared") >= 1 and xstat(ab, "thinned_drops") >= 1,
+                                  "a light connection's drop decisions, both spared and carried out",
+                                  timeout_s=light_timeout_s)
             assert xstat(light, "heavy_drops") == 0, light["xstats"]
-            assert xstat(light, "spared") >= 1, f"p=0.5 spares some: {light['xstats']}"
         finally:
             client.communicate(timeout=30)
     assert client.returncode == 0, str(load)
