@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +24,7 @@ import urllib.request
 import pytest
 
 from experiments.traffic import iperf3
+from ovs_config.private_ovs import ofctl
 from tests.integration.labkit import SFLOW_PORT, dumbbell_through_link
 from tests.waiting import eventually
 
@@ -51,6 +53,12 @@ def observed_lab(private_ovs, tmp_path_factory):
                                                 "sampling": 64, "polling_s": 5, "capacity_share": 0.3,
                                                 "window_s": 3, "min_hold_s": 1})
         yield net, api, link
+
+
+def path_flow_bytes(bridge: str) -> int:
+    """Bytes the bridge's table-1 path flows (they match the IPv4 source) have counted."""
+    return sum(int(re.search(r"n_bytes=(\d+)", line).group(1))
+               for line in ofctl("dump-flows", bridge, "table=1").splitlines() if "nw_src=" in line)
 
 
 class Prometheus:
@@ -152,12 +160,20 @@ def test_prometheus_stores_what_the_lab_did(observed_lab, prometheus):
     eventually(lambda: (prom.value("coex_heavy_hitter_steered_total") or 0) >= 1, timeout_s=STORED_TIMEOUT_S,
                what="Prometheus stored a heavy-hitter steering")
     assert prom.value("coex_heavy_hitter_detection_latency_seconds_count") >= 1
-    # Aggregate bytes from s1's flow counters: everything h1 sent crossed s1 (default, then
-    # penalized once steered). Frames are larger than the UDP payload iperf3 counts; the first
-    # packets of each path went through the controller, not a flow: 90 % is a safe floor.
-    eventually(lambda: (prom.value('sum(increase(coex_aggregate_bytes_total{dpid="1"}[5m]))') or 0)
-               >= 0.9 * sent["end"]["sum"]["bytes"], timeout_s=STORED_TIMEOUT_S,
-               what="Prometheus stored s1's aggregate bytes of the overload flow")
+    # Aggregate bytes: what Prometheus stored is exactly what s1's own path flows counted
+    # (ovs-ofctl, read beside it; nothing moves them once the overload has stopped).
+    def stored_as_counted():
+        counted = path_flow_bytes("s1")
+        return counted if prom.value('sum(coex_aggregate_bytes_total{dpid="1"})') == counted else None
+
+    stored = eventually(stored_as_counted, timeout_s=STORED_TIMEOUT_S,
+                        what="Prometheus stored s1's path-flow bytes as the switch counts them")
+    # And those flows carried the overload (default, then penalized once steered): its port
+    # forwarded every frame, but OVS's flow counters miss the packets in flight when the
+    # steering flow changes the flow table (measured here: 5-8 % of the frames, and more on a
+    # loaded host, where a 90 % floor failed once), so the floor is 75 % of iperf3's payload.
+    assert stored >= 0.75 * sent["end"]["sum"]["bytes"], (stored, sent["end"]["sum"]["bytes"])
+    assert prom.value('sum(increase(coex_aggregate_bytes_total{dpid="1"}[5m]))') > 0  # a counter to rate()
     # A policy change is seen with its new version.
     version = api.ok("PUT", "/approaches", {"separate_queues": True})["version"]
     eventually(lambda: prom.value("coex_policy_version") == version, timeout_s=STORED_TIMEOUT_S,
