@@ -86,7 +86,15 @@ class NetworkMap:
         return new
 
     def expire_links(self, now: float) -> list[tuple[PortRef, PortRef]]:
-        gone = [l for l, t in self._link_seen.items() if now - t > self.link_max_age_s]
+        """Forget links heard of in neither direction for link_max_age_s. One direction's
+        LLDP frames can be lost to a congested queue (a bottleneck overloaded at twice its
+        rate drops every other frame, so three in a row now and then); while the other
+        direction's still arrive, both ends are up and joined, and the link stays."""
+        def stale(link) -> bool:
+            seen = self._link_seen.get(link)
+            return seen is None or now - seen > self.link_max_age_s
+
+        gone = [l for l in self._link_seen if stale(l) and stale((l[1], l[0]))]
         for link in gone:
             del self._link_seen[link]
         if gone:

@@ -45,14 +45,15 @@ OVERLOAD_S, OVERLOAD_MIN_DROPS = 4, 1000
 
 @pytest.fixture(scope="module")
 def observed_lab(private_ovs, tmp_path_factory):
-    """The lab both tests watch; yields (net, REST client, ckcd-link control)."""
-    with dumbbell_through_link(tmp_path_factory.mktemp("observe"), OF_PORT, REST_PORT, LINK_BPS, "o0") as \
+    """The lab both tests watch; yields (net, REST client, ckcd-link control, controller log path)."""
+    tmp = tmp_path_factory.mktemp("observe")
+    with dumbbell_through_link(tmp, OF_PORT, REST_PORT, LINK_BPS, "o0") as \
             (net, api, link, _):
         api.ok("PUT", "/ports/1/3", {"capacity_bps": LINK_BPS})
         api.ok("PUT", "/heavy-hitters/config", {"enabled": True, "collector": f"127.0.0.1:{SFLOW_PORT}",
                                                 "sampling": 64, "polling_s": 5, "capacity_share": 0.3,
                                                 "window_s": 3, "min_hold_s": 1})
-        yield net, api, link
+        yield net, api, link, tmp / "ryu.log"  # where dumbbell_through_link's controller logs
 
 
 def path_flow_bytes(bridge: str) -> int:
@@ -122,7 +123,7 @@ def prometheus(observed_lab):
 
 
 def test_prometheus_stores_what_the_lab_did(observed_lab, prometheus):
-    net, api, link = observed_lab
+    net, api, link, ctl_log = observed_lab
     prom = prometheus
     started = time.monotonic()
     # Health: the dumbbell's two switches, the policy version in force.
@@ -168,11 +169,20 @@ def test_prometheus_stores_what_the_lab_did(observed_lab, prometheus):
 
     stored = eventually(stored_as_counted, timeout_s=STORED_TIMEOUT_S,
                         what="Prometheus stored s1's path-flow bytes as the switch counts them")
-    # And those flows carried the overload (default, then penalized once steered): its port
-    # forwarded every frame, but OVS's flow counters miss the packets in flight when the
-    # steering flow changes the flow table (measured here: 5-8 % of the frames, and more on a
-    # loaded host, where a 90 % floor failed once), so the floor is 75 % of iperf3's payload.
-    assert stored >= 0.75 * sent["end"]["sum"]["bytes"], (stored, sent["end"]["sum"]["bytes"])
+    # The overloaded direction lost LLDP frames to the full queue, but the link was heard
+    # the other way and stayed: its path flows, and their counts, were never removed (1 run
+    # in 12 here, and a CI run, expired it and lost the counts before coex.topology waited
+    # for both directions).
+    log = ctl_log.read_text()
+    assert "links expired" not in log, [line for line in log.splitlines() if "link" in line]
+    # And those flows carried the overload (default, then penalized once steered). Frames are
+    # 2.9 % larger than iperf3's payload, but OVS's flow counters miss the packets in flight
+    # when the steering flow changes the table: s1's port forwarded every frame (34551 in,
+    # 34568 out) while its flows counted 5-8 % fewer, 0.946-0.975 of the payload in bytes.
+    # 0.85 leaves a loaded host room.
+    assert stored >= 0.85 * sent["end"]["sum"]["bytes"], \
+        (stored, sent["end"]["sum"]["bytes"], ofctl("dump-flows", "s1"), ofctl("dump-ports", "s1"),
+         [line for line in log.splitlines() if any(w in line for w in ("path", "link", "heavy"))])
     assert prom.value('sum(increase(coex_aggregate_bytes_total{dpid="1"}[5m]))') > 0  # a counter to rate()
     # A policy change is seen with its new version.
     version = api.ok("PUT", "/approaches", {"separate_queues": True})["version"]
@@ -217,7 +227,7 @@ def _points(driver, selector: str) -> int:
 
 
 def test_dashboard_shows_the_lab_live_in_chromium(observed_lab):
-    net, api, _ = observed_lab
+    net, api, _, _ = observed_lab
     driver, service = _chromium()
     driver_pid = service.process.pid
     try:

@@ -63,6 +63,24 @@ def test_links_expire_when_lldp_stops():
     assert m.switch_path(1, 4) == [1, 3, 4]
 
 
+def test_a_link_heard_in_one_direction_stays():
+    """LLDP lost in the congested direction only (a bottleneck overloaded at twice its rate
+    drops every other frame) is not a failed link: the other direction proves it."""
+    def refresh_s1_s3_s4(now):
+        for a, b in [((1, 4), (3, 1)), ((3, 2), (4, 4))]:
+            m.add_link(a, b, now=now)
+            m.add_link(b, a, now=now)
+
+    m = two_path_map()
+    refresh_s1_s3_s4(10.0)
+    m.add_link((1, 3), (2, 1), now=10.0)  # s1 -> s2 refreshed; s2 -> s1 last seen at 0
+    assert m.expire_links(now=11.0) == [((2, 2), (4, 3)), ((4, 3), (2, 2))]  # heard in neither
+    assert m.switch_path(1, 2) == [1, 2]
+    refresh_s1_s3_s4(13.0)
+    assert m.expire_links(now=14.0) == [((1, 3), (2, 1)), ((2, 1), (1, 3))]  # now neither: gone
+    assert m.switch_path(1, 4) == [1, 3, 4]
+
+
 def test_no_path_between_disconnected_switches():
     m = NetworkMap()
     m.add_switch(1, [1])
