@@ -30,7 +30,7 @@ from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
 from coex import planner
-from coex.forwarding import DEFAULT, ForwardingPlan
+from coex.forwarding import DEFAULT, PENALIZED, ForwardingPlan
 from coex.policy import Policy, PolicyError
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
 from coex.store import PolicyStore
@@ -144,8 +144,18 @@ class CoexController(app_manager.RyuApp):
         self.heavy_hitters.configure(hh, self.policy.ports)
 
     def steer(self, key) -> None:
-        """Put one flow into the penalized aggregate on every switch (above every rule)."""
+        """Put one flow into the penalized aggregate on every switch (above every rule).
+
+        The penalized path flows of its host pair go in first, so its packets never miss
+        table 1 and wait for the controller: a heavy hitter is the flow whose packets a
+        busy controller can least afford to see one by one."""
         self.steered.add(key)
+        src, dst = self.net.host_by_ip(key.src_ip), self.net.host_by_ip(key.dst_ip)
+        if src is not None and dst is not None:
+            try:
+                self._install_pair(PENALIZED, src, dst)
+            except NoPath as err:  # packet-ins for the pair will say so again
+                self.logger.warning("no penalized path %s -> %s: %s", key.src_ip, key.dst_ip, err)
         for dp in list(self.datapaths.values()):
             self._install_steering(dp, key)
 
