@@ -194,6 +194,18 @@ const struct aqm_stats *aqm_get_stats(const struct aqm_queue *q)
 	return &q->stats;
 }
 
+uint64_t aqm_limit_pkts(const struct aqm_queue *q)
+{
+	unsigned i;
+
+	if (q->ops->limit_pkts)
+		return q->ops->limit_pkts(q);
+	for (i = 0; i < q->ops->nparams; i++)
+		if (aqm_streqn("limit", 5, q->ops->params[i].name))
+			return (uint64_t)q->pv[i];
+	return 0;
+}
+
 unsigned aqm_nbands(const struct aqm_queue *q)
 {
 	return q->ops->nbands ? q->ops->nbands(q) : 1;

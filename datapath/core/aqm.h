@@ -121,6 +121,11 @@ unsigned aqm_nbands(const struct aqm_queue *q);
 const struct aqm_stats *aqm_band_stats(const struct aqm_queue *q, unsigned band);
 uint32_t aqm_band_qlen_pkts(const struct aqm_queue *q, unsigned band);
 
+/* The most packets q can hold: its `limit` (every discipline refuses a packet
+ * beyond it), for bands the sum of its bands'. A host that keeps per-packet
+ * state of its own sizes it from this (sch_ckcd's descriptor pool). */
+uint64_t aqm_limit_pkts(const struct aqm_queue *q);
+
 /* Current configuration as a spec string (all parameters, defaults filled
  * in), and discipline-specific state as "key=value ..." (q_avg, count,
  * active flows, ...). Return the length written (always NUL-terminated). */

@@ -65,6 +65,7 @@ struct aqm_ops {
 	unsigned (*nbands)(const struct aqm_queue *q);
 	const struct aqm_stats *(*band_stats)(const struct aqm_queue *q, unsigned band);
 	uint32_t (*band_qlen)(const struct aqm_queue *q, unsigned band);
+	uint64_t (*limit_pkts)(const struct aqm_queue *q); /* default: the `limit` parameter */
 };
 
 /* The common queue header; the discipline's private state follows it. */

@@ -406,6 +406,17 @@ static uint32_t bands_band_qlen(const struct aqm_queue *q, unsigned band)
 	return band < b->n ? b->child[band]->qlen_pkts : 0;
 }
 
+static uint64_t bands_limit_pkts(const struct aqm_queue *q)
+{
+	const struct bands *b = aqm_priv(q);
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < b->n; i++)
+		sum += aqm_limit_pkts(b->child[i]);
+	return sum;
+}
+
 const struct aqm_ops aqm_bands_ops = {
 	.name = "bands",
 	.params = bands_params,
@@ -423,4 +434,5 @@ const struct aqm_ops aqm_bands_ops = {
 	.nbands = bands_nbands,
 	.band_stats = bands_band_stats,
 	.band_qlen = bands_band_qlen,
+	.limit_pkts = bands_limit_pkts,
 };

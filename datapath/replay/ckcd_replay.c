@@ -425,8 +425,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	setvbuf(stdout, 0, _IOFBF, 1 << 20);
-	printf("{\"type\":\"config\",\"rate_bps\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"describe\":",
-	       rate_bps, seed);
+	printf("{\"type\":\"config\",\"rate_bps\":%" PRIu64 ",\"seed\":%" PRIu64 ",\"limit_pkts\":%" PRIu64
+	       ",\"describe\":", rate_bps, seed, aqm_limit_pkts(q));
 	print_json_string(textbuf);
 	printf("}\n");
 	if (trace && strcmp(trace, "-")) {

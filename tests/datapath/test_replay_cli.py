@@ -85,6 +85,15 @@ def test_describe_lists_every_parameter_and_round_trips(spec):
     assert again.returncode == 0 and again.stdout.strip() == desc
 
 
+@pytest.mark.parametrize("spec, limit", [("ckcd", 80), ("cocoa limit=80 flow_limit=40", 80), ("hdcodel", 1000),
+                                         ("bands | ckcd limit=40 | droptail limit=25 | red", 145)])
+def test_limit_pkts_is_the_most_a_queue_holds(spec, limit):
+    """aqm_limit_pkts, which sizes sch_ckcd's descriptor pool: a discipline's `limit` (not
+    cocoa's per-flow flow_limit), for bands the sum of its bands' (red's default 80)."""
+    [config] = [json.loads(l) for l in run_raw(["--qdisc", spec], "").stdout.splitlines()[:1]]
+    assert config["limit_pkts"] == limit, config
+
+
 def test_describe_fills_in_table_ii_defaults():
     d = run_raw(["--describe", "--qdisc", "ckcd"]).stdout.split()
     assert {"limit=80", "delta_ms=100", "d_ms=5", "omega=0.002"} <= set(d)
