@@ -4,8 +4,9 @@
  * The fourth host of the core, after ckcd-link, ckcd-replay and aqm-bench: it
  * hands the core the kernel clock (ktime_get_ns), get_random_u32 and kvzalloc
  * (called only from init/change, i.e. when the core creates a queue), maps
- * each skb to a core packet descriptor, and gives dropped skbs back to the
- * qdisc drop path. The discipline and its parameters are one core spec
+ * each skb to a core packet descriptor from a pool allocated at init/change,
+ * and gives dropped skbs back to the qdisc drop path. The discipline and its
+ * parameters are one core spec
  * ("ckcd limit=80 d_ms=5 ..."), validated by the core's own parser against
  * its one parameter table (ckcd_nl.h says why there is no second table).
  */
@@ -31,19 +32,36 @@
 
 #define CKCD_DEFER_MAX 32
 
-/* A queued skb's core descriptor. skb->cb has no room for one (qdisc_skb_cb
- * leaves 20 bytes), so each comes from a slab cache: a per-cpu freelist pop on
- * enqueue, never a page allocation on the fast path. */
-struct ckcd_desc {
-	struct aqm_pkt pkt;
+/* A queued skb's core descriptor (struct aqm_pkt) cannot live in skb->cb
+ * (qdisc_skb_cb leaves 20 bytes; the descriptor is 48). Descriptors come from
+ * a per-qdisc pool, allocated at init and change (under RTNL, may sleep) and
+ * never on the packet path: enqueue pops one off a free list, dequeue and
+ * drop push it back.
+ *
+ * Sizing: the queue never holds more than aqm_limit_pkts() packets (every
+ * core discipline refuses a packet beyond its `limit`; bands: the sum of its
+ * bands'), and one more descriptor carries the arriving packet while the core
+ * decides. The pool grows at change when the new spec needs more, by one
+ * chunk of the difference, before the new queue is swapped in; it does not
+ * shrink (queued packets may sit in any chunk), so it holds the largest size
+ * this qdisc had, until destroy. */
+struct ckcd_chunk {
+	struct ckcd_chunk *next;
+	u32 ndescs;
+	struct aqm_pkt descs[];
 };
 
-static struct kmem_cache *ckcd_desc_cache;
+struct ckcd_pool {
+	struct aqm_pkt *free; /* linked through ->next, which the core owns only while queued */
+	struct ckcd_chunk *chunks;
+	u32 ndescs, nfree;
+};
 
 struct ckcd_sched {
 	struct aqm_queue *q;
 	struct Qdisc *sch;
 	struct aqm_env env;
+	struct ckcd_pool pool;
 	/* Set while the core runs inside enqueue: drops then go to the
 	 * caller's to_free list, and the arriving packet is told apart from
 	 * queued ones (only queued ones are in our and our parents' counts). */
@@ -62,6 +80,92 @@ struct ckcd_sched {
 	 * (init, change, dump, dump_stats), so one buffer per qdisc serves. */
 	char buf[TCA_CKCD_SPEC_LEN];
 };
+
+/* ---- the descriptor pool ------------------------------------------------- */
+
+static inline struct aqm_pkt *ckcd_desc_get(struct ckcd_pool *p)
+{
+	struct aqm_pkt *d = p->free;
+
+	if (likely(d)) {
+		p->free = d->next;
+		p->nfree--;
+	}
+	return d;
+}
+
+static inline void ckcd_desc_put(struct ckcd_pool *p, struct aqm_pkt *d)
+{
+	d->next = p->free;
+	p->free = d;
+	p->nfree++;
+}
+
+/* A chunk of n descriptors, not yet in any pool (may sleep). */
+static struct ckcd_chunk *ckcd_chunk_alloc(u32 n)
+{
+	struct ckcd_chunk *c = kvzalloc(struct_size(c, descs, n), GFP_KERNEL);
+
+	if (c)
+		c->ndescs = n;
+	return c;
+}
+
+/* Under the tree lock once the pool is in use: no allocation here. */
+static void ckcd_pool_add(struct ckcd_pool *p, struct ckcd_chunk *c)
+{
+	u32 i;
+
+	c->next = p->chunks;
+	p->chunks = c;
+	for (i = 0; i < c->ndescs; i++)
+		ckcd_desc_put(p, &c->descs[i]);
+	p->ndescs += c->ndescs;
+}
+
+static void ckcd_pool_free(struct ckcd_pool *p)
+{
+	/* every descriptor must be back: a missing one is a packet we lost */
+	WARN_ONCE(p->nfree != p->ndescs, "sch_ckcd: %u of %u descriptors not returned\n",
+		  p->ndescs - p->nfree, p->ndescs);
+	while (p->chunks) {
+		struct ckcd_chunk *c = p->chunks;
+
+		p->chunks = c->next;
+		kvfree(c);
+	}
+	*p = (struct ckcd_pool){};
+}
+
+/* The chunk the pool needs before q can run (NULL with *err 0 if none),
+ * or *err < 0 with extack set. */
+static struct ckcd_chunk *ckcd_pool_grow_for(struct ckcd_sched *s, const struct aqm_queue *q,
+					     int *err, struct netlink_ext_ack *extack)
+{
+	u64 need = aqm_limit_pkts(q);
+	struct ckcd_chunk *c;
+
+	*err = 0;
+	if (!need) {
+		NL_SET_ERR_MSG(extack, "ckcd: the discipline has no packet limit to size the descriptor pool by");
+		*err = -EINVAL;
+		return NULL;
+	}
+	need++; /* the arriving packet, while the core decides on it */
+	if (need > U32_MAX) {
+		NL_SET_ERR_MSG(extack, "ckcd: the limits of the spec add up to too many packets");
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (need <= s->pool.ndescs)
+		return NULL;
+	c = ckcd_chunk_alloc(need - s->pool.ndescs);
+	if (!c) {
+		NL_SET_ERR_MSG(extack, "ckcd: out of memory for the packet descriptors of 'limit'");
+		*err = -ENOMEM;
+	}
+	return c;
+}
 
 /* ---- the env the core runs on ------------------------------------------- */
 
@@ -106,7 +210,7 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 		s->dropped_queued++;
 		s->dropped_queued_bytes += qdisc_pkt_len(skb);
 	}
-	kmem_cache_free(ckcd_desc_cache, container_of(pkt, struct ckcd_desc, pkt));
+	ckcd_desc_put(&s->pool, pkt);
 	if (s->to_free) {
 		qdisc_drop(skb, sch, s->to_free);
 	} else {
@@ -268,7 +372,9 @@ static struct aqm_queue *ckcd_new_queue(struct ckcd_sched *s, struct nlattr *opt
 static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_ack *extack)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
+	struct ckcd_chunk *c;
 	struct aqm_queue *q;
+	int err;
 
 	s->sch = sch;
 	s->env = (struct aqm_env){
@@ -282,6 +388,13 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 	q = ckcd_new_queue(s, opt, extack);
 	if (IS_ERR(q))
 		return PTR_ERR(q);
+	c = ckcd_pool_grow_for(s, q, &err, extack);
+	if (err) {
+		aqm_destroy(q); /* empty: nothing comes back through drop */
+		return err;
+	}
+	if (c)
+		ckcd_pool_add(&s->pool, c);
 	s->q = q;
 	return 0;
 }
@@ -289,16 +402,26 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 static int ckcd_change(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_ack *extack)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
+	struct ckcd_chunk *c;
 	struct aqm_queue *nq;
+	int err;
 
 	if (!opt)
 		return -EINVAL;
-	/* Create first, outside the lock (it allocates); on error the old
-	 * queue is untouched and keeps running. */
+	/* Create first, outside the lock (it allocates), and the descriptors a
+	 * larger limit needs; on error the old queue is untouched and keeps
+	 * running. */
 	nq = ckcd_new_queue(s, opt, extack);
 	if (IS_ERR(nq))
 		return PTR_ERR(nq);
+	c = ckcd_pool_grow_for(s, nq, &err, extack);
+	if (err) {
+		aqm_destroy(nq);
+		return err;
+	}
 	sch_tree_lock(sch);
+	if (c)
+		ckcd_pool_add(&s->pool, c); /* before the new queue may take more packets */
 	s->defer_free = true;
 	aqm_replace(&s->q, nq); /* queued packets move over in order */
 	ckcd_report_dropped(s);
@@ -338,19 +461,22 @@ static void ckcd_classify(struct sk_buff *skb, struct aqm_pkt *pkt)
 static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff **to_free)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
-	struct ckcd_desc *d;
+	struct aqm_pkt *d;
 	int ret;
 
-	d = kmem_cache_alloc(ckcd_desc_cache, GFP_ATOMIC);
-	if (unlikely(!d))
+	d = ckcd_desc_get(&s->pool);
+	if (unlikely(!d)) {
+		/* cannot happen: the pool holds one more than the limits add up to */
+		WARN_ONCE(1, "sch_ckcd: descriptor pool of %u empty\n", s->pool.ndescs);
 		return qdisc_drop(skb, sch, to_free);
-	ckcd_classify(skb, &d->pkt);
-	d->pkt.len = qdisc_pkt_len(skb);
-	d->pkt.frame = skb;
+	}
+	ckcd_classify(skb, d);
+	d->len = qdisc_pkt_len(skb);
+	d->frame = skb;
 	s->to_free = to_free;
-	s->arriving = &d->pkt;
+	s->arriving = d;
 	s->arriving_dropped = false;
-	ret = aqm_enqueue(s->q, &d->pkt, ktime_get_ns());
+	ret = aqm_enqueue(s->q, d, ktime_get_ns());
 	s->arriving = NULL;
 	s->to_free = NULL;
 	ckcd_report_dropped(s);
@@ -373,7 +499,7 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 	if (!pkt)
 		return NULL;
 	skb = pkt->frame;
-	kmem_cache_free(ckcd_desc_cache, container_of(pkt, struct ckcd_desc, pkt));
+	ckcd_desc_put(&s->pool, pkt);
 	sch->q.qlen--;
 	qdisc_qstats_backlog_dec(sch, skb);
 	qdisc_bstats_update(sch, skb);
@@ -394,7 +520,7 @@ static void ckcd_reset(struct Qdisc *sch)
 	while (aqm_qlen_pkts(s->q) && (pkt = aqm_dequeue(s->q, ktime_get_ns()))) {
 		struct sk_buff *skb = pkt->frame;
 
-		kmem_cache_free(ckcd_desc_cache, container_of(pkt, struct ckcd_desc, pkt));
+		ckcd_desc_put(&s->pool, pkt);
 		kfree_skb(skb);
 	}
 	s->dropped_queued = 0;
@@ -411,6 +537,7 @@ static void ckcd_destroy(struct Qdisc *sch)
 	if (s->q)
 		aqm_destroy(s->q);
 	s->q = NULL;
+	ckcd_pool_free(&s->pool);
 	s->dropped_queued = 0;
 	s->dropped_queued_bytes = 0;
 }
@@ -494,16 +621,11 @@ static int __init ckcd_module_init(void)
 {
 	int err;
 
-	ckcd_desc_cache = KMEM_CACHE(ckcd_desc, 0);
-	if (!ckcd_desc_cache)
-		return -ENOMEM;
 	err = ckcd_build_msgs();
 	if (!err)
 		err = register_qdisc(&ckcd_qdisc_ops);
-	if (err) {
+	if (err)
 		kfree(ckcd_msgs);
-		kmem_cache_destroy(ckcd_desc_cache);
-	}
 	return err;
 }
 
@@ -511,7 +633,6 @@ static void __exit ckcd_module_exit(void)
 {
 	unregister_qdisc(&ckcd_qdisc_ops);
 	kfree(ckcd_msgs);
-	kmem_cache_destroy(ckcd_desc_cache);
 }
 
 module_init(ckcd_module_init);

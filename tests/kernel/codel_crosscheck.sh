@@ -1,4 +1,4 @@
-# First cross-check of a baseline (docs/kernel-qdisc.md): Linux's sch_codel against the core's codel
+# First cross-check of a baseline (docs/kernel.md): Linux's sch_codel against the core's codel
 # through sch_ckcd, as the leaf of the same 1 Mbit/s HTB class under the same UDP overload (two
 # 4 Mbit/s flows, 1200-byte datagrams, 6 s). Prints packets sent and dropped and the backlog
 # sampled every 0.5 s from 2 s on.

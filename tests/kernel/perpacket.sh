@@ -1,4 +1,4 @@
-# Per-packet cost of ckcd against pfifo in the kernel lab (docs/kernel-qdisc.md, "Measured"):
+# Per-packet cost of ckcd against pfifo in the kernel lab (docs/kernel.md, "Measured"):
 # 3 s of unlimited-rate 100-byte UDP through a veth per root qdisc, three rounds; tc counts the packets.
 #   python3 -m tests.kernel.lab tests/kernel/perpacket.sh --file lab/sch_ckcd.ko=datapath/kernel/build/sch_ckcd.ko \
 #       --file lab/q_ckcd.so=datapath/kernel/build/q_ckcd.so

@@ -53,6 +53,8 @@ step netns sh -c "$IP addr add 10.9.0.1/24 dev v0 && $IP netns add ns && $IP lin
 step ping ping -c 2 -W 2 10.9.0.2
 $IP netns exec ns iperf3 -s -D -p 5201
 $IP netns exec ns iperf3 -s -D -p 5202
+$IP netns exec ns iperf3 -s -D -p 5203  # 5203/5204 for the pool's test: a server may still
+$IP netns exec ns iperf3 -s -D -p 5204  # be closing the previous test when the next one starts
 sleep 0.5
 # Two UDP flows at 4 Mbit/s each into the 1 Mbit/s class: the leaf fills and drops.
 iperf3 -c 10.9.0.2 -p 5201 -u -b 4M -l 1200 -t 6 >/dev/null 2>&1 &
@@ -69,6 +71,79 @@ step reset sh -c "$IP link set v0 down && $IP link set v0 up"
 sleep 1
 step del_with_backlog $TC qdisc del dev v0 root
 wait
+
+# The descriptor pool grows at change: droptail limit 20 (a pool of 21) under the same
+# overload, then limit 150: the queue must grow past 21 packets. Shrink to 10 (the excess
+# dropped as overflow), and grow again (the pool kept its 151).
+backlog() { $TC -s qdisc show dev v0 parent 1:1 | grep -o 'backlog [0-9]*b [0-9]*p' | head -1 | sed 's/.* //; s/p//'; }
+# waits (0.1 s polls, at most 4 s) until the leaf holds at least $1 packets
+wait_backlog() { i=0; while [ "$(backlog)" -lt "$1" ] && [ $i -lt 40 ]; do sleep 0.1; i=$((i+1)); done; }
+step grow_setup sh -c "$TC qdisc add dev v0 root handle 1: htb default 1 && \
+  $TC class add dev v0 parent 1: classid 1:1 htb rate 1mbit ceil 1mbit && \
+  $TC qdisc add dev v0 parent 1:1 handle 10: ckcd disc droptail limit 20"
+iperf3 -c 10.9.0.2 -p 5203 -u -b 4M -l 1200 -t 6 >/dev/null 2>&1 &
+iperf3 -c 10.9.0.2 -p 5204 -u -b 4M -l 1200 -t 6 >/dev/null 2>&1 &
+wait_backlog 20
+step grow_before show
+step grow_change $TC qdisc change dev v0 parent 1:1 handle 10: ckcd disc droptail limit 150
+wait_backlog 60
+step grow_after show
+step shrink_change sh -c "$TC qdisc change dev v0 parent 1:1 handle 10: ckcd disc droptail limit 10 && \
+  $TC -s qdisc show dev v0"
+step regrow_change $TC qdisc change dev v0 parent 1:1 handle 10: ckcd disc droptail limit 150
+wait_backlog 60
+step regrow_after show
+wait
+step grow_del $TC qdisc del dev v0 root
+
+# TCP: BBR against CUBIC from namespace a to b through a router namespace r, whose egress
+# towards b is an HTB class of 20 Mbit/s with the leaf under test; netem delays b's ACKs by
+# 20 ms (the RTT; BDP 33 packets). A forwarded bottleneck, because a sender's own qdisc
+# never overflows (TCP small queues hold the socket back). Offloads off on every veth, so
+# a packet limit counts 1514-byte frames (DESIGN.md).
+step tcp_setup sh -c '
+for n in a r b; do $IP netns add $n && $IP -n $n link set lo up || exit 1; done
+$IP link add va netns a type veth peer name ra netns r && $IP link add rb netns r type veth peer name vb netns b || exit 1
+$IP -n a addr add 10.8.1.1/24 dev va && $IP -n r addr add 10.8.1.254/24 dev ra &&
+$IP -n r addr add 10.8.2.254/24 dev rb && $IP -n b addr add 10.8.2.1/24 dev vb || exit 1
+for x in a:va r:ra r:rb b:vb; do n=${x%:*}; d=${x#*:}
+  $IP -n $n link set $d up && $IP netns exec $n /usr/sbin/ethtool -K $d tso off gso off gro off || exit 1; done
+$IP -n a route add default via 10.8.1.254 && $IP -n b route add default via 10.8.2.254 &&
+$IP netns exec r sysctl -qw net.ipv4.ip_forward=1 &&
+modprobe tcp_bbr && modprobe sch_netem && modprobe sch_red && modprobe sch_choke &&
+$IP netns exec b $TC qdisc add dev vb root netem delay 20ms limit 10000 &&
+$IP netns exec b iperf3 -s -D -p 5301 && $IP netns exec b iperf3 -s -D -p 5302 &&
+$IP netns exec a ping -c 2 -W 2 10.8.2.1'
+# bbr_cubic SECONDS LEAF...: both flows through the leaf; prints their goodputs and the leaf
+bbr_cubic() {
+  t=$1; shift
+  $IP netns exec r $TC qdisc add dev rb root handle 1: htb default 1 &&
+  $IP netns exec r $TC class add dev rb parent 1: classid 1:1 htb rate 20mbit ceil 20mbit &&
+  $IP netns exec r $TC qdisc add dev rb parent 1:1 handle 10: "$@" || return 1
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5301 -C bbr -t $t -f m > /tmp/bbr.txt 2>&1 & b=$!
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5302 -C cubic -t $t -f m > /tmp/cubic.txt 2>&1 & c=$!
+  wait $b; rb=$?; wait $c; rc=$?
+  echo "bbr $(grep receiver /tmp/bbr.txt)"; echo "cubic $(grep receiver /tmp/cubic.txt)"
+  $IP netns exec r $TC -s -d qdisc show dev rb parent 1:1
+  $IP netns exec r $TC qdisc del dev rb root
+  [ $rb = 0 ] && [ $rc = 0 ]
+}
+step fair_pfifo bbr_cubic 12 pfifo limit 16
+step fair_ckcd bbr_cubic 12 ckcd limit 16 rate 20mbit rtt 20ms
+# Cross-check (b): Linux's RED and CHOKe against the core's through sch_ckcd, same
+# parameters. tc derives Wlog from burst (burst 48 gives 7 for min 15 and 9 for min 5).
+# RED: min 15, max 45 packets (sch_red counts bytes: x 1514), max_p 0.1, Wlog 7. (With
+# CHOKe's min 5 / max 15 / Wlog 9, BBR's start-up lifts both REDs' average above max and
+# it stays there: both drop half of every packet and both TCP flows die - docs/kernel.md.)
+step xc_red_linux bbr_cubic 10 red limit 121120 min 22710 max 68130 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit
+step xc_red_core bbr_cubic 10 ckcd disc red limit 80 min 15 max 45 max_p 0.1 wlog 7 rate 20mbit avpkt 1514
+# CHOKe: min 5, max 15 packets, max_p 0.1, Wlog 9.
+step xc_choke_linux bbr_cubic 10 choke limit 80 min 5 max 15 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit
+step xc_choke_core bbr_cubic 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 wlog 9 rate 20mbit avpkt 1514
+# CoDel: RFC 8289's defaults (target 5 ms, interval 100 ms), limit 80 packets.
+step xc_codel_linux bbr_cubic 10 codel limit 80 target 5ms interval 100ms noecn
+step xc_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100ms
+step tcp_cleanup sh -c "$IP netns del a; $IP netns del r; $IP netns del b"
 step cleanup sh -c "$IP link del v0; $IP netns del ns"
 step unload rmmod sch_ckcd
 step lsmod sh -c "lsmod | grep -c sch_ckcd"
@@ -87,7 +162,7 @@ def vm():
 
     ko, so = lab.build_sch_ckcd(REPO)
     with lab_lock():  # TCG takes a whole core: no other lab beside it
-        res = lab.run(SCRIPT, {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so}, timeout_s=180)
+        res = lab.run(SCRIPT, {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so}, timeout_s=300)
     assert res.exit_status is not None, f"the VM did not finish:\n{res.console[-3000:]}"
     steps = {}
     for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+)", res.output, re.S):
@@ -113,8 +188,9 @@ def ckcd_stats(show_out, handle):
     st["backlog_pkts"] = int(re.search(r"backlog \S+ (\d+)p", text).group(1))
     drops = re.search(r"drops:((?: [\w-]+ \d+)+)", text).group(1).split()
     st["drops"] = {drops[i]: int(drops[i + 1]) for i in range(0, len(drops), 2)}
-    st["active_flows"] = int(re.search(r"active_flows (\d+)", text).group(1))
-    st["fair_share_bps"] = int(re.search(r"fair_share_bps (\d+)", text).group(1))
+    flows = re.search(r"active_flows (\d+) fair_share_bps (\d+)", text)
+    if flows:  # ckcd only
+        st["active_flows"], st["fair_share_bps"] = int(flows.group(1)), int(flows.group(2))
     return st
 
 
@@ -211,3 +287,115 @@ def test_dmesg_has_no_warning(vm):
     out = step(vm, "dmesg")
     bad = [line for line in out.splitlines() if not any(e in line for e in EXPECTED_DMESG)]
     assert not bad, out
+
+
+def test_descriptor_pool_grows_at_change_and_keeps_its_size(vm):
+    """Rule: the pool holds one descriptor more than the limits add up to, and grows at change."""
+    step(vm, "grow_setup")
+    before = ckcd_stats(step(vm, "grow_before"), "10:")
+    assert 10 <= before["backlog_pkts"] <= 20, before["text"]  # full at limit 20 (pool of 21)
+    step(vm, "grow_change")
+    after = ckcd_stats(step(vm, "grow_after"), "10:")
+    # Past the 21 descriptors the pool had: it grew. An empty pool would drop with no core
+    # reason (and warn in dmesg), so the reasons would no longer add up to the drops.
+    assert after["backlog_pkts"] > 21, after["text"]
+    assert sum(after["drops"].values()) == after["dropped"], after["text"]
+    assert after["dropped"] == after["drops"]["overflow"], after["text"]
+    shrunk = ckcd_stats(step(vm, "shrink_change"), "10:")
+    assert shrunk["backlog_pkts"] <= 10, shrunk["text"]  # the excess went as overflow drops
+    assert shrunk["drops"]["overflow"] >= after["drops"]["overflow"] + after["backlog_pkts"] - 10, shrunk["text"]
+    step(vm, "regrow_change")
+    regrown = ckcd_stats(step(vm, "regrow_after"), "10:")
+    assert regrown["backlog_pkts"] > 21, regrown["text"]
+    assert sum(regrown["drops"].values()) == regrown["dropped"], regrown["text"]
+    step(vm, "grow_del")
+
+
+def tcp_run(vm, name):
+    """Goodputs (Mbit/s, iperf3's receiver lines) and the leaf's tc -s -d text of one bbr_cubic run."""
+    out = step(vm, name)
+    rates = {}
+    for cc in ("bbr", "cubic"):
+        m = re.search(rf"^{cc} .*?([\d.]+) Mbits/sec\s+receiver", out, re.M)
+        assert m, f"{name}: no {cc} receiver line:\n{out}"
+        rates[cc] = float(m.group(1))
+    sent = re.search(r"Sent \d+ bytes (\d+) pkt \(dropped (\d+)", out)
+    assert sent, out
+    return {"rates": rates, "sent_pkts": int(sent.group(1)), "dropped": int(sent.group(2)), "text": out}
+
+
+def jain(rates):
+    xs = list(rates.values())
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def test_ckcd_fairer_than_pfifo_for_bbr_against_cubic(vm):
+    """Rule (issue 11 item 4): in the same 20 Mbit/s HTB class, ckcd's Jain index of BBR and
+    CUBIC beats pfifo's (same 16-packet limit, half a BDP) by at least 0.15.
+
+    Measured in this lab (docs/kernel.md): pfifo 0.57-0.66 (BBR takes 15-17 of 19 Mbit/s),
+    ckcd 0.99-1.00. 0.15 is well under that 0.33-0.43 gap, so BBR's phase noise in a 12 s run
+    under TCG cannot fail the test, while a ckcd no fairer than a FIFO would. ckcd must also
+    reach 0.9 on its own, and keep the link used (at least 80 % of the 19.1 Mbit/s goodput
+    ceiling, 20 x 1448/1514)."""
+    step(vm, "tcp_setup")
+    fifo, ckcd = tcp_run(vm, "fair_pfifo"), tcp_run(vm, "fair_ckcd")
+    j_fifo, j_ckcd = jain(fifo["rates"]), jain(ckcd["rates"])
+    assert j_ckcd >= 0.9 and j_ckcd - j_fifo >= 0.15, (fifo["rates"], ckcd["rates"], j_fifo, j_ckcd)
+    assert sum(ckcd["rates"].values()) >= 0.8 * 20 * 1448 / 1514, ckcd["rates"]
+    st = ckcd_stats(ckcd["text"], "10:")
+    assert st["dropped"] > 0 and sum(st["drops"].values()) == st["dropped"], st["text"]  # every drop has a reason
+    assert st["drops"]["delay"] + st["drops"]["choke-match"] + st["drops"]["early"] > 0, st["text"]
+
+
+def linux_drops(text, dropped):
+    """Drops of sch_red/sch_choke/sch_codel by the core's reasons, in packets: CHOKe's
+    `matched` counts pairs; CoDel counts only its tail drops (drop_overlimit), the rest of
+    its drops are at dequeue, for delay."""
+    m = re.search(r"drop_overlimit (\d+)", text)
+    if m:
+        return {"overflow": int(m.group(1)), "delay": dropped - int(m.group(1))}
+    early = int(re.search(r"early (\d+)", text).group(1))
+    pdrop = int(re.search(r"pdrop (\d+)", text).group(1))
+    m = re.search(r"matched (\d+)", text)
+    return {"early": early, "overflow": pdrop, "choke-match": 2 * int(m.group(1)) if m else 0}
+
+
+# The drop reason each discipline is about: its share of the drops must agree.
+CROSS_CHECK_REASON = {"red": "early", "choke": "choke-match", "codel": "delay"}
+
+
+@pytest.mark.parametrize("disc", ["red", "choke", "codel"])
+def test_core_baselines_agree_with_linux(vm, disc):
+    """Cross-check (b), rule: the core's RED, CHOKe and CoDel through sch_ckcd behave as
+    Linux's sch_red, sch_choke and sch_codel on the same BBR+CUBIC traffic with the same
+    parameters (docs/kernel.md has the measured table).
+
+    One 10 s run each, so the tolerances cover run-to-run spread, measured over rounds of
+    the same qdisc: drop counts varied by up to 1.75x (CHOKe: BBR's ProbeBW/ProbeRTT phases
+    decide how much of the queue is its own to match; CoDel 294 vs 399 between the two), so
+    drop counts must agree within 2x; CUBIC's share of the goodput within 10 points (spread
+    seen: 7); total goodput within 25 %. The reasons are structural and must agree closely:
+    the share of drops that are RED's early drops, CHOKe's matches or CoDel's dequeue drops
+    within 10 points."""
+    lin, core = tcp_run(vm, f"xc_{disc}_linux"), tcp_run(vm, f"xc_{disc}_core")
+    if disc != "codel":
+        wlog = re.search(r"wlog (\d+)", core["text"]).group(1)
+        assert f"ewma {wlog} " in lin["text"], lin["text"]  # tc's burst 48 maps to the core's wlog
+    st = ckcd_stats(core["text"], "10:")
+    ld = linux_drops(lin["text"], lin["dropped"])
+    assert sum(ld.values()) == lin["dropped"], lin["text"]
+    assert sum(st["drops"].values()) == core["dropped"], core["text"]
+    assert lin["dropped"] > 100 and core["dropped"] > 100, (lin["text"], core["text"])
+    ratio = core["dropped"] / lin["dropped"]
+    assert 0.5 <= ratio <= 2.0, (lin["text"], core["text"])
+    key = CROSS_CHECK_REASON[disc]
+    assert abs(st["drops"][key] / core["dropped"] - ld[key] / lin["dropped"]) <= 0.10, (ld, st["drops"])
+    share = {k: r["rates"]["cubic"] / sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    assert abs(share["linux"] - share["core"]) <= 0.10, (lin["rates"], core["rates"])
+    total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
+
+
+def test_tcp_lab_cleaned_up(vm):
+    step(vm, "tcp_cleanup")
