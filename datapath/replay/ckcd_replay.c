@@ -11,6 +11,15 @@
  * serializes one packet at a time at --rate-bps (length * 8 / rate); the queue
  * is asked for the next packet whenever the link is free. Output: JSON lines,
  * see docs/datapath-core.md.
+ *
+ *   ckcd-replay --qdisc SPEC --events RECORD
+ *
+ * replays what another host of the core recorded instead (sch_ckcd's record,
+ * datapath/kernel/ckcd_record.h): arrivals ('e') and the times the queue was
+ * asked for a packet ('d') as they happened there, and the core's random
+ * numbers ('r') in the order it drew them there; the record's verdicts ('x',
+ * d's packet) are not read. The same core on the same inputs must give the
+ * same verdicts (tests/kernel/test_sch_ckcd.py compares them).
  * Exit 0 on success, 2 on a bad spec, option or trace line (message on stderr).
  */
 #include <errno.h>
@@ -37,6 +46,13 @@ struct flowstat {
 	uint64_t sojourn_sum_ns;
 };
 
+/* --events: what to do at each step, in the record's order. */
+struct event_op {
+	uint64_t t_ns;
+	size_t rec;   /* the arriving packet's index in g.recs */
+	char kind;    /* 'e' arrival, 'd' the queue asked for a packet */
+};
+
 struct reconf {
 	uint64_t t_ns;
 	const char *spec;
@@ -52,6 +68,9 @@ static struct {
 	struct rec *recs;       /* the trace */
 	struct reconf *rc;      /* --reconfigure events */
 	struct aqm_queue *q;
+	struct event_op *ops;   /* --events */
+	uint32_t *randoms;      /* --events: the recorded draws, in order */
+	size_t nops, nrandoms, irandom, random_past_record;
 } g;
 
 /* Out of memory is not a bad input: say so and exit 1 (2 is for bad input). */
@@ -247,6 +266,7 @@ static void usage(FILE *to)
 		"usage: ckcd-replay --qdisc SPEC [--rate-bps N] [--seed N] [--trace FILE]\n"
 		"                   [--reconfigure T_NS:SPEC]... [--xstats-every-ms N]\n"
 		"                   [--no-packets] [FILE]\n"
+		"       ckcd-replay --qdisc SPEC --events RECORD   (sch_ckcd's record: e/d/r/x lines)\n"
 		"       ckcd-replay --describe --qdisc SPEC\n"
 		"       ckcd-replay --list\n"
 		"       ckcd-replay --catalog\n"
@@ -262,6 +282,111 @@ static int parse_u64(const char *s, uint64_t *v)
 		return -1;
 	*v = strtoull(s, &end, 10);
 	return errno || *end ? -1 : 0;
+}
+
+/* --events: the core's random numbers are the recorded ones, in order. Past the
+ * record (the verdicts have already parted) it counts and gives 0. */
+static uint32_t recorded_random(void *ctx)
+{
+	(void)ctx;
+	if (g.irandom < g.nrandoms)
+		return g.randoms[g.irandom++];
+	g.random_past_record++;
+	return 0;
+}
+
+/* Reads a whole record (--events) into g.recs, g.ops and g.randoms; exits 2
+ * on a malformed line. */
+static void read_events(FILE *in, const char *name)
+{
+	size_t cap_recs = 1 << 14, cap_ops = 1 << 15, cap_rand = 1 << 14, lineno = 0, nrecs = 0;
+	char line[256];
+	uint64_t last_t = 0;
+
+	g.recs = xalloc(malloc(cap_recs * sizeof(*g.recs)));
+	g.ops = xalloc(malloc(cap_ops * sizeof(*g.ops)));
+	g.randoms = xalloc(malloc(cap_rand * sizeof(*g.randoms)));
+	while (fgets(line, sizeof(line), in)) {
+		unsigned long long t = 0, flow, len, dscp, host, v;
+		int ok;
+
+		lineno++;
+		switch (line[0]) {
+		case 'e':
+			ok = sscanf(line, "e %llu %llu %llu %llu %llu", &t, &flow, &len, &dscp, &host) == 5 &&
+			     !strchr(line, '-') && len >= 1 && len <= 65535 && dscp <= 63 && flow <= UINT32_MAX &&
+			     host <= UINT32_MAX;
+			break;
+		case 'd':
+			ok = sscanf(line, "d %llu", &t) == 1 && line[2] != '-';
+			break;
+		case 'r':
+			ok = sscanf(line, "r %llu", &v) == 1 && v <= UINT32_MAX && !strchr(line, '-');
+			break;
+		case 'x': case '#': case '\n':
+			continue; /* the other host's verdicts; comments */
+		default:
+			ok = 0;
+		}
+		if (!ok || (line[0] != 'r' && t < last_t)) {
+			fprintf(stderr, "ckcd-replay: %s:%zu: expected 'e T FLOW LEN DSCP HOST', 'd T SEQ', 'r VALUE' "
+				"or 'x SEQ REASON', times non-decreasing\n", name, lineno);
+			exit(2);
+		}
+		if (line[0] == 'r') {
+			if (g.nrandoms == cap_rand)
+				g.randoms = xalloc(realloc(g.randoms, (cap_rand *= 2) * sizeof(*g.randoms)));
+			g.randoms[g.nrandoms++] = (uint32_t)v;
+			continue;
+		}
+		last_t = t;
+		if (g.nops == cap_ops)
+			g.ops = xalloc(realloc(g.ops, (cap_ops *= 2) * sizeof(*g.ops)));
+		g.ops[g.nops++] = (struct event_op){ .t_ns = t, .rec = nrecs, .kind = line[0] };
+		if (line[0] == 'd')
+			continue;
+		if (nrecs == cap_recs)
+			g.recs = xalloc(realloc(g.recs, (cap_recs *= 2) * sizeof(*g.recs)));
+		g.recs[nrecs] = (struct rec){ .seq = nrecs, .arr_ns = t, .flow = (uint32_t)flow };
+		g.recs[nrecs].pkt = (struct aqm_pkt){ .flow_hash = (uint32_t)flow, .len = (uint32_t)len,
+						      .dscp = (uint8_t)dscp, .host_hash = (uint32_t)host,
+						      .frame = &g.recs[nrecs] };
+		nrecs++;
+	}
+}
+
+/* --events: every step at its recorded time. A packet's departure is when it
+ * was handed out (the other host's link, not ours, sent it). */
+static uint64_t run_events(struct aqm_queue *q)
+{
+	uint64_t now = 0;
+
+	for (size_t k = 0; k < g.nops; k++) {
+		const struct event_op *op = &g.ops[k];
+
+		g.now_ns = now = op->t_ns;
+		if (op->kind == 'e') {
+			struct rec *r = &g.recs[op->rec];
+			struct flowstat *f = flow_stat(r->flow);
+
+			/* the array no longer moves: frame may point into it */
+			r->pkt.frame = r;
+			if (!f->arr_pkts)
+				f->first_arr_ns = now;
+			f->arr_pkts++;
+			f->arr_bytes += r->pkt.len;
+			f->last_arr_ns = now;
+			aqm_enqueue(q, &r->pkt, now);
+		} else {
+			struct aqm_pkt *pkt = aqm_dequeue(q, now);
+
+			if (pkt)
+				on_sent((struct rec *)pkt, now, now);
+		}
+	}
+	printf("{\"type\":\"events\",\"ops\":%zu,\"random_recorded\":%zu,\"random_used\":%zu"
+	       ",\"random_past_record\":%zu}\n", g.nops, g.nrandoms, g.irandom, g.random_past_record);
+	return now;
 }
 
 /* Reads the whole trace; exits 2 on a malformed line. */
@@ -321,7 +446,7 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 
 int main(int argc, char **argv)
 {
-	const char *spec = 0, *trace = 0;
+	const char *spec = 0, *trace = 0, *events = 0;
 	uint64_t rate_bps = 100000000, seed = 1, xstats_every_ns = 0;
 	int describe = 0, i;
 	struct reconf *rc = g.rc = xalloc(calloc((size_t)argc, sizeof(*rc)));
@@ -357,6 +482,9 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--trace") && v) {
 			trace = v;
+			i++;
+		} else if (!strcmp(a, "--events") && v) {
+			events = v;
 			i++;
 		} else if (!strcmp(a, "--xstats-every-ms") && v) {
 			uint64_t ms;
@@ -410,9 +538,24 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (events && (trace || nrc || xstats_every_ns)) {
+		fprintf(stderr, "ckcd-replay: --events replays a record: no trace, --reconfigure or --xstats-every-ms\n");
+		return 2;
+	}
+	if (events) {
+		in = fopen(events, "r");
+		if (!in) {
+			fprintf(stderr, "ckcd-replay: %s: %s\n", events, strerror(errno));
+			return 2;
+		}
+		read_events(in, events);
+		fclose(in);
+	}
 	aqm_host_init(&host, seed, on_drop, NULL);
 	/* the link drains at --rate-bps: a spec without rate_bps follows it */
 	env = aqm_host_env(&host, rate_bps);
+	if (events)
+		env.random_u32 = recorded_random;
 	q = g.q = aqm_create(spec, &env, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "ckcd-replay: %s\n", err);
@@ -429,6 +572,11 @@ int main(int argc, char **argv)
 	       ",\"describe\":", rate_bps, seed, aqm_limit_pkts(q));
 	print_json_string(textbuf);
 	printf("}\n");
+	if (events) {
+		clock = run_events(q);
+		recs = g.recs;
+		goto report;
+	}
 	if (trace && strcmp(trace, "-")) {
 		in = fopen(trace, "r");
 		if (!in) {
@@ -501,6 +649,7 @@ int main(int argc, char **argv)
 			next_xstats = UINT64_MAX;
 	}
 
+report:
 	print_xstats(q, clock);
 	for (size_t k = 0; k < g.nflows_cap; k++) {
 		struct flowstat *f = &g.flows[k];
@@ -531,6 +680,8 @@ int main(int argc, char **argv)
 	aqm_destroy(q);
 	free(recs);
 	free(g.flows);
+	free(g.ops);
+	free(g.randoms);
 	free(rc);
 	return 0;
 }

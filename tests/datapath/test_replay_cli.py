@@ -188,3 +188,64 @@ def test_more_flows_than_the_old_table_held():
     assert flows == n
     total = json.loads(cp.stdout.splitlines()[-1])["total"]
     assert total["enq_pkts"] + total["drops"]["overflow"] == n
+
+
+# --events: another host's record (datapath/kernel/ckcd_record.h) replayed.
+RECORD = """r 7
+e 100 1 1500 0 1
+e 200 2 1500 0 2
+r 9
+d 300 0
+x 1 overflow
+d 400 -
+# events 6 of 10
+"""
+
+
+def test_events_replays_arrivals_and_dequeues_at_their_recorded_times(tmp_path):
+    """The record's arrivals and dequeue requests, at their times: droptail limit=1 sends
+    the first packet when asked at 300 and drops the second on arrival, as the record says;
+    the record's own verdicts (x, d's seq) are not read."""
+    path = tmp_path / "record.txt"
+    path.write_text(RECORD)
+    cp = run_raw(["--qdisc", "droptail limit=1", "--events", str(path)])
+    assert cp.returncode == 0, cp.stderr
+    lines = [json.loads(l) for l in cp.stdout.splitlines()]
+    pkts = {p["seq"]: (p["verdict"], p["reason"], p["t_ns"]) for p in lines if p["type"] == "pkt"}
+    assert pkts == {0: ("sent", None, 300), 1: ("dropped", "overflow", 200)}
+    [ev] = [l for l in lines if l["type"] == "events"]
+    # an r line has no time: it may follow any event (the kernel draws inside enqueue)
+    assert ev == {"type": "events", "ops": 4, "random_recorded": 2, "random_used": 0, "random_past_record": 0}
+
+
+def test_events_takes_the_cores_random_numbers_from_the_record(tmp_path):
+    """CHOKe draws a victim for every arrival once its average passes min: with no r lines
+    each draw is counted past the record (the runs have parted); with enough, all come from
+    it."""
+    arrivals = "".join(f"e {100 * i} {i % 3} 1500 0 {i % 3}\n" for i in range(1, 40))
+    spec = "choke limit=30 min=1 max=20 wlog=1"
+    for randoms, past in (("", True), ("r 0\n" * 200, False)):
+        path = tmp_path / "record.txt"
+        path.write_text(randoms + arrivals)
+        cp = run_raw(["--qdisc", spec, "--events", str(path), "--no-packets"])
+        assert cp.returncode == 0, cp.stderr
+        [ev] = [json.loads(l) for l in cp.stdout.splitlines() if '"events"' in l]
+        if past:
+            assert ev["random_past_record"] > 0 and ev["random_used"] == 0, ev
+        else:
+            assert ev["random_past_record"] == 0 and 0 < ev["random_used"] <= 200, ev
+
+
+@pytest.mark.parametrize("record, args", [
+    ("e 100 1 1500\n", []),                 # a field missing
+    ("e 200 1 1500 0 1\nd 100 0\n", []),    # time going backwards
+    ("r -1\n", []),
+    ("q 1\n", []),                          # no such event
+    ("e 100 1 1500 0 1\n", ["--reconfigure", "5:droptail"]),
+])
+def test_events_refuses_a_bad_record_or_option(tmp_path, record, args):
+    path = tmp_path / "record.txt"
+    path.write_text(record)
+    cp = run_raw(["--qdisc", "droptail", "--events", str(path), *args])
+    assert cp.returncode == 2 and cp.stdout == "", cp.stdout
+    assert "record.txt:" in cp.stderr or "--events" in cp.stderr, cp.stderr
