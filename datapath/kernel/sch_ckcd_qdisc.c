@@ -28,6 +28,7 @@
 #include <net/netlink.h>
 
 #include "aqm.h"
+#include "ckcd_record.h"
 #include "ckcd_nl.h"
 
 #define CKCD_DEFER_MAX 32
@@ -62,6 +63,7 @@ struct ckcd_sched {
 	struct Qdisc *sch;
 	struct aqm_env env;
 	struct ckcd_pool pool;
+	struct ckcd_record *rec; /* NULL unless record_events was set at init (ckcd_record.h) */
 	/* Set while the core runs inside enqueue: drops then go to the
 	 * caller's to_free list, and the arriving packet is told apart from
 	 * queued ones (only queued ones are in our and our parents' counts). */
@@ -171,7 +173,19 @@ static struct ckcd_chunk *ckcd_pool_grow_for(struct ckcd_sched *s, const struct 
 
 static u32 ckcd_random(void *ctx)
 {
-	return get_random_u32();
+	struct ckcd_sched *s = ctx;
+	u32 v = get_random_u32();
+
+	if (unlikely(s->rec))
+		ckcd_record_random(s->rec, v);
+	return v;
+}
+
+/* A queued skb's seq in the record: the qdisc's private part of skb->cb. */
+static inline u32 *ckcd_skb_seq(struct sk_buff *skb)
+{
+	BUILD_BUG_ON(sizeof(u32) > QDISC_CB_PRIV_LEN);
+	return (u32 *)qdisc_skb_cb(skb)->data;
 }
 
 static void *ckcd_alloc(void *ctx, size_t bytes)
@@ -201,6 +215,8 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	struct sk_buff *skb = pkt->frame;
 	struct Qdisc *sch = s->sch;
 
+	if (unlikely(s->rec))
+		ckcd_record_drop(s->rec, *ckcd_skb_seq(skb), why);
 	if (pkt == s->arriving) {
 		s->arriving_dropped = true;
 	} else {
@@ -396,6 +412,7 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 	if (c)
 		ckcd_pool_add(&s->pool, c);
 	s->q = q;
+	s->rec = ckcd_record_create(sch);
 	return 0;
 }
 
@@ -462,6 +479,7 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
 	struct aqm_pkt *d;
+	u64 now;
 	int ret;
 
 	d = ckcd_desc_get(&s->pool);
@@ -473,10 +491,13 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 	ckcd_classify(skb, d);
 	d->len = qdisc_pkt_len(skb);
 	d->frame = skb;
+	now = ktime_get_ns();
+	if (unlikely(s->rec))
+		*ckcd_skb_seq(skb) = ckcd_record_enqueue(s->rec, now, d);
 	s->to_free = to_free;
 	s->arriving = d;
 	s->arriving_dropped = false;
-	ret = aqm_enqueue(s->q, d, ktime_get_ns());
+	ret = aqm_enqueue(s->q, d, now);
 	s->arriving = NULL;
 	s->to_free = NULL;
 	ckcd_report_dropped(s);
@@ -492,9 +513,12 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
-	struct aqm_pkt *pkt = aqm_dequeue(s->q, ktime_get_ns());
+	u64 now = ktime_get_ns();
+	struct aqm_pkt *pkt = aqm_dequeue(s->q, now);
 	struct sk_buff *skb;
 
+	if (unlikely(s->rec))
+		ckcd_record_dequeue(s->rec, now, pkt ? *ckcd_skb_seq(pkt->frame) : CKCD_RECORD_NO_PKT);
 	ckcd_report_dropped(s);
 	if (!pkt)
 		return NULL;
@@ -537,6 +561,8 @@ static void ckcd_destroy(struct Qdisc *sch)
 	if (s->q)
 		aqm_destroy(s->q);
 	s->q = NULL;
+	ckcd_record_destroy(s->rec); /* after the flush, which it records */
+	s->rec = NULL;
 	ckcd_pool_free(&s->pool);
 	s->dropped_queued = 0;
 	s->dropped_queued_bytes = 0;
@@ -623,15 +649,20 @@ static int __init ckcd_module_init(void)
 
 	err = ckcd_build_msgs();
 	if (!err)
+		err = ckcd_record_module_init();
+	if (!err)
 		err = register_qdisc(&ckcd_qdisc_ops);
-	if (err)
+	if (err) {
+		ckcd_record_module_exit();
 		kfree(ckcd_msgs);
+	}
 	return err;
 }
 
 static void __exit ckcd_module_exit(void)
 {
 	unregister_qdisc(&ckcd_qdisc_ops);
+	ckcd_record_module_exit();
 	kfree(ckcd_msgs);
 }
 

@@ -4,15 +4,21 @@ One boot for the whole module: a guest script runs every step below in order and
 per step, its output and exit code between markers; each test then checks one step like
 Linux's tc-testing cases do (a command, its expected exit code, a `tc -s qdisc show`
 pattern). Traffic: UDP through a veth pair into a namespace, shaped by an HTB class of
-1 Mbit/s with ckcd as its leaf, so the leaf's queue fills and drops.
+1 Mbit/s with ckcd as its leaf, so the leaf's queue fills and drops; then BBR against CUBIC
+through a router namespace whose 20 Mbit/s HTB class has the leaf under test (ckcd against
+pfifo, the core's RED/CHOKe/CoDel against Linux's), and one ckcd leaf's record replayed
+through ckcd-replay (docs/kernel.md).
 """
 
 import json
 import re
+import subprocess
+from collections import Counter
 
 import pytest
 
 from tests.conftest import REPO
+from tests.datapath.replaylib import build as replay_bin
 from tests.kernel import lab
 
 SCRIPT = r"""
@@ -115,18 +121,25 @@ $IP netns exec b $TC qdisc add dev vb root netem delay 20ms limit 10000 &&
 $IP netns exec b iperf3 -s -D -p 5301 && $IP netns exec b iperf3 -s -D -p 5302 &&
 $IP netns exec a ping -c 2 -W 2 10.8.2.1'
 # bbr_cubic SECONDS LEAF...: both flows through the leaf; prints their goodputs and the leaf
-bbr_cubic() {
-  t=$1; shift
+leaf_add() {  # LEAF...: r's egress towards b, a 20 Mbit/s HTB class with the leaf under test
   $IP netns exec r $TC qdisc add dev rb root handle 1: htb default 1 &&
   $IP netns exec r $TC class add dev rb parent 1: classid 1:1 htb rate 20mbit ceil 20mbit &&
-  $IP netns exec r $TC qdisc add dev rb parent 1:1 handle 10: "$@" || return 1
-  $IP netns exec a iperf3 -c 10.8.2.1 -p 5301 -C bbr -t $t -f m > /tmp/bbr.txt 2>&1 & b=$!
-  $IP netns exec a iperf3 -c 10.8.2.1 -p 5302 -C cubic -t $t -f m > /tmp/cubic.txt 2>&1 & c=$!
+  $IP netns exec r $TC qdisc add dev rb parent 1:1 handle 10: "$@"
+}
+flows() {  # SECONDS: one BBR and one CUBIC flow from a to b; prints their receiver lines
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5301 -C bbr -t $1 -f m > /tmp/bbr.txt 2>&1 & b=$!
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5302 -C cubic -t $1 -f m > /tmp/cubic.txt 2>&1 & c=$!
   wait $b; rb=$?; wait $c; rc=$?
   echo "bbr $(grep receiver /tmp/bbr.txt)"; echo "cubic $(grep receiver /tmp/cubic.txt)"
+  [ $rb = 0 ] && [ $rc = 0 ]
+}
+bbr_cubic() {  # SECONDS LEAF...: both flows through the leaf; prints their goodputs and the leaf
+  t=$1; shift
+  leaf_add "$@" || return 1
+  flows $t; r=$?
   $IP netns exec r $TC -s -d qdisc show dev rb parent 1:1
   $IP netns exec r $TC qdisc del dev rb root
-  [ $rb = 0 ] && [ $rc = 0 ]
+  return $r
 }
 step fair_pfifo bbr_cubic 12 pfifo limit 16
 step fair_ckcd bbr_cubic 12 ckcd limit 16 rate 20mbit rtt 20ms
@@ -143,6 +156,19 @@ step xc_choke_core bbr_cubic 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 
 # CoDel: RFC 8289's defaults (target 5 ms, interval 100 ms), limit 80 packets.
 step xc_codel_linux bbr_cubic 10 codel limit 80 target 5ms interval 100ms noecn
 step xc_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100ms
+# Cross-check (a): a leaf created while record_events is set records what it handed the
+# core and what came back (datapath/kernel/ckcd_record.h), for ckcd-replay to run again.
+REC=/sys/module/sch_ckcd/parameters/record_events
+step rec_setup sh -c "mount -t debugfs none /sys/kernel/debug && echo 200000 > $REC"
+step rec_too_many sh -c "echo 16777217 > $REC"
+step rec_kept cat $REC
+step rec_add leaf_add ckcd limit 16 rate 20mbit rtt 20ms
+echo 0 > $REC
+step rec_flows flows 3
+step rec_spec $IP netns exec r $TC -j qdisc show dev rb parent 1:1
+step rec_dump cat /sys/kernel/debug/sch_ckcd/rb-10
+step rec_del $IP netns exec r $TC qdisc del dev rb root
+step rec_gone sh -c "ls /sys/kernel/debug/sch_ckcd/"
 step tcp_cleanup sh -c "$IP netns del a; $IP netns del r; $IP netns del b"
 step cleanup sh -c "$IP link del v0; $IP netns del ns"
 step unload rmmod sch_ckcd
@@ -395,6 +421,63 @@ def test_core_baselines_agree_with_linux(vm, disc):
     assert abs(share["linux"] - share["core"]) <= 0.10, (lin["rates"], core["rates"])
     total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
     assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
+
+
+def kernel_verdicts(record: str) -> dict[int, str]:
+    """seq -> 'sent' or the drop reason, from sch_ckcd's record (its d and x lines)."""
+    verdicts, seq = {}, 0
+    for line in record.splitlines():
+        kind, *f = line.split()
+        if kind == "e":
+            seq += 1
+        elif kind == "d" and f[1] != "-":
+            verdicts[int(f[1])] = "sent"
+        elif kind == "x":
+            verdicts[int(f[0])] = f[1]
+    return verdicts
+
+
+def test_module_and_replay_reach_the_same_verdicts(vm, tmp_path):
+    """Cross-check (a), rule: the core is one, its hosts many - fed the same inputs, the
+    kernel qdisc and ckcd-replay must reach the same verdict on every packet.
+
+    The module records 3 s of BBR+CUBIC through ckcd (the fairness check's leaf): each
+    arrival with its time and classification, each time HTB asked for a packet, each random
+    number the core drew. ckcd-replay runs the same spec (tc -j's) on that record and must
+    send and drop exactly the same packets, for the same reasons, drawing exactly the
+    recorded random numbers. Not a tolerance: any difference is a host that changes what
+    the core decides."""
+    step(vm, "rec_setup")
+    step(vm, "rec_add")
+    step(vm, "rec_flows")
+    [leaf] = json.loads(step(vm, "rec_spec"))
+    record = step(vm, "rec_dump")
+    step(vm, "rec_del")
+    assert step(vm, "rec_gone").strip() == "", "the record's debugfs file goes with its qdisc"
+    n, cap = map(int, re.search(r"# events (\d+) of (\d+)", record).groups())
+    assert n < cap, "the record filled: not every verdict is in it"
+    kernel = kernel_verdicts(record)
+    drops = [v for v in kernel.values() if v != "sent"]
+    # enough to mean something: thousands of packets, drops of more than one reason
+    assert len(kernel) > 2000 and len(drops) > 20 and len(set(drops)) >= 2, (len(kernel), Counter(drops))
+    path = tmp_path / "record.txt"
+    path.write_text(record)
+    out = subprocess.run([replay_bin(), "--qdisc", leaf["options"]["spec"], "--events", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
+    replay = {p["seq"]: "sent" if p["verdict"] == "sent" else p["reason"] for p in lines if p["type"] == "pkt"}
+    [events] = [e for e in lines if e["type"] == "events"]
+    differ = sorted(seq for seq in kernel.keys() | replay.keys() if kernel.get(seq) != replay.get(seq))
+    print(f"record: {len(kernel)} packets, drops {dict(Counter(drops))}, {events['random_recorded']} random draws")
+    assert not differ, [(seq, kernel.get(seq), replay.get(seq)) for seq in differ[:10]]
+    assert events["random_used"] == events["random_recorded"] and events["random_past_record"] == 0, events
+
+
+def test_record_size_beyond_what_kvmalloc_gives_is_refused(vm):
+    """Bad input gets a clear error and changes nothing: 2^24 + 1 events (over 384 MiB, past
+    kvmalloc's INT_MAX bytes, where it would warn) is refused when written, 200000 kept."""
+    step(vm, "rec_too_many", rc=1)
+    assert step(vm, "rec_kept").strip() == "200000"
 
 
 def test_tcp_lab_cleaned_up(vm):

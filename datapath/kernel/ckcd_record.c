@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+/* ckcd_record.c - the event record of a sch_ckcd qdisc (ckcd_record.h says
+ * what it holds and why). One writer, under the qdisc lock; the debugfs reader
+ * takes no lock: it shows the events below the count it read, each complete
+ * before the count passed it (release/acquire).
+ */
+#include <linux/debugfs.h>
+#include <linux/kernel.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <net/sch_generic.h>
+
+#include "aqm.h"
+#include "ckcd_record.h"
+
+/* 2^24 events of 24 bytes, 384 MiB: kvmalloc refuses (and warns about) more
+ * than INT_MAX bytes, so a larger value is refused when it is written. */
+#define CKCD_RECORD_MAX_EVENTS (1u << 24)
+
+static unsigned int record_events;
+
+static int ckcd_record_events_set(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 0, CKCD_RECORD_MAX_EVENTS);
+}
+
+static const struct kernel_param_ops ckcd_record_events_ops = {
+	.set = ckcd_record_events_set,
+	.get = param_get_uint,
+};
+module_param_cb(record_events, &ckcd_record_events_ops, &record_events, 0644);
+MODULE_PARM_DESC(record_events, "events each new qdisc records for debugfs sch_ckcd/<dev>-<major> "
+		 "(0: off, at most 16777216)");
+
+enum ckcd_event_kind { EV_ENQUEUE = 'e', EV_DEQUEUE = 'd', EV_DROP = 'x', EV_RANDOM = 'r' };
+
+struct ckcd_event {
+	u64 t_ns;
+	u32 a, b, c; /* e: flow, len, host; d: seq; x: seq; r: value */
+	u8 kind, dscp, reason;
+};
+
+struct ckcd_record {
+	struct ckcd_event *ev;
+	u32 cap, n;   /* n: events written; stops at cap */
+	u32 next_seq; /* the seq of the next arriving packet */
+	struct dentry *file;
+};
+
+static struct dentry *ckcd_debugfs_dir;
+
+static void ckcd_record_put(struct ckcd_record *r, struct ckcd_event e)
+{
+	if (r->n == r->cap)
+		return; /* full: the last line says how many */
+	r->ev[r->n] = e;
+	smp_store_release(&r->n, r->n + 1);
+}
+
+u32 ckcd_record_enqueue(struct ckcd_record *r, u64 t_ns, const struct aqm_pkt *pkt)
+{
+	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_ENQUEUE, .t_ns = t_ns, .a = pkt->flow_hash,
+						.b = pkt->len, .c = pkt->host_hash, .dscp = pkt->dscp });
+	return r->next_seq++;
+}
+
+void ckcd_record_dequeue(struct ckcd_record *r, u64 t_ns, u32 seq)
+{
+	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_DEQUEUE, .t_ns = t_ns, .a = seq });
+}
+
+void ckcd_record_drop(struct ckcd_record *r, u32 seq, unsigned int reason)
+{
+	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_DROP, .a = seq, .reason = reason });
+}
+
+void ckcd_record_random(struct ckcd_record *r, u32 value)
+{
+	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_RANDOM, .a = value });
+}
+
+/* ---- debugfs: one line per event ------------------------------------------ */
+
+static void *ckcd_record_seq_start(struct seq_file *m, loff_t *pos)
+{
+	struct ckcd_record *r = m->private;
+
+	/* one position past the events: the closing line */
+	return *pos <= smp_load_acquire(&r->n) ? pos : NULL;
+}
+
+static void *ckcd_record_seq_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	return ckcd_record_seq_start(m, pos);
+}
+
+static void ckcd_record_seq_stop(struct seq_file *m, void *v)
+{
+}
+
+static int ckcd_record_seq_show(struct seq_file *m, void *v)
+{
+	struct ckcd_record *r = m->private;
+	loff_t i = *(loff_t *)v;
+	const struct ckcd_event *e;
+
+	if (i == smp_load_acquire(&r->n)) {
+		seq_printf(m, "# events %u of %u\n", r->n, r->cap);
+		return 0;
+	}
+	e = &r->ev[i];
+	switch (e->kind) {
+	case EV_ENQUEUE:
+		seq_printf(m, "e %llu %u %u %u %u\n", e->t_ns, e->a, e->b, e->dscp, e->c);
+		break;
+	case EV_DEQUEUE:
+		if (e->a == CKCD_RECORD_NO_PKT)
+			seq_printf(m, "d %llu -\n", e->t_ns);
+		else
+			seq_printf(m, "d %llu %u\n", e->t_ns, e->a);
+		break;
+	case EV_DROP:
+		seq_printf(m, "x %u %s\n", e->a, aqm_drop_reason_name(e->reason));
+		break;
+	default:
+		seq_printf(m, "r %u\n", e->a);
+	}
+	return 0;
+}
+
+static const struct seq_operations ckcd_record_seq_ops = {
+	.start = ckcd_record_seq_start,
+	.next = ckcd_record_seq_next,
+	.stop = ckcd_record_seq_stop,
+	.show = ckcd_record_seq_show,
+};
+
+static int ckcd_record_open(struct inode *inode, struct file *file)
+{
+	int err = seq_open(file, &ckcd_record_seq_ops);
+
+	if (!err)
+		((struct seq_file *)file->private_data)->private = inode->i_private;
+	return err;
+}
+
+static const struct file_operations ckcd_record_fops = {
+	.owner = THIS_MODULE,
+	.open = ckcd_record_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = seq_release,
+};
+
+struct ckcd_record *ckcd_record_create(struct Qdisc *sch)
+{
+	u32 cap = READ_ONCE(record_events);
+	struct ckcd_record *r;
+	char name[IFNAMSIZ + 8];
+
+	if (!cap || IS_ERR_OR_NULL(ckcd_debugfs_dir))
+		return NULL;
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return NULL;
+	r->ev = kvcalloc(cap, sizeof(*r->ev), GFP_KERNEL | __GFP_NOWARN);
+	if (!r->ev) {
+		kfree(r);
+		return NULL;
+	}
+	r->cap = cap;
+	snprintf(name, sizeof(name), "%s-%x", qdisc_dev(sch)->name, TC_H_MAJ(sch->handle) >> 16);
+	r->file = debugfs_create_file(name, 0400, ckcd_debugfs_dir, r, &ckcd_record_fops);
+	return r;
+}
+
+void ckcd_record_destroy(struct ckcd_record *r)
+{
+	if (!r)
+		return;
+	debugfs_remove(r->file); /* waits for readers to leave */
+	kvfree(r->ev);
+	kfree(r);
+}
+
+int ckcd_record_module_init(void)
+{
+	ckcd_debugfs_dir = debugfs_create_dir("sch_ckcd", NULL);
+	return 0; /* without debugfs, qdiscs just run unrecorded */
+}
+
+void ckcd_record_module_exit(void)
+{
+	debugfs_remove_recursive(ckcd_debugfs_dir);
+}

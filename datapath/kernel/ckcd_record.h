@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* ckcd_record.h - what one sch_ckcd qdisc handed the core and what came back,
+ * event by event, so that ckcd-replay can run the same core on the same inputs
+ * and the verdicts can be compared (tests/kernel, docs/kernel.md).
+ *
+ * Off unless the module parameter record_events is set (it may change at run
+ * time: /sys/module/sch_ckcd/parameters/record_events); a qdisc created while
+ * it is N > 0 records its first N events into a buffer allocated at init, and
+ * debugfs shows them as text in sch_ckcd/<dev>-<major> (hex), one per line:
+ *
+ *   e T FLOW LEN DSCP HOST   a packet arrived at T ns (its seq: the count of e lines before it)
+ *   d T SEQ                  the core was asked for a packet at T and gave SEQ ('-': none)
+ *   x SEQ REASON             the core dropped packet SEQ (the arriving one or a queued one)
+ *   r VALUE                  the core drew this random number (in the order it drew them)
+ *
+ * and a last line "# events N of M" (N < M: the buffer filled and recording
+ * stopped there). e, d and r are the inputs; d's SEQ and x are the verdicts.
+ */
+#ifndef CKCD_RECORD_H
+#define CKCD_RECORD_H
+
+#include <linux/types.h>
+
+struct Qdisc;
+struct aqm_pkt;
+struct ckcd_record;
+
+#define CKCD_RECORD_NO_PKT U32_MAX
+
+/* A record for a new qdisc (may sleep), or NULL when recording is off or the
+ * buffer cannot be had (the qdisc then runs unrecorded). */
+struct ckcd_record *ckcd_record_create(struct Qdisc *sch);
+void ckcd_record_destroy(struct ckcd_record *r);
+
+/* Under the qdisc lock, allocation-free. _enqueue returns the packet's seq. */
+u32 ckcd_record_enqueue(struct ckcd_record *r, u64 t_ns, const struct aqm_pkt *pkt);
+void ckcd_record_dequeue(struct ckcd_record *r, u64 t_ns, u32 seq);
+void ckcd_record_drop(struct ckcd_record *r, u32 seq, unsigned int reason);
+void ckcd_record_random(struct ckcd_record *r, u32 value);
+
+int ckcd_record_module_init(void);
+void ckcd_record_module_exit(void);
+
+#endif
