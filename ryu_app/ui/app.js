@@ -106,15 +106,18 @@ function drawChart(canvas, series, unit, now) {
   ctx.clearRect(0, 0, w, h);
   const left = 52, right = 10, top = 8, bottom = 34;
   const pw = w - left - right, ph = h - top - bottom;
-  let max = 0, drawn = 0;
+  let max = 0, drawn = 0, scale = 1;
   for (const s of series) for (const [, v] of s.points) max = Math.max(max, v);
-  max = niceMax(max);
+  // A queue of a few packets waits well under a millisecond: 380 µs reads better than
+  // 0.00038 ms, and its tick labels leave room for the axis's unit.
+  if (unit === "ms" && max > 0 && max < 1) { unit = "\u00b5s"; scale = 1000; }
+  max = niceMax(max * scale);
   const t0 = now - WINDOW_S;
-  const x = t => left + pw * (t - t0) / WINDOW_S, y = v => top + ph * (1 - v / max);
+  const x = t => left + pw * (t - t0) / WINDOW_S, y = v => top + ph * (1 - v * scale / max);
   ctx.font = "11px system-ui, sans-serif";
   ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
   for (let i = 0; i <= 4; i++) {
-    const v = max * i / 4, yy = y(v);
+    const v = max * i / 4, yy = top + ph * (1 - v / max);
     ctx.beginPath(); ctx.moveTo(left, yy); ctx.lineTo(left + pw, yy); ctx.stroke();
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
     ctx.fillText(v >= 100 ? v.toFixed(0) : String(parseFloat(v.toPrecision(2))), left - 4, yy);
