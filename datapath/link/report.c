@@ -90,14 +90,21 @@ static void put_late(struct jbuf *b, const char *key, const char *count_key,
 	jb_obj_close(b);
 }
 
+/* Big enough for CKCD's per-flow state of every flow of a window (~80 bytes a
+ * flow); one buffer, since the daemon runs in one thread. */
+static char text_buf[1 << 17];
+
+static void put_xstats(struct jbuf *b, const struct aqm_queue *q)
+{
+	aqm_xstats(q, text_buf, sizeof(text_buf));
+	jb_kstr(b, "xstats", text_buf);
+}
+
 static void put_qdisc(struct jbuf *b, const struct aqm_queue *q)
 {
-	char buf[1024];
-
-	aqm_describe(q, buf, sizeof(buf));
-	jb_kstr(b, "qdisc", buf);
-	aqm_xstats(q, buf, sizeof(buf));
-	jb_kstr(b, "xstats", buf);
+	aqm_describe(q, text_buf, sizeof(text_buf));
+	jb_kstr(b, "qdisc", text_buf);
+	put_xstats(b, q);
 }
 
 void report_show(struct link *l, struct jbuf *b)
@@ -338,6 +345,9 @@ void report_log_tick(struct link *l, uint64_t t)
 			f->log_drops = drops;
 		}
 		jb_arr_close(&b);
+		/* the discipline's state now (CKCD: I, mu_f, each flow's mu_i, d_th and
+		 * dropping state), so a run's log shows the mechanism over time */
+		put_xstats(&b, d->q);
 		jb_obj_close(&b);
 		jb_raw(&b, "\n", 1);
 

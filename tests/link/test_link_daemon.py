@@ -321,6 +321,14 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
         assert key in ab[0]
     assert sum(x["tx_bytes"] for x in ab) == st["dirs"]["ab"]["tx_bytes"]
     assert any(f["key"].startswith("tcp 10.77.0.1:") for x in ab for f in x["flows"])
+    # Each line carries the discipline's state: droptail's queue, then (after set_qdisc)
+    # CKCD's I, mu_f and per-flow mu_i / d_th / dropping, keyed by the decimal of the flow
+    # hash that `flows` gives in hex - how a run's plots join the two (docs/ckcd-link.md).
+    assert ab[0]["xstats"].startswith("qlen_pkts=")
+    joined = [x for x in ab if "active_flows=" in x["xstats"] and any(
+        re.search(rf"\bflow\.{int(f['flow'], 16)}=mu_bps:\d+,dth_us:\d+,dropping:[01]", x["xstats"])
+        for f in x["flows"] if f["key"].startswith("tcp 10.77.0.1:"))]
+    assert joined, [x["xstats"] for x in ab[-3:]]
 
 
 def xstat(ab: dict, name: str) -> int:
