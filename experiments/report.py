@@ -110,11 +110,15 @@ def _plots(out_dir: str, records: list[dict], summary: list[dict]) -> dict:
 
 
 def _timeseries(plt, path: str, records: list[dict]) -> None:
-    """Seed 000 Fig. 5(a)-(e) / Fig. 8: throughput of each flow and delay over time, one row per case."""
+    """Seed 000 Fig. 5(a)-(e) / Fig. 8: throughput of each flow and delay over time, one row per case;
+    where a case ran CKCD, a third column shows its mechanism (_ckcd_thresholds)."""
     n = len(records)
-    fig, axes = plt.subplots(n, 2, figsize=(12, 2.6 * n), squeeze=False)
+    ckcd = any(link.get("ckcd") for r in records for link in r["links"].values())
+    fig, axes = plt.subplots(n, 3 if ckcd else 2, figsize=(18 if ckcd else 12, 2.6 * n), squeeze=False)
     for row, rec in zip(axes, records):
-        ax_t, ax_d = row
+        ax_t, ax_d = row[:2]
+        if ckcd:
+            _ckcd_thresholds(row[2], rec)
         m = rec["metrics"]
         many = len(rec["flows"]) > 5
         seen = set()
@@ -154,6 +158,39 @@ def _timeseries(plt, path: str, records: list[dict]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _ckcd_thresholds(ax, rec: dict) -> None:
+    """Seed 000's Algorithm 1 at work: each flow's delay threshold d_th (log scale: it spans
+    dth_min_ms to dth_max_ms) and, in gray on the right axis, the active-flow count I behind
+    mu_f = C / I - which counts every flow of a window, pings and control connections too."""
+    points = next((link["ckcd"] for link in rec["links"].values() if link.get("ckcd")), [])
+    if not points:
+        ax.set_axis_off()
+        ax.set_title(f"{rec['case']['name']}: not CKCD", fontsize=9)
+        return
+    many = len(rec["flows"]) > 5
+    seen = set()
+    for f in rec["flows"]:
+        pts = [(p["t"], p["flows"][f["key"]][1]) for p in points if f.get("key") in p["flows"]]
+        if not pts:
+            continue
+        t, v = zip(*pts)
+        label = f["cc"] if many else f["label"]
+        ax.plot(t, v, lw=0.8, color=CC_COLORS.get(f["cc"]) if many else None,
+                label=None if label in seen else label)
+        seen.add(label)
+    ax.set_yscale("log")
+    ax.set_ylabel("d_th (ms)")
+    ax.set_xlim(left=0)
+    ax.axvspan(*rec["metrics"]["window_s"], color="0.93", zorder=0)
+    twin = ax.twinx()
+    twin.step([p["t"] for p in points], [p["active"] for p in points], where="post", color="0.55", lw=0.8)
+    twin.set_ylabel("I (active flows)", color="0.4")
+    twin.set_ylim(bottom=0)
+    ax.set_title(f"{rec['case']['name']}: CKCD d_th per flow; I in gray", fontsize=9)
+    if seen:
+        ax.legend(fontsize=7, loc="upper left", ncol=3)
 
 
 def _smooth(points, width_s: float):

@@ -32,6 +32,7 @@ import time
 import zlib
 
 from experiments import analysis
+from experiments.ckcd_state import CkcdStateReader
 from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
 from experiments.progress import Progress
@@ -373,6 +374,7 @@ def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, net) ->
 def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: dict | None,
                  sojourn_samples: list) -> dict:
     series = []
+    ckcd = CkcdStateReader()
     path = os.path.join(run_dir, f"link-{name}.jsonl")
     with contextlib.suppress(OSError):
         with open(path) as f:
@@ -384,6 +386,7 @@ def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: d
                 if row.get("dir") != "ab":
                     continue
                 soj = row.get("sojourn_us") or {}
+                ckcd.add(round(row["t"] + offset_s, 3), row)
                 series.append({"t": round(row["t"] + offset_s, 3), "interval_s": row["interval_s"],
                                "qlen_pkts": row["qlen_pkts"], "tx_bytes": row["tx_bytes"],
                                "sojourn_ms": soj["mean"] / 1000 if soj.get("count") else None,
@@ -392,7 +395,7 @@ def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: d
     if len(sojourn_samples) > MAX_STORED_SAMPLES:  # an even subsample keeps the percentiles
         step = len(sojourn_samples) / MAX_STORED_SAMPLES
         sojourn_samples = [sojourn_samples[int(k * step)] for k in range(MAX_STORED_SAMPLES)]
-    return {"series": series, "sojourn_samples": sojourn_samples,
+    return {"series": series, "sojourn_samples": sojourn_samples, "ckcd": ckcd.points,
             "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops",
                                                                 "tx_bytes", "sojourn_us", "schedule",
                                                                 "tx_wake", "nflows")}}
