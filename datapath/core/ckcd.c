@@ -26,7 +26,7 @@
 
 enum {
 	P_LIMIT, P_DELTA, P_D, P_OMEGA, P_RATE, P_RTT, P_AVPKT, P_QMIN, P_QMAX, P_K,
-	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_N
+	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_N
 };
 
 static const struct aqm_param ckcd_params[] = {
@@ -44,20 +44,25 @@ static const struct aqm_param ckcd_params[] = {
 	[P_DTH_MAX] = { "dth_max_ms", "ms", 1, 100000000, 50000, 3, AQM_PARAM_INT, 0 },
 	[P_WINDOW] = { "window_ms", "ms", 1000, 10000000, 100000, 3, AQM_PARAM_INT, 0 },
 	[P_FLOWS] = { "flows", "entries", 16, 65536, 1024, 0, AQM_PARAM_INT, 0 },
+	/* A flow counts in I once this many of its bytes arrived in a window (0:
+	 * its first packet, the paper's literal "active flow"): a ping, LLDP or a
+	 * control connection is not a flow sharing the link (docs/ckcd.md). */
+	[P_ACTIVE_MIN] = { "active_min_bytes", "bytes a window (0: any packet)", 0, 100000000, 3000, 0,
+			   AQM_PARAM_INT, 0 },
 };
 
 #define CKCD_PROBE 8 /* slots searched from a flow's home slot */
 
 /* A flow entry is one 64-byte cache line (the table is 64-byte aligned):
- * only what the per-packet path reads. The per-flow delay-drop counter, read
- * by xstats only, is in the parallel array ckcd.flow_drops. */
+ * only what the per-packet path reads. What only xstats or a flow not yet
+ * counted in I reads is in the parallel array ckcd.cold. */
 struct ckcd_flow {
 	uint32_t hash;
 	uint8_t used;
 	uint8_t dropping;     /* sojourn >= d_th lasted Delta: dropping its late packets */
 	union {
 		struct {
-			uint32_t arr_epoch;   /* last window this flow arrived in (counts it in I) */
+			uint32_t arr_epoch;   /* last window this flow counted in I (active_min_bytes) */
 			uint32_t bytes_epoch_id;
 		};
 		uint64_t epochs; /* both: one comparison with ckcd.epoch2 */
@@ -75,6 +80,12 @@ struct ckcd_flow {
 };
 
 _Static_assert(sizeof(struct ckcd_flow) == 64, "a flow entry is one cache line");
+
+struct ckcd_flow_cold {
+	uint64_t delay_drops;     /* xstats */
+	uint32_t arrived_epoch;   /* the window arrived_bytes counts */
+	uint32_t arrived_bytes;   /* arrived in it while the flow was not yet in I */
+};
 
 struct ckcd {
 	struct aqm_ring ring;
@@ -98,9 +109,10 @@ struct ckcd {
 	uint32_t epoch;
 	uint64_t epoch2;           /* epoch in both halves */
 	uint32_t flows_this_epoch, flows_last_epoch;
+	uint64_t active_min_bytes; /* a flow counts in I from this many bytes a window */
 	/* the flow table */
 	struct ckcd_flow *flows;   /* 64-byte aligned inside flows_mem */
-	uint64_t *flow_drops;      /* per-flow delay drops (xstats), beside flows[] */
+	struct ckcd_flow_cold *cold; /* beside flows[], same index */
 	void *flows_mem;
 	uint32_t nflows, flow_mask, flow_shift; /* flow_shift: 32 - log2(nflows) */
 	uint32_t flows_used;
@@ -119,6 +131,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->d_ns = (uint64_t)a->v[P_D] * 1000;
 	c->rate_bps = (uint64_t)a->v[P_RATE];
 	c->window_ns = (uint64_t)a->v[P_WINDOW] * 1000;
+	c->active_min_bytes = (uint64_t)a->v[P_ACTIVE_MIN];
 	if ((8 * AQM_NSEC_PER_SEC) % c->window_ns == 0)
 		c->mu_mul = 8 * AQM_NSEC_PER_SEC / c->window_ns;
 	c->dth_min_ns = (uint64_t)a->v[P_DTH_MIN] * 1000;
@@ -173,7 +186,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->nflows = n;
 	c->flow_mask = n - 1;
 	c->flow_shift = 32 - bits;
-	c->flows_mem = q->env.alloc(q->env.ctx, (size_t)n * (sizeof(c->flows[0]) + sizeof(c->flow_drops[0])) +
+	c->flows_mem = q->env.alloc(q->env.ctx, (size_t)n * (sizeof(c->flows[0]) + sizeof(c->cold[0])) +
 					      sizeof(c->flows[0]) - 1);
 	if (!c->flows_mem) {
 		aqm_err(err, errlen, "ckcd: out of memory for parameter 'flows'", 0, 0);
@@ -181,7 +194,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	}
 	c->flows = (struct ckcd_flow *)(((uintptr_t)c->flows_mem + sizeof(c->flows[0]) - 1) &
 					~(uintptr_t)(sizeof(c->flows[0]) - 1));
-	c->flow_drops = (uint64_t *)(c->flows + n);
+	c->cold = (struct ckcd_flow_cold *)(c->flows + n);
 	if (aqm_ring_alloc(&c->ring, &q->env, c->limit)) {
 		q->env.free(q->env.ctx, c->flows_mem);
 		aqm_err(err, errlen, "ckcd: out of memory for parameter 'limit'", 0, 0);
@@ -311,7 +324,7 @@ static __attribute__((noinline)) uint32_t flow_get_slow(struct ckcd *c, uint32_t
 		c->evictions++;
 	f = &c->flows[slot];
 	aqm_zero(f, sizeof(*f));
-	c->flow_drops[slot] = 0;
+	aqm_zero(&c->cold[slot], sizeof(c->cold[slot]));
 	f->used = 1;
 	f->hash = hash;
 	return slot;
@@ -327,6 +340,21 @@ static inline uint32_t flow_get(struct ckcd *c, uint32_t hash)
 	if (__builtin_expect(f->used && f->hash == hash, 1))
 		return s;
 	return flow_get_slow(c, hash, s);
+}
+
+/* Whether a flow not yet in I this window, with len more bytes arrived (queued
+ * or dropped: a flow being dropped still competes), has reached
+ * active_min_bytes in it (section 5 of docs/ckcd.md). */
+static inline int ckcd_reaches_active_min(struct ckcd *c, uint32_t slot, uint32_t len)
+{
+	struct ckcd_flow_cold *cold = &c->cold[slot];
+
+	if (cold->arrived_epoch != c->epoch) {
+		cold->arrived_epoch = c->epoch;
+		cold->arrived_bytes = 0;
+	}
+	cold->arrived_bytes += len < UINT32_MAX - cold->arrived_bytes ? len : UINT32_MAX - cold->arrived_bytes;
+	return cold->arrived_bytes >= c->active_min_bytes;
 }
 
 /* Bytes admitted in one window as a rate: bytes * 8e9 / window_ns. When the
@@ -536,7 +564,9 @@ static __attribute__((noinline)) int ckcd_enqueue_slow(struct aqm_queue *q, stru
 	f = &c->flows[pkt->core_slot];
 	flow_roll(c, f);
 	f->last_seen_ns = now_ns;
-	if (f->arr_epoch != c->epoch) {
+	/* until the flow is in I this window, its packets take this path (the
+	 * fast one needs arr_epoch) */
+	if (f->arr_epoch != c->epoch && ckcd_reaches_active_min(c, pkt->core_slot, pkt->len)) {
 		f->arr_epoch = c->epoch;
 		c->flows_this_epoch++;
 	}
@@ -620,7 +650,7 @@ static inline void ckcd_unqueued(struct aqm_queue *q, struct ckcd_flow *f, const
 static inline void ckcd_delay_drop(struct aqm_queue *q, struct ckcd *c, struct ckcd_flow *f,
 				   struct aqm_pkt *pkt)
 {
-	c->flow_drops[f - c->flows]++;
+	c->cold[f - c->flows].delay_drops++;
 	c->delay_drops++;
 	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
 }
@@ -761,7 +791,7 @@ static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 		pos = aqm_put_str(buf, len, pos, ",queued:");
 		pos = aqm_put_u64(buf, len, pos, f->queued);
 		pos = aqm_put_str(buf, len, pos, ",delay_drops:");
-		pos = aqm_put_u64(buf, len, pos, c->flow_drops[i]);
+		pos = aqm_put_u64(buf, len, pos, c->cold[i].delay_drops);
 	}
 	return pos;
 }

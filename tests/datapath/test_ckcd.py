@@ -87,6 +87,23 @@ def test_dth_falls_as_admitted_rate_over_fair_share_grows():
         assert flows[f]["dth_us"] == pytest.approx(eq9_dth_us(mu, 4), rel=0.02, abs=2)
 
 
+@pytest.mark.parametrize("active_min_bytes, counted", [(3000, 2), (0, 4)])
+def test_active_flows_i_counts_flows_not_pings(active_min_bytes, counted):
+    """Algorithm 1's I is the number of flows sharing the link. A ping every 200 ms and a
+    1-packet-a-second LLDP-like flow are not: with the default active_min_bytes (3000 bytes
+    in a 100 ms window) only the two 40 Mbit/s flows count, and mu_f = C / 2; with 0 (the
+    paper's text read literally: any flow that sent a packet) all four do in the window in
+    which all four sent (1.0-1.1 s: the ping at 1.05 s, the LLDP frame at 1.01 s). docs/ckcd.md, "Watching the mechanism", has what the extra count cost."""
+    tr = merge(cbr(1, 40e6, 0, 2 * SEC, length=1500), cbr(2, 40e6, 0, 2 * SEC, length=1500),
+               cbr(3, 98 * 8 / 0.2, 50 * MS, 2 * SEC, length=98),   # ping: 98 bytes every 200 ms
+               [(1010 * MS, 4, 60, 0)])                              # an LLDP frame
+    r = run(tr, f"ckcd active_min_bytes={active_min_bytes}", rate_bps=C, extra=["--xstats-every-ms", "10"])
+    # just after the window in which all four sent (the LLDP frame at 1.01 s), I is the
+    # larger of this window's and the last one's count
+    xs = next(x for t, x in r.xstats if t >= 1150 * MS)
+    assert (xs["active_flows"], xs["fair_share_bps"]) == (str(counted), str(C // counted))
+
+
 def test_dth_of_a_flow_at_its_fair_share_is_d():
     """docs/ckcd.md section 6: K = D - Q, so d_th = D exactly when mu_i = mu_f = C/I."""
     # four flows of 1250-byte packets every 400 us: 25 Mbit/s each, exactly
