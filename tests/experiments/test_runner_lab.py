@@ -65,12 +65,17 @@ def test_one_cubic_flow_fills_the_emulated_link_with_the_right_rtt(batch, tmp_pa
           f"ping RTT {m['rtt_ms']['mean']:.2f} ms")
     # Goodput over the link rate; the TCP/IP/Ethernet ceiling is 1448/1514 = 95.6 %.
     assert m["utilization"] >= 0.90
-    # Base RTT is 2 x 10 ms: the fastest pings (the queue momentarily short) see about 20 ms.
-    # The ping shares the queue with the CUBIC flow (80 packets at 50 Mbit/s: at most 19.4 ms
-    # more), so the mean lies between 20 and 20 + 19.4 ms.
+    # Base RTT is 2 x 10 ms: no ping is faster. The ping shares the queue with the CUBIC flow
+    # (80 packets at 50 Mbit/s: at most 19.4 ms more), so the mean lies between 20 and 39.4 ms,
+    # and the mean less the queue's mean delay is the base RTT, within the 3 ms the runner's
+    # own fidelity check allows for ping's and the link's clocks. (The fastest ping is not the
+    # base RTT: after a loss CUBIC keeps 0.7 of a window that can exceed the BDP, so the
+    # queue need not drain; one CI run's fastest of 70 pings was 22.4 ms.)
     rtts = [v for t, v in run["ping"]]
-    assert 20.0 <= min(rtts) <= 22.0, min(rtts)
+    assert min(rtts) >= 20.0, min(rtts)
     assert 20.0 <= m["rtt_ms"]["mean"] <= 39.5
+    base = m["rtt_ms"]["mean"] - m["queue_delay_ms"]["mean"]
+    assert abs(base - 20.0) <= 3.0, (m["rtt_ms"]["mean"], m["queue_delay_ms"]["mean"])
     assert m["fidelity"]["trusted"], m["fidelity"]["reasons"]
 
 
