@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* ckcd_record.c - the event record of a sch_ckcd qdisc (ckcd_record.h says
  * what it holds and why). One writer, under the qdisc lock; the debugfs reader
- * takes no lock: it shows the events below the count it read, each complete
- * before the count passed it (release/acquire).
+ * takes no lock: it shows the events below the count it read when the file was
+ * opened, each complete before the count passed it (release/acquire), and then
+ * the closing line, so a record read while it grows is a consistent prefix.
  */
 #include <linux/debugfs.h>
 #include <linux/kernel.h>
@@ -83,12 +84,17 @@ void ckcd_record_random(struct ckcd_record *r, u32 value)
 
 /* ---- debugfs: one line per event ------------------------------------------ */
 
+struct ckcd_record_reader {
+	const struct ckcd_record *r;
+	u32 n; /* the events this read shows */
+};
+
 static void *ckcd_record_seq_start(struct seq_file *m, loff_t *pos)
 {
-	struct ckcd_record *r = m->private;
+	const struct ckcd_record_reader *rd = m->private;
 
 	/* one position past the events: the closing line */
-	return *pos <= smp_load_acquire(&r->n) ? pos : NULL;
+	return *pos <= rd->n ? pos : NULL;
 }
 
 static void *ckcd_record_seq_next(struct seq_file *m, void *v, loff_t *pos)
@@ -103,15 +109,15 @@ static void ckcd_record_seq_stop(struct seq_file *m, void *v)
 
 static int ckcd_record_seq_show(struct seq_file *m, void *v)
 {
-	struct ckcd_record *r = m->private;
+	const struct ckcd_record_reader *rd = m->private;
 	loff_t i = *(loff_t *)v;
 	const struct ckcd_event *e;
 
-	if (i == smp_load_acquire(&r->n)) {
-		seq_printf(m, "# events %u of %u\n", r->n, r->cap);
+	if (i == rd->n) {
+		seq_printf(m, "# events %u of %u\n", rd->n, rd->r->cap);
 		return 0;
 	}
-	e = &r->ev[i];
+	e = &rd->r->ev[i];
 	switch (e->kind) {
 	case EV_ENQUEUE:
 		seq_printf(m, "e %llu %u %u %u %u\n", e->t_ns, e->a, e->b, e->dscp, e->c);
@@ -140,11 +146,13 @@ static const struct seq_operations ckcd_record_seq_ops = {
 
 static int ckcd_record_open(struct inode *inode, struct file *file)
 {
-	int err = seq_open(file, &ckcd_record_seq_ops);
+	struct ckcd_record_reader *rd = __seq_open_private(file, &ckcd_record_seq_ops, sizeof(*rd));
 
-	if (!err)
-		((struct seq_file *)file->private_data)->private = inode->i_private;
-	return err;
+	if (!rd)
+		return -ENOMEM;
+	rd->r = inode->i_private;
+	rd->n = smp_load_acquire(&rd->r->n);
+	return 0;
 }
 
 static const struct file_operations ckcd_record_fops = {
@@ -152,7 +160,7 @@ static const struct file_operations ckcd_record_fops = {
 	.open = ckcd_record_open,
 	.read = seq_read,
 	.llseek = seq_lseek,
-	.release = seq_release,
+	.release = seq_release_private,
 };
 
 struct ckcd_record *ckcd_record_create(struct Qdisc *sch)
