@@ -353,7 +353,9 @@ static inline int ckcd_reaches_active_min(struct ckcd *c, uint32_t slot, uint32_
 		cold->arrived_epoch = c->epoch;
 		cold->arrived_bytes = 0;
 	}
-	cold->arrived_bytes += len < UINT32_MAX - cold->arrived_bytes ? len : UINT32_MAX - cold->arrived_bytes;
+	/* no overflow: once it reaches active_min_bytes (<= 10^8) the flow is in I
+	 * and not asked again this window */
+	cold->arrived_bytes += len;
 	return cold->arrived_bytes >= c->active_min_bytes;
 }
 

@@ -349,8 +349,7 @@ static void read_events(FILE *in, const char *name)
 			g.recs = xalloc(realloc(g.recs, (cap_recs *= 2) * sizeof(*g.recs)));
 		g.recs[nrecs] = (struct rec){ .seq = nrecs, .arr_ns = t, .flow = (uint32_t)flow };
 		g.recs[nrecs].pkt = (struct aqm_pkt){ .flow_hash = (uint32_t)flow, .len = (uint32_t)len,
-						      .dscp = (uint8_t)dscp, .host_hash = (uint32_t)host,
-						      .frame = &g.recs[nrecs] };
+						      .dscp = (uint8_t)dscp, .host_hash = (uint32_t)host };
 		nrecs++;
 	}
 }
@@ -369,8 +368,7 @@ static uint64_t run_events(struct aqm_queue *q)
 			struct rec *r = &g.recs[op->rec];
 			struct flowstat *f = flow_stat(r->flow);
 
-			/* the array no longer moves: frame may point into it */
-			r->pkt.frame = r;
+			r->pkt.frame = r; /* here: read_events may have moved the array */
 			if (!f->arr_pkts)
 				f->first_arr_ns = now;
 			f->arr_pkts++;
