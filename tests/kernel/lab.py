@@ -10,6 +10,9 @@ libraries ldd names and the in-tree modules a test asks for, and boots it under 
 Everything is cached and rebuilt only when missing, so a second run costs only the boot.
 One run = one boot: the guest runs the given script, prints its exit status between
 markers on the serial console, and powers off; on timeout the host kills qemu by PID.
+Vm instead keeps one boot up with qemu's user network: the host sends it scripts through a
+forwarded port while host programs (the controller) talk to the guest's services
+(tests/kernel/ovs_lab.py, the switch host).
 
     python -m tests.kernel.lab script.sh [--file GUEST=HOST ...] [--modules sch_htb,veth]
 """
@@ -272,13 +275,16 @@ poweroff -f
 """
 
 
-def ensure_base_initramfs(ver: str, modules=DEFAULT_MODULES) -> str:
-    """busybox, the host's tc/ip/kmod/iperf3 with libraries, and the module closure."""
+def ensure_base_initramfs(ver: str, modules=DEFAULT_MODULES, programs=HOST_PROGRAMS,
+                          data_files=()) -> str:
+    """busybox, the host's programs (tc/ip/kmod/iperf3, and e.g. Open vSwitch's) with their
+    libraries, host data files at their own paths, and the module closure."""
     root = ensure_image(ver)
-    # Named by what it holds: the layout, the modules, and the host programs' size and time,
+    # Named by what it holds: the layout, the modules, and the host files' size and time,
     # so an upgraded tc (which the plugin is then built for) gets a new initramfs.
-    progs = ",".join(f"{os.path.getsize(p)}.{int(os.path.getmtime(p))}" for p in HOST_PROGRAMS if os.path.exists(p))
-    tag = zlib.crc32(progs.encode())
+    stamp = ",".join(f"{p}:{os.path.getsize(p)}.{int(os.path.getmtime(p))}"
+                     for p in (*programs, *data_files) if os.path.exists(p))
+    tag = zlib.crc32(stamp.encode())
     out = os.path.join(CACHE_DIR, f"initramfs-{ver}-L{INITRAMFS_LAYOUT}-{'+'.join(sorted(modules))}-{tag:08x}.gz")
     if os.path.exists(out):
         return out
@@ -287,9 +293,11 @@ def ensure_base_initramfs(ver: str, modules=DEFAULT_MODULES) -> str:
     cpio = Cpio()
     cpio.add_file("bin/busybox", BUSYBOX)
     cpio.add_bytes("init", INIT.encode())
-    programs = [p for p in HOST_PROGRAMS if os.path.exists(p)]
+    programs = [p for p in programs if os.path.exists(p)]
     for prog in programs:
         cpio.add_file(prog, prog)
+    for path in data_files:
+        cpio.add_file(path, path)
     for lib in sorted(libraries(programs)):
         cpio.add_file(lib, lib)  # the content, under the name the loader opens
     cpio.add_symlink("sbin/modprobe", "/usr/bin/kmod")
@@ -362,6 +370,144 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
     body = body[:m.start() - (start + len(START_MARK))] if (m and start >= 0) else body
     say(f"VM done in {seconds:.1f} s, script exit {status}{' (TIMEOUT)' if timed_out else ''}")
     return LabResult(status, body.strip("\n"), console, seconds, timed_out)
+
+
+# ---- a VM that stays up: commands over qemu's user network -------------------------
+
+# The guest's address on qemu's user network, and the host as the guest sees it.
+GUEST_IP, HOST_FROM_GUEST = "10.0.2.15", "10.0.2.2"
+COMMAND_PORT = 7000  # the guest's command server (busybox nc -ll -e), forwarded to the host
+COMMAND_END = "@@CKCD-CMD-END@@"
+READY_MARK = "@@CKCD-VM-READY@@"
+
+# One connection = one command: the server reads the script up to COMMAND_END, runs it with
+# stdin closed, prints its exit status after a marker and hangs up. A background job must
+# send its output to a file, or the connection stays open until the job ends.
+SERVE = f"""#!/bin/busybox sh
+f=/tmp/cmd.$$
+: > $f
+while IFS= read -r line; do [ "$line" = "{COMMAND_END}" ] && break; printf '%s\\n' "$line" >> $f; done
+sh $f < /dev/null 2>&1
+echo "{EXIT_MARK} $?@@"
+rm -f $f
+"""
+
+BOOT = f"""modprobe virtio_pci && modprobe virtio_net || exit 1
+$IP link set eth0 up && $IP addr add {GUEST_IP}/24 dev eth0 && $IP route add default via {HOST_FROM_GUEST} || exit 1
+[ -x /lab/boot.sh ] && {{ sh /lab/boot.sh || exit 1; }}
+echo "{READY_MARK}"
+exec /bb/nc -ll -p {COMMAND_PORT} -e /lab/serve.sh
+"""
+
+
+class Vm:
+    """The lab kernel booted once and kept up; `sh()` runs a script in it and returns
+    (exit status, output). qemu's user network forwards host ports on 127.0.0.1 to the
+    guest (`forwards`: host port -> guest port), and the guest reaches the host at
+    10.0.2.2. The caller holds the lab lock; stop() (or the context manager) ends qemu
+    by its PID."""
+
+    def __init__(self, files: dict[str, str] | None = None, modules=DEFAULT_MODULES,
+                 programs=HOST_PROGRAMS, data_files=(), forwards: dict[int, int] | None = None,
+                 command_port: int = 17000, boot_script: str = "", memory_mb: int = 1024):
+        self.files, self.modules, self.programs, self.data_files = files or {}, modules, programs, data_files
+        self.forwards = {command_port: COMMAND_PORT, **(forwards or {})}
+        self.command_port, self.boot_script, self.memory_mb = command_port, boot_script, memory_mb
+        self.proc: subprocess.Popen | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="ckcd-vm-")
+        self.console_path = os.path.join(self._tmp.name, "console.log")
+
+    def start(self, timeout_s: float = 180.0) -> "Vm":
+        check_prerequisites()
+        ver = kernel_version()
+        root = ensure_image(ver)
+        base = ensure_base_initramfs(ver, self.modules, self.programs, self.data_files)
+        extra = Cpio()
+        extra.add_bytes("lab/script.sh", BOOT.encode())
+        extra.add_bytes("lab/serve.sh", SERVE.encode())
+        if self.boot_script:
+            extra.add_bytes("lab/boot.sh", self.boot_script.encode())
+        for guest, host in self.files.items():
+            extra.add_file(guest, host)
+        initrd = os.path.join(self._tmp.name, "initrd.gz")
+        with open(initrd, "wb") as f, open(base, "rb") as b:
+            shutil.copyfileobj(b, f)
+            f.write(extra.gz())
+        fwd = ",".join(f"hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in self.forwards.items())
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", "1",
+               "-nographic", "-no-reboot", "-netdev", f"user,id=n0,{fwd}",
+               "-device", "virtio-net-pci,netdev=n0",
+               "-kernel", vmlinuz(root, ver), "-initrd", initrd,
+               "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1"]
+        say(f"booting {ver} under qemu (TCG) with user networking, forwards {self.forwards}")
+        self.t0 = time.monotonic()
+        with open(self.console_path, "wb") as console:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while READY_MARK not in self.console():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = self.console()[-3000:]
+                self.stop()
+                raise RuntimeError(f"the lab VM did not come up (qemu exit {self.proc.returncode}):\n{tail}")
+            time.sleep(0.2)
+        # qemu accepts on the forwarded port at once and resets the connection while nothing
+        # listens in the guest yet: the VM is up when an empty command comes back.
+        while True:
+            try:
+                if self.sh("true", timeout_s=10)[0] == 0:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("the lab VM's command server does not answer")
+            time.sleep(0.2)
+        say(f"VM up in {time.monotonic() - self.t0:.1f} s")
+        return self
+
+    def console(self) -> str:
+        with open(self.console_path, "rb") as f:
+            return f.read().decode(errors="replace").replace("\r\n", "\n")
+
+    def sh(self, script: str, timeout_s: float = 120.0) -> tuple[int | None, str]:
+        """Run script in the guest; (exit status or None on timeout, its output)."""
+        import socket
+        with socket.create_connection(("127.0.0.1", self.command_port), timeout=10) as conn:
+            conn.sendall((script.rstrip("\n") + f"\n{COMMAND_END}\n").encode())
+            conn.settimeout(timeout_s)
+            chunks = []
+            try:
+                while True:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    chunks.append(data)
+            except socket.timeout:
+                return None, b"".join(chunks).decode(errors="replace")
+        out = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+        m = re.search(re.escape(EXIT_MARK) + r" (\d+)@@", out)
+        return (int(m.group(1)) if m else None), out[:m.start()] if m else out
+
+    def check(self, script: str, timeout_s: float = 120.0) -> str:
+        """sh() that raises with the output when the script fails."""
+        status, out = self.sh(script, timeout_s)
+        if status != 0:
+            raise RuntimeError(f"guest script failed ({status}):\n{script}\n---\n{out}")
+        return out
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # qemu and nothing else: its own session
+            self.proc.wait()
+            say(f"VM stopped after {time.monotonic() - self.t0:.1f} s")
+
+    def __enter__(self) -> "Vm":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self._tmp.cleanup()
 
 
 def main(argv=None) -> int:
