@@ -163,6 +163,28 @@ def _mac(value, field: str) -> str | None:
 
 # --- the parts ----------------------------------------------------------------------
 
+def _host_port(value, field: str, example: str) -> str:
+    host, _, port = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+    port_number = parse_uint(port)
+    if not _HOST_RE.fullmatch(host) or port_number is None or not 0 < port_number < 65536:
+        raise PolicyError(f"{field} must be host:port (an IPv4 address or host name, a port "
+                          f"1-65535), e.g. {example}", field)
+    return value
+
+
+# An OVSDB remote as ovs-vsctl --db takes it: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT.
+_OVSDB_REMOTE_RE = re.compile(r"unix:/[^\s,]{1,255}|(?:tcp|ssl):[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?:[0-9]{1,5}")
+
+
+def ovsdb_remote_problem(remote) -> str | None:
+    """Why `remote` is not an OVSDB remote, or None when it is one."""
+    if isinstance(remote, str) and _OVSDB_REMOTE_RE.fullmatch(remote):
+        if remote.startswith("unix:") or 0 < int(remote.rsplit(":", 1)[1]) < 65536:
+            return None
+    return (f"{remote!r} is not an OVSDB remote: use tcp:HOST:PORT or ssl:HOST:PORT (OVS listens on "
+            "6640), or unix:/path/to/db.sock")
+
+
 @dataclasses.dataclass(frozen=True)
 class Match:
     """Which packets a rule takes. Unset fields match anything."""
@@ -352,12 +374,7 @@ class HeavyHitters:
         detector = d.get("detector", "rate")
         if detector not in ("rate", "mode"):
             raise PolicyError(f"{f('detector')} must be 'rate' or 'mode'", f("detector"))
-        collector = d.get("collector", "127.0.0.1:6343")
-        host, _, port = collector.rpartition(":") if isinstance(collector, str) else ("", "", "")
-        port_number = parse_uint(port)
-        if not _HOST_RE.fullmatch(host) or port_number is None or not 0 < port_number < 65536:
-            raise PolicyError(f"{f('collector')} must be host:port (an IPv4 address or host name, a port "
-                              "1-65535), e.g. 127.0.0.1:6343", f("collector"))
+        collector = _host_port(d.get("collector", "127.0.0.1:6343"), f("collector"), "127.0.0.1:6343")
         url = d.get("sflow_rt_url", "http://127.0.0.1:8008")
         if not isinstance(url, str) or not _URL_RE.fullmatch(url):
             raise PolicyError(f"{f('sflow_rt_url')} must be an http(s) URL of sFlow-RT, e.g. "
@@ -467,6 +484,33 @@ class Port:
 
 
 @dataclasses.dataclass(frozen=True)
+class SwitchHost:
+    """How the controller reaches one switch host's configuration. The switch opens its
+    OpenFlow channel itself; queues, sFlow and disciplines go through its OVSDB, here or
+    across the network. A switch without an entry is configured through this machine's
+    OVSDB (the local socket)."""
+    dpid: int
+    ovsdb: str                        # the OVSDB remote: tcp:HOST:6640, ssl:HOST:6640 or unix:PATH
+    collector: str | None = None      # the sFlow collector as this host reaches it (default: the policy's)
+
+    FIELDS = ("dpid", "ovsdb", "collector")
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "SwitchHost":
+        d = _obj(d, field, cls.FIELDS, required=("dpid", "ovsdb"))
+        problem = ovsdb_remote_problem(d["ovsdb"])
+        if problem:
+            raise PolicyError(f"{field}.ovsdb: {problem}", f"{field}.ovsdb")
+        collector = d.get("collector")
+        if collector is not None:
+            _host_port(collector, f"{field}.collector", "10.0.2.2:6343")
+        return cls(dpid=_int(d["dpid"], f"{field}.dpid", 1, 2**64 - 1), ovsdb=d["ovsdb"], collector=collector)
+
+    def to_dict(self) -> dict:
+        return {"dpid": self.dpid, "ovsdb": self.ovsdb, "collector": self.collector}
+
+
+@dataclasses.dataclass(frozen=True)
 class Policy:
     rules: tuple[Rule, ...] = ()
     aggregates: tuple[Aggregate, ...] = tuple(  # always sorted by name
@@ -474,12 +518,13 @@ class Policy:
     approaches: Approaches = Approaches()
     ports: tuple[Port, ...] = ()
     heavy_hitters: HeavyHitters = HeavyHitters()
+    switches: tuple[SwitchHost, ...] = ()
 
     # --- whole-document validation ---------------------------------------------------
 
     @classmethod
     def from_dict(cls, d) -> "Policy":
-        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters"))
+        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters", "switches"))
         raw_aggs = _obj(d.get("aggregates", {}), "aggregates", None)
         aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
         for name, body in raw_aggs.items():
@@ -494,9 +539,14 @@ class Policy:
         if not isinstance(ports_raw, list):
             raise PolicyError("ports must be a list", "ports")
         ports = tuple(Port.from_dict(p, f"ports[{i}]") for i, p in enumerate(ports_raw))
+        switches_raw = d.get("switches", [])
+        if not isinstance(switches_raw, list):
+            raise PolicyError("switches must be a list", "switches")
+        switches = tuple(SwitchHost.from_dict(h, f"switches[{i}]") for i, h in enumerate(switches_raw))
         policy = cls(rules=rules, aggregates=tuple(aggs[n] for n in sorted(aggs)),
                      approaches=Approaches.from_dict(d.get("approaches", {}), "approaches"), ports=ports,
-                     heavy_hitters=HeavyHitters.from_dict(d.get("heavy_hitters", {}), "heavy_hitters"))
+                     heavy_hitters=HeavyHitters.from_dict(d.get("heavy_hitters", {}), "heavy_hitters"),
+                     switches=switches)
         policy.check()
         return policy
 
@@ -547,6 +597,11 @@ class Policy:
         if self.heavy_hitters.enabled and not self.ports:
             raise PolicyError("heavy-hitter detection watches bottleneck ports: declare one first "
                               "(PUT /ports/{dpid}/{port})", "heavy_hitters.enabled")
+        dpids = set()
+        for i, host in enumerate(self.switches):
+            if host.dpid in dpids:
+                raise PolicyError(f"switch {host.dpid:#x} is listed twice", f"switches[{i}]", 409)
+            dpids.add(host.dpid)
         ports = set()
         for i, port in enumerate(self.ports):
             if (port.dpid, port.port) in ports:
@@ -565,7 +620,8 @@ class Policy:
                 "aggregates": {a.name: a.to_dict() for a in self.aggregates},
                 "approaches": self.approaches.to_dict(),
                 "ports": [p.to_dict() for p in self.ports],
-                "heavy_hitters": self.heavy_hitters.to_dict()}
+                "heavy_hitters": self.heavy_hitters.to_dict(),
+                "switches": [h.to_dict() for h in self.switches]}
 
     # --- questions the controller asks ----------------------------------------------------
 
@@ -584,6 +640,12 @@ class Policy:
             if rule.match.matches(pkt):
                 return rule.aggregate
         return "default"
+
+    def switch_host(self, dpid: int) -> SwitchHost | None:
+        for host in self.switches:
+            if host.dpid == dpid:
+                return host
+        return None
 
     def port(self, dpid: int, port: int) -> Port | None:
         for p in self.ports:

@@ -24,8 +24,10 @@ class PortState:
     (to_dict), and the forwarding plan reads its queue backend."""
     name: str | None = None               # the switch's interface name, once the switch is known
     queue_backend: str | None = None      # ckcd-link, tc-htb or ovsdb-queue
+    aqm_backend: str | None = None        # ckcd-link or sch_ckcd (the kernel qdisc through its agent)
     queues: tuple[QueueClass, ...] | None = None  # the queue plan applied (Separate Queues)
-    discipline: str | None = None         # the ckcd-link spec attached
+    discipline: str | None = None         # the spec attached
+    qdisc: dict | None = None             # sch_ckcd: the agent's last report (applied, error, tc stats)
     status: str = WAITING                 # WAITING, APPLIED or 'error: ...'
 
     def to_dict(self) -> dict:

@@ -1,10 +1,19 @@
 """Attach a queue discipline to a switch port: "discipline D with params P on port X".
 
-On our machines the only AQM backend is ckcd-link: a port served by it (see
-ovs_config/bottleneck.py) gets its discipline through the daemon's control socket,
-for the direction that leaves the switch through that port. A kernel with AQM
-qdiscs would get a second backend here (tc qdisc on the port, later sch_ckcd); this
-host has none, so other ports are refused with a message that says so.
+Two backends, chosen per port from what its switch host has:
+- "ckcd-link": the port's link is emulated by ckcd-link (our machines' bottleneck, see
+  ovs_config/bottleneck.py); the discipline goes to the daemon's control socket, for the
+  direction that leaves the switch through that port. The daemon runs beside the
+  controller, so this backend is for local switches only.
+- "sch_ckcd": a port of a kernel-datapath switch host whose ckcd-qdisc-agent runs
+  (datapath/kernel/ckcd-qdisc-agent). The controller writes the spec into the port's
+  Interface row over OVSDB (local or remote) and the agent, on the switch host, runs tc:
+  the `ckcd` qdisc at the port's root, shaped to its capacity, with the Port's QoS set to
+  linux-noop so vswitchd leaves it alone - or, when OVS's linux-htb queues are the Port's
+  QoS (Separate Queues), as the leaf of every queue. The agent answers in the same row.
+
+Every function takes the switch host's database (ovs_config.ovsdb.Ovsdb); the default is
+this machine's. Other ports are refused with a message that says why.
 """
 
 from __future__ import annotations
@@ -12,54 +21,102 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 from coex.disciplines import HOST_PAIR_VALUE
 from ovs_config.link_daemon import LinkControl, LinkDaemonError
+from ovs_config.ovsdb import LOCAL, Ovsdb, OvsdbError
+
+LINK_BACKEND, KERNEL_BACKEND = "ckcd-link", "sch_ckcd"
+AGENT_KEY = "ckcd-qdisc-agent"       # Open_vSwitch external_ids: the agent runs there
+SAVED_QOS_KEY = "ckcd-saved-qos"     # Port external_ids: the QoS the port had before ours
+AGENT_ANSWER_S = 8.0                 # the agent's round is 1 s; TCG switch hosts are slow
 
 
 class AqmBackendError(RuntimeError):
     pass
 
 
-def _external_id(port_name: str, key: str) -> str | None:
-    out = subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Interface", port_name,
-                          f"external_ids:{key}"], capture_output=True, text=True, timeout=10)
-    value = out.stdout.strip().strip('"')
-    return value if out.returncode == 0 and value else None
+def interface_ids(port_name: str, db: Ovsdb = LOCAL) -> dict:
+    """The Interface row's external_ids ({} when there is no such interface)."""
+    value = db.get("Interface", port_name, "external_ids")
+    return _parse_map(value) if value else {}
 
 
-def link_of_port(port_name: str) -> tuple[LinkControl, str] | None:
+def _parse_map(text: str) -> dict:
+    """ovs-vsctl's map syntax {k=v, k2="v 2"} as a dict (values unquoted)."""
+    out = {}
+    for m in re.finditer(r'([\w.:-]+)=("(?:[^"\\]|\\.)*"|[^,}]*)', text.strip()[1:-1]):
+        key, value = m.group(1), m.group(2).strip()
+        out[key] = json.loads(value) if value.startswith('"') else value
+    return out
+
+
+def _quoted(text: str) -> str:
+    """A value for ovs-vsctl's `set` as an OVSDB string (JSON quoting is its syntax)."""
+    return json.dumps(text)
+
+
+# --- ckcd-link ports ------------------------------------------------------------------
+
+def link_of_port(port_name: str, db: Ovsdb = LOCAL) -> tuple[LinkControl, str] | None:
     """The ckcd-link serving this port and the direction leaving the switch through it."""
-    sock = _external_id(port_name, "ckcd-link-ctl")
-    if sock is None:
+    ids = interface_ids(port_name, db)
+    if not ids.get("ckcd-link-ctl"):
         return None
-    return LinkControl(sock), _external_id(port_name, "ckcd-link-dir") or "ab"
+    return LinkControl(ids["ckcd-link-ctl"]), ids.get("ckcd-link-dir") or "ab"
 
 
-def link_ports() -> dict[str, tuple[str, str]]:
+def link_ports(db: Ovsdb = LOCAL) -> dict[str, tuple[str, str]]:
     """Every interface a ckcd-link serves: name -> (control socket, direction leaving the
     switch through it). One ovs-vsctl call, for readers that look at all ports at once
     (GET /metrics at each scrape)."""
-    out = subprocess.run(["ovs-vsctl", "--timeout=5", "--format=json", "--columns=name,external_ids",
-                          "list", "Interface"], capture_output=True, text=True, timeout=10)
-    if out.returncode != 0:
+    try:
+        rows = db.rows("Interface", ("name", "external_ids"))
+    except OvsdbError:
         return {}
-    ports = {}
-    for name, ids in json.loads(out.stdout).get("data", []):
-        ids = dict(ids[1]) if isinstance(ids, list) and ids and ids[0] == "map" else {}
-        if ids.get("ckcd-link-ctl"):
-            ports[name] = (ids["ckcd-link-ctl"], ids.get("ckcd-link-dir") or "ab")
-    return ports
+    return {r["name"]: (r["external_ids"]["ckcd-link-ctl"], r["external_ids"].get("ckcd-link-dir") or "ab")
+            for r in rows if isinstance(r["external_ids"], dict) and r["external_ids"].get("ckcd-link-ctl")}
 
 
-def backend_of(port_name: str) -> str | None:
-    return "ckcd-link" if _external_id(port_name, "ckcd-link-ctl") else None
+# --- which backend ----------------------------------------------------------------------
+
+def backend_of(port_name: str, db: Ovsdb = LOCAL) -> str | None:
+    """ckcd-link, sch_ckcd or None (the port cannot take a discipline). Raises OvsdbError
+    when the switch host's database does not answer."""
+    if interface_ids(port_name, db).get("ckcd-link-ctl"):
+        return LINK_BACKEND if db.is_local else None
+    if kernel_datapath(port_name, db) and db.get("Open_vSwitch", ".", f"external_ids:{AGENT_KEY}"):
+        return KERNEL_BACKEND
+    return None
 
 
-def attach_discipline(port_name: str, spec: str) -> dict:
-    """Set the egress discipline of the port; queued packets are kept. Returns the daemon's config."""
-    link = link_of_port(port_name)
+def kernel_datapath(port_name: str, db: Ovsdb = LOCAL) -> bool:
+    """Is the port on a bridge of the kernel datapath (datapath_type "" or "system")?"""
+    bridge = db.vsctl("port-to-br", port_name).strip()
+    return (db.get("Bridge", bridge, "datapath_type") or "system") == "system"
+
+
+def no_backend_reason(port_name: str, db: Ovsdb = LOCAL) -> str:
+    """Why backend_of() found none, in one sentence for the operator."""
+    if not kernel_datapath(port_name, db):
+        return (f"port {port_name} has no AQM backend: it is not served by ckcd-link and its bridge is a "
+                "userspace (netdev) bridge, which no qdisc can sit on")
+    return (f"port {port_name} has no AQM backend: it is on a kernel-datapath bridge of {db.where}, but no "
+            "ckcd-qdisc-agent runs there (docs/real-switches.md)")
+
+
+# --- attach and detach --------------------------------------------------------------------
+
+def attach_discipline(port_name: str, spec: str, db: Ovsdb = LOCAL, *, backend: str = LINK_BACKEND,
+                      rate_bps: int | None = None, own_root: bool = True) -> dict:
+    """Set the egress discipline of the port. ckcd-link: queued packets are kept; returns the
+    daemon's config. sch_ckcd: the agent's answer, {"applied": spec, "stats": ...}; own_root
+    False leaves the root to OVS's linux-htb queues and puts the spec under each of them."""
+    if backend == KERNEL_BACKEND:
+        return _attach_kernel(port_name, spec, db, rate_bps, own_root)
+    link = link_of_port(port_name, db)
     if link is None:
         raise AqmBackendError(f"port {port_name} has no AQM backend on this host: it is not served by "
                               "ckcd-link and the kernel has no AQM qdiscs")
@@ -71,9 +128,9 @@ def attach_discipline(port_name: str, spec: str) -> dict:
         raise AqmBackendError(f"ckcd-link refused {spec!r} on {port_name}: {err}") from None
 
 
-def current_discipline(port_name: str) -> str | None:
+def current_discipline(port_name: str, db: Ovsdb = LOCAL) -> str | None:
     """The spec ckcd-link runs now on the port's egress direction, or None."""
-    link = link_of_port(port_name)
+    link = link_of_port(port_name, db)
     if link is None:
         return None
     control, direction = link
@@ -81,6 +138,82 @@ def current_discipline(port_name: str) -> str | None:
         return control.show()["dirs"][direction]["qdisc"]
     except (LinkDaemonError, OSError, KeyError):
         return None
+
+
+def _attach_kernel(port_name: str, spec: str, db: Ovsdb, rate_bps: int | None, own_root: bool) -> dict:
+    ids = [f"external_ids:ckcd-qdisc={_quoted(spec)}", "external_ids:ckcd-qdisc-managed=true"]
+    ids.append(f"external_ids:ckcd-qdisc-rate-bps={rate_bps}" if rate_bps else "")
+    # A stale error from an earlier try must not be read as the answer to this one.
+    cmd = ["set", "Interface", port_name, *[i for i in ids if i],
+           "--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc-error"]
+    if not rate_bps:
+        cmd += ["--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc-rate-bps"]
+    if own_root:
+        cmd += _own_root_commands(port_name, db)
+    db.vsctl(*cmd)
+    return _await_agent(port_name, db, lambda ids: ids.get("ckcd-qdisc-applied") == spec,
+                        f"apply {spec!r}")
+
+
+def _own_root_commands(port_name: str, db: Ovsdb) -> list[str]:
+    """QoS linux-noop on the port (vswitchd then leaves its qdisc to us), remembering the QoS
+    it had so detach can give it back. Nothing when the port already has our noop row."""
+    qos = db.get("Port", port_name, "qos")
+    qos = None if qos in (None, "[]") else qos
+    if qos is not None and db.get("QoS", qos, "type") == "linux-noop" \
+            and db.get("QoS", qos, "external_ids:ckcd-coex") == "true":
+        return []
+    cmd = ["--", "--id=@noop", "create", "QoS", "type=linux-noop", "external_ids:ckcd-coex=true",
+           "--", "set", "Port", port_name, "qos=@noop"]
+    if db.get("Port", port_name, f"external_ids:{SAVED_QOS_KEY}") is None:
+        cmd += ["--", "set", "Port", port_name, f"external_ids:{SAVED_QOS_KEY}={qos or 'none'}"]
+    return cmd
+
+
+def detach_kernel(port_name: str, db: Ovsdb = LOCAL) -> None:
+    """Withdraw the discipline: the agent deletes its qdiscs, and the port gets back the QoS
+    it had before (OVS then reinstalls that QoS's qdisc), or none."""
+    cmd = ["--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc",
+           "--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc-rate-bps"]
+    qos = db.get("Port", port_name, "qos")
+    saved = db.get("Port", port_name, f"external_ids:{SAVED_QOS_KEY}")
+    if qos not in (None, "[]") and db.get("QoS", qos, "external_ids:ckcd-coex") == "true" \
+            and db.get("QoS", qos, "type") == "linux-noop":
+        cmd += ["--", "clear", "Port", port_name, "qos", "--", "destroy", "QoS", qos]
+        if saved not in (None, "none") and db.get("QoS", saved, "type") is not None:
+            cmd += ["--", "set", "Port", port_name, f"qos={saved}"]
+    if saved is not None:
+        cmd += ["--", "remove", "Port", port_name, "external_ids", SAVED_QOS_KEY]
+    db.vsctl(*cmd)
+    _await_agent(port_name, db, lambda ids: "ckcd-qdisc-applied" not in ids, "release the port")
+
+
+def kernel_status(port_name: str, db: Ovsdb = LOCAL) -> dict:
+    """What the agent says about the port: applied spec, last error, the qdiscs' live stats
+    (tc -s -j qdisc show, parsed) - for GET /state."""
+    ids = interface_ids(port_name, db)
+    status = {"applied": ids.get("ckcd-qdisc-applied"), "error": ids.get("ckcd-qdisc-error")}
+    try:
+        qdiscs = json.loads(ids.get("ckcd-qdisc-stats") or "[]")
+    except ValueError:
+        qdiscs = []
+    status["qdiscs"] = [q for q in qdiscs if isinstance(q, dict)]
+    return {k: v for k, v in status.items() if v not in (None, [])}
+
+
+def _await_agent(port_name: str, db: Ovsdb, done, what: str) -> dict:
+    deadline = time.monotonic() + AGENT_ANSWER_S
+    while True:
+        ids = interface_ids(port_name, db)
+        if done(ids):
+            return kernel_status(port_name, db)
+        if ids.get("ckcd-qdisc-error") and not what.startswith("release"):
+            raise AqmBackendError(f"ckcd-qdisc-agent on {db.where} could not {what} on {port_name}: "
+                                  f"{ids['ckcd-qdisc-error']}")
+        if time.monotonic() > deadline:
+            raise AqmBackendError(f"ckcd-qdisc-agent on {db.where} did not {what} on {port_name} within "
+                                  f"{AGENT_ANSWER_S:g} s: is it running (docs/real-switches.md)?")
+        time.sleep(0.25)
 
 
 REPLAY_BINARY = Path(__file__).resolve().parent.parent / "datapath" / "build" / "ckcd-replay"

@@ -16,11 +16,13 @@ choice in its state.
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from coex.planner import QueuePlan
 from coex.ports import bands_spec  # noqa: F401 (moved to the core, beside AqmSpec.spec)
 from ovs_config import aqm
+from ovs_config.ovsdb import LOCAL, Ovsdb, OvsdbError
 
 HTB_MAJOR = "1:"
 HTB_ROOT = "1:1"
@@ -37,24 +39,19 @@ def _run(cmd: list[str]) -> str:
     return out.stdout
 
 
-def _vsctl_get(table: str, record: str, column: str) -> str:
-    out = subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", table, record, column],
-                         capture_output=True, text=True, timeout=10)
-    return out.stdout.strip().strip('"') if out.returncode == 0 else ""
-
-
-def choose_backend(port_name: str, preferred: str = "auto") -> str:
+def choose_backend(port_name: str, preferred: str = "auto", db: Ovsdb = LOCAL) -> str:
     """ckcd-link where the port has one; else `preferred`, or by the bridge's datapath when
     that is "auto". Forcing "ovsdb-queue" on a userspace bridge still creates the QoS rows
-    and tc classes for real (OVS's linux-htb), only set_queue does not classify there."""
-    if aqm.backend_of(port_name) == "ckcd-link":
+    and tc classes for real (OVS's linux-htb), only set_queue does not classify there.
+    tc-htb runs tc here, so it is refused for a switch host across the network."""
+    if aqm.backend_of(port_name, db) == aqm.LINK_BACKEND:
         return "ckcd-link"
-    if preferred != "auto":
-        return preferred
-    bridge = _run(["ovs-vsctl", "--timeout=5", "port-to-br", port_name]).strip()
-    if _vsctl_get("Bridge", bridge, "datapath_type") == "netdev":
-        return "tc-htb"
-    return "ovsdb-queue"
+    if preferred == "auto":
+        preferred = "ovsdb-queue" if aqm.kernel_datapath(port_name, db) else "tc-htb"
+    if preferred == "tc-htb" and not db.is_local:
+        raise QueueBackendError(f"tc-htb needs the port on this machine, but {port_name} is on {db.where}: "
+                                "use ovsdb-queue (CKCD_COEX_QUEUE_BACKEND=auto picks it for kernel bridges)")
+    return preferred
 
 
 # --- tc HTB + u32 (userspace datapath) ----------------------------------------------
@@ -93,21 +90,35 @@ def clear_tc(dev: str) -> None:
 # --- OVSDB QoS/Queue (kernel datapath hosts) ------------------------------------------------
 
 def ovsdb_queue_commands(port_name: str, plan: QueuePlan) -> list[str]:
-    """ovs-vsctl arguments for linux-htb QoS with one Queue per aggregate (queue id = index)."""
+    """ovs-vsctl arguments for linux-htb QoS with one Queue per aggregate (queue id = index).
+    The rows carry external_ids:ckcd-coex=true, so clearing removes ours and only ours."""
     args = ["--", "set", "Port", port_name, "qos=@coexqos", "--", "--id=@coexqos", "create", "QoS",
-            "type=linux-htb", f"other-config:max-rate={plan.capacity_bps}"]
+            "type=linux-htb", f"other-config:max-rate={plan.capacity_bps}", "external_ids:ckcd-coex=true"]
     args += [f"queues:{c.index}=@q{c.index}" for c in plan.classes]
     for c in plan.classes:
         args += ["--", f"--id=@q{c.index}", "create", "Queue",
-                 f"other-config:min-rate={c.rate_bps}", f"other-config:max-rate={c.ceil_bps}"]
+                 f"other-config:min-rate={c.rate_bps}", f"other-config:max-rate={c.ceil_bps}",
+                 "external_ids:ckcd-coex=true"]
     return args
 
 
-def apply_ovsdb_queues(port_name: str, plan: QueuePlan) -> None:
-    clear_ovsdb_queues(port_name)
-    _run(["ovs-vsctl", "--timeout=10", *ovsdb_queue_commands(port_name, plan)])
+def apply_ovsdb_queues(port_name: str, plan: QueuePlan, db: Ovsdb = LOCAL) -> None:
+    clear_ovsdb_queues(port_name, db)
+    try:
+        db.vsctl(*ovsdb_queue_commands(port_name, plan))
+    except OvsdbError as err:
+        raise QueueBackendError(str(err)) from None
 
 
-def clear_ovsdb_queues(port_name: str) -> None:
-    subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "clear", "Port", port_name, "qos"],
-                   capture_output=True, timeout=15)
+def clear_ovsdb_queues(port_name: str, db: Ovsdb = LOCAL) -> None:
+    """Take our linux-htb QoS off the port and destroy its rows (QoS and Queue are root
+    tables: an unreferenced row stays in the database until destroyed)."""
+    qos = db.get("Port", port_name, "qos")
+    if qos in (None, "[]") or db.get("QoS", qos, "external_ids:ckcd-coex") != "true" \
+            or db.get("QoS", qos, "type") != "linux-htb":
+        return
+    queues = re.findall(r"[0-9a-f]{8}-[0-9a-f-]{27}", db.get("QoS", qos, "queues") or "")
+    cmd = ["--", "clear", "Port", port_name, "qos", "--", "destroy", "QoS", qos]
+    for q in queues:
+        cmd += ["--", "destroy", "Queue", q]
+    db.vsctl(*cmd)

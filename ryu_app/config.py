@@ -9,6 +9,7 @@ before it imports our app, so app options cannot be command-line flags).
 | CKCD_COEX_REST_HOST | 127.0.0.1 | REST listen address unless --wsapi-host is given |
 | CKCD_COEX_POLICY | (none) | a policy document (JSON, as GET /coex/v1/policy shows it) applied at start |
 | CKCD_COEX_QUEUE_BACKEND | auto | Separate Queues on ports without ckcd-link: auto (tc-htb on a userspace bridge, ovsdb-queue otherwise), tc-htb or ovsdb-queue |
+| CKCD_COEX_OVSDB_SSL_KEY, _CERT, _CA | (none) | the controller's private key, certificate and the switch hosts' CA, for `ssl:` OVSDB remotes (policy `switches`, docs/real-switches.md) |
 
 CKCD_COEX_POLICY is the configuration-file way to set policy (e.g. heavy-hitter
 detection, or the sFlow-RT backend) without REST: at start the controller validates

@@ -36,6 +36,7 @@ from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
 from ovs_config import aqm, queues, sflow
+from ovs_config.ovsdb import LOCAL, Ovsdb, OvsdbError
 from ryu_app import discovery, flows, rest
 from ryu_app.config import CoexConfig
 from ryu_app.heavy_hitters import HeavyHitterService
@@ -43,6 +44,7 @@ from ryu_app.heavy_hitters import HeavyHitterService
 LLDP_INTERVAL_S = 1.0
 FLOW_STATS_TIMEOUT_S = 1.0  # a scrape waits this long for the switches' flow counters
 FLOOD_DEDUP_S = 1.0  # the same frame is flooded by the controller at most once per second
+SWITCH_HOST_INTERVAL_S = 5.0  # ports in error are retried, kernel qdisc stats re-read, this often
 
 
 class CoexController(app_manager.RyuApp):
@@ -70,6 +72,7 @@ class CoexController(app_manager.RyuApp):
         self.bridge_names: dict[int, str] = {}            # dpid -> OVS bridge name (its LOCAL port)
         self.steered: set = set()                          # flow keys steered into 'penalized'
         self._flow_stats_wait: dict[int, tuple] = {}       # xid -> (hub.Event, entries), flow_stats()
+        self.ovsdb_errors: dict[int, str] = {}             # dpid -> why its OVSDB did not answer last
         self.heavy_hitters = HeavyHitterService(self)
         self.store = PolicyStore(self.config.db_path)
         self.policy, self.policy_version = self.store.load()
@@ -83,6 +86,9 @@ class CoexController(app_manager.RyuApp):
                          "REST on http://%s:%s/coex/v1", self.policy_version, self.config.db_path,
                          cfg.CONF.wsapi_host, cfg.CONF.wsapi_port)
         hub.spawn(self._discovery_loop)
+        # Its own green thread: a switch host's OVSDB that does not answer costs its timeout
+        # here, never LLDP's rhythm (links would expire) nor a packet-in's answer.
+        hub.spawn(self._switch_host_loop)
 
     # --- policy -------------------------------------------------------------------
 
@@ -130,17 +136,21 @@ class CoexController(app_manager.RyuApp):
         """sFlow agents on the bridges of the bottleneck ports, sending to `collector` (the
         embedded collector, or sFlow-RT's sFlow port); detectors on the ports."""
         hh = self.policy.heavy_hitters
-        bridges = {self.bridge_names[p.dpid] for p in self.policy.ports if p.dpid in self.bridge_names}
-        for bridge in sorted(set(self.bridge_names.values())):
+        watched = {p.dpid for p in self.policy.ports}
+        for dpid, bridge in sorted(self.bridge_names.items()):
+            db = self.ovsdb_of(dpid)
+            host = self.policy.switch_host(dpid)
+            collector = host.collector if host is not None and host.collector else hh.collector
             try:
-                if hh.enabled and bridge in bridges:
+                if hh.enabled and dpid in watched:
                     if sflow.ensure_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s,
-                                          target=sflow.validate_target(hh.collector)):
-                        self.logger.info("sFlow agent on %s sends to %s (%s)", bridge, hh.collector, hh.source)
-                elif sflow.sflow_settings(bridge) is not None:
-                    sflow.disable_sflow(bridge)
+                                          target=sflow.validate_target(collector), vsctl=db.vsctl):
+                        self.logger.info("sFlow agent on %s (%s) sends to %s (%s)", bridge, db.where,
+                                         collector, hh.source)
+                elif sflow.sflow_settings(bridge, vsctl=db.vsctl) is not None:
+                    sflow.disable_sflow(bridge, vsctl=db.vsctl)
             except (ValueError, RuntimeError) as err:
-                self.logger.error("sFlow on %s: %s", bridge, err)
+                self.logger.error("sFlow on %s (%s): %s", bridge, db.where, err)
         self.heavy_hitters.configure(hh, self.policy.ports)
 
     def steer(self, key) -> None:
@@ -167,73 +177,136 @@ class CoexController(app_manager.RyuApp):
     def _install_steering(self, dp, key) -> None:
         flows.add_classify_flow(dp, self.plan.steer_flow(key))
 
+    def ovsdb_of(self, dpid: int) -> Ovsdb:
+        """The switch host's OVSDB: its policy entry's remote, else this machine's."""
+        host = self.policy.switch_host(dpid)
+        return Ovsdb(host.ovsdb) if host is not None else LOCAL
+
     def _configure_ports(self) -> None:
-        """Queues (Separate Queues) on every policy port whose switch is known; clear the rest."""
+        """Queues (Separate Queues) and disciplines on every policy port whose switch is
+        known; clear the rest."""
         wanted = {(p.dpid, p.port): p for p in self.policy.ports}
         for key in list(self.port_state):
             if key not in wanted:
                 self._clear_port(key)
         for key, port in wanted.items():
             name = self.port_names.get(key)
+            old = self.port_state.get(key, PortState())
             state = PortState(name=name)
             if name is not None:
-                self._configure_port(key, port, state)
+                self._configure_port(key, port, state, old)
             self.port_state[key] = state
 
-    def _configure_port(self, key, port, state: PortState) -> None:
+    def _configure_port(self, key, port, state: PortState, old: PortState) -> None:
         """Queues first, then the discipline; a backend error stops there and is the status,
-        so GET /state says how far the port got."""
+        so GET /state says how far the port got. The same error is logged once, not at each
+        retry."""
+        db = self.ovsdb_of(key[0])
         try:
-            state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend)
+            state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend, db)
+            state.aqm_backend = aqm.backend_of(state.name, db)
             if self.policy.approaches.separate_queues:
-                self._apply_queues(port, state)
+                self._apply_queues(port, state, db)
             else:
-                self._clear_queues(state.name, state.queue_backend)
-            self._set_discipline(key, port, state)
+                self._clear_queues(state.name, state.queue_backend, db)
+            self._set_discipline(key, port, state, db)
             state.status = APPLIED
-        except (queues.QueueBackendError, aqm.AqmBackendError) as err:
+            self.ovsdb_errors.pop(key[0], None)
+        except (queues.QueueBackendError, aqm.AqmBackendError, OvsdbError) as err:
             state.status = f"error: {err}"
-            self.logger.error("port %s: %s", state.name, err)
+            if isinstance(err, OvsdbError):
+                self.ovsdb_errors[key[0]] = str(err)
+            if state.status != old.status:
+                self.logger.error("port %s of switch %016x: %s", state.name, key[0], err)
+        if old.status.startswith("error") and state.status == APPLIED:
+            self.logger.info("port %s of switch %016x: applied (%s)", state.name, key[0], db.where)
 
-    def _apply_queues(self, port, state: PortState) -> None:
+    def _apply_queues(self, port, state: PortState, db: Ovsdb) -> None:
         plan = planner.queue_plan(self.policy, port)
         if state.queue_backend == "tc-htb":
             queues.apply_tc_htb(state.name, plan)
         elif state.queue_backend == "ovsdb-queue":
-            queues.apply_ovsdb_queues(state.name, plan)
+            queues.apply_ovsdb_queues(state.name, plan, db)
         state.queues = plan.classes
 
-    def _set_discipline(self, key, port, state: PortState) -> None:
-        """Attach what coex.ports.link_discipline decides to a ckcd-link port."""
-        if state.queue_backend != "ckcd-link":
-            if port.aqm is not None:
-                raise aqm.AqmBackendError(f"port {state.name} has no AQM backend on this host")
-            return
-        if key not in self.link_base_spec:
-            self.link_base_spec[key] = aqm.current_discipline(state.name) or LINK_FALLBACK_SPEC
-        spec = link_discipline(self.policy, port, self.link_base_spec[key])
-        aqm.attach_discipline(state.name, spec)
-        state.discipline = spec  # only what the link took
+    def _set_discipline(self, key, port, state: PortState, db: Ovsdb) -> None:
+        """ckcd-link: what coex.ports.link_discipline decides (bands under Separate Queues).
+        sch_ckcd: the port's AQM as the kernel qdisc, at the root shaped to the port's
+        capacity, or under each of OVS's linux-htb queues when those are the port's QoS."""
+        if state.aqm_backend == aqm.LINK_BACKEND and state.queue_backend == "ckcd-link":
+            if key not in self.link_base_spec:
+                self.link_base_spec[key] = aqm.current_discipline(state.name, db) or LINK_FALLBACK_SPEC
+            spec = link_discipline(self.policy, port, self.link_base_spec[key])
+            aqm.attach_discipline(state.name, spec, db)
+            state.discipline = spec  # only what the link took
+        elif state.aqm_backend == aqm.KERNEL_BACKEND:
+            if port.aqm is None:
+                if "ckcd-qdisc" in aqm.interface_ids(state.name, db):
+                    aqm.detach_kernel(state.name, db)
+                return
+            spec = port.aqm.spec(port.capacity_bps)
+            under_queues = self.policy.approaches.separate_queues and state.queue_backend == "ovsdb-queue"
+            state.qdisc = aqm.attach_discipline(state.name, spec, db, backend=aqm.KERNEL_BACKEND,
+                                                rate_bps=None if under_queues else port.capacity_bps,
+                                                own_root=not under_queues)
+            state.discipline = spec
+        elif port.aqm is not None:
+            raise aqm.AqmBackendError(aqm.no_backend_reason(state.name, db))
 
-    def aqm_backend(self, dpid: int, port: int) -> str | None:
+    def aqm_backend(self, dpid: int, port: int) -> tuple[str | None, str]:
+        """The port's discipline backend, or None with the reason (for REST's 409)."""
         name = self.port_names.get((dpid, port))
-        return aqm.backend_of(name) if name else None
+        if name is None:
+            return None, f"switch {dpid:#x} has not named port {port} yet"
+        db = self.ovsdb_of(dpid)
+        try:
+            backend = aqm.backend_of(name, db)
+            return backend, "" if backend else aqm.no_backend_reason(name, db)
+        except OvsdbError as err:
+            return None, str(err)
 
-    def _clear_queues(self, name: str, backend: str) -> None:
+    def _clear_queues(self, name: str, backend: str, db: Ovsdb) -> None:
         if backend == "tc-htb":
             queues.clear_tc(name)
         elif backend == "ovsdb-queue":
-            queues.clear_ovsdb_queues(name)
+            queues.clear_ovsdb_queues(name, db)
 
     def _clear_port(self, key) -> None:
         state = self.port_state.pop(key, PortState())
-        if state.name is not None and state.queue_backend is not None:
-            self._clear_queues(state.name, state.queue_backend)
+        if state.name is None or state.queue_backend is None:
+            return
+        db = self.ovsdb_of(key[0])
+        try:
+            self._clear_queues(state.name, state.queue_backend, db)
             if key in self.link_base_spec:  # give the link back the discipline it came with
-                try:
-                    aqm.attach_discipline(state.name, self.link_base_spec.pop(key))
-                except aqm.AqmBackendError as err:
-                    self.logger.error("port %s: %s", state.name, err)
+                aqm.attach_discipline(state.name, self.link_base_spec.pop(key), db)
+            elif state.aqm_backend == aqm.KERNEL_BACKEND and state.discipline is not None:
+                aqm.detach_kernel(state.name, db)
+        except (queues.QueueBackendError, aqm.AqmBackendError, OvsdbError) as err:
+            self.logger.error("port %s: %s", state.name, err)
+
+    def _switch_host_loop(self):
+        """Retry ports whose configuration failed (a switch host's OVSDB that was down comes
+        back; an agent that was not running starts), and re-read the kernel qdiscs' stats
+        for GET /state."""
+        while True:
+            hub.sleep(SWITCH_HOST_INTERVAL_S)
+            for key, state in list(self.port_state.items()):
+                port = self.policy.port(*key)
+                if port is None or state.name is None or key[0] not in self.datapaths:
+                    continue
+                if state.status.startswith("error"):
+                    fresh = PortState(name=state.name)
+                    self._configure_port(key, port, fresh, state)
+                    if self.port_state.get(key) is state:
+                        self.port_state[key] = fresh
+                        if fresh.status == APPLIED:
+                            self._configure_heavy_hitters()
+                elif state.aqm_backend == aqm.KERNEL_BACKEND and state.discipline is not None:
+                    try:
+                        state.qdisc = aqm.kernel_status(state.name, self.ovsdb_of(key[0]))
+                    except OvsdbError as err:
+                        state.qdisc = {"error": str(err)}
 
     # --- switches -------------------------------------------------------------------
 
@@ -492,7 +565,8 @@ class CoexController(app_manager.RyuApp):
         switches = []
         for dpid in sorted(set(self.net.ports) | set(self.datapaths)):
             switches.append({
-                "dpid": dpid, "connected": dpid in self.datapaths,
+                "dpid": dpid, "connected": dpid in self.datapaths, "ovsdb": self.ovsdb_of(dpid).where,
+                **({"ovsdb_error": self.ovsdb_errors[dpid]} if dpid in self.ovsdb_errors else {}),
                 "ports": sorted(self.net.ports.get(dpid, ())),
                 "meters": [vars(m) for m in self.plan.meters if m.dpid == dpid],
                 "paths": [{"aggregate": a, "src": s, "dst": d,

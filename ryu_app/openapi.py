@@ -83,6 +83,15 @@ AGGREGATE_FIELDS = {"dscp": DSCP, "queue_weight": {"type": "integer", "minimum":
 PORT_FIELDS = {"dpid": DPID, "port": OF_PORT, "capacity_bps": CAPACITY,
                "aqm": {"oneOf": [_ref("Aqm"), {"type": "null"}]}}
 
+SWITCH_FIELDS = {
+    "dpid": DPID,
+    "ovsdb": {"type": "string", "example": "tcp:192.0.2.10:6640",
+              "pattern": "^(unix:/[^\\s,]{1,255}|(tcp|ssl):[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?:[0-9]{1,5})$",
+              "description": "the switch host's OVSDB remote, as ovs-vsctl --db takes it; port 1-65535"},
+    "collector": {"type": ["string", "null"], "example": "192.0.2.1:6343",
+                  "pattern": "^[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?:[0-9]{1,5}$",
+                  "description": "the sFlow collector as this switch host reaches it (null: the policy's)"}}
+
 SCHEMAS = {
     "Error": {"type": "object", "additionalProperties": False, "required": ["error", "field"],
               "properties": {"error": {"type": "string", "minLength": 1},
@@ -149,14 +158,20 @@ SCHEMAS = {
         "aggregates": {"type": "object", "propertyNames": NAME, "additionalProperties": _ref("Aggregate")},
         "approaches": _ref("Approaches"),
         "ports": {"type": "array", "items": _ref("Port")},
-        "heavy_hitters": _ref("HeavyHitters")}),
+        "heavy_hitters": _ref("HeavyHitters"),
+        "switches": {"type": "array", "items": _ref("SwitchHost")}}),
+    "SwitchHost": _obj(SWITCH_FIELDS, required=("dpid", "ovsdb")),
+    "SwitchHostBody": _obj(SWITCH_FIELDS, required=("ovsdb",),
+                           description="A switch host for PUT /switches/{dpid}: dpid may be left out; "
+                                       "if given it is the path's."),
     "Change": _obj({"version": VERSION, "at": {"type": "number"}, "summary": {"type": "string"}},
                    required=("version", "at", "summary")),
 }
 
 REQUEST_BODIES = {"put_policy": "Policy", "create_rule": "Rule", "put_rule": "RuleBody",
                   "put_aggregate": "AggregateBody", "put_approaches": "Approaches",
-                  "put_port": "PortBody", "put_aqm": "Aqm", "put_hh_config": "HeavyHitters"}
+                  "put_port": "PortBody", "put_aqm": "Aqm", "put_hh_config": "HeavyHitters",
+                  "put_switch": "SwitchHostBody"}
 
 
 def _answer(**properties) -> dict:
@@ -194,6 +209,10 @@ RESPONSES = {  # handler -> schema of its 2xx answer
                                  current={"type": "array"}, log={"type": "array"}),
     "get_hh_config": _ref("HeavyHitters"),
     "put_hh_config": _answer(version=VERSION, heavy_hitters=_ref("HeavyHitters")),
+    "list_switches": _answer(switches={"type": "array", "items": _ref("SwitchHost")}),
+    "get_switch": _ref("SwitchHost"),
+    "put_switch": _answer(version=VERSION, switch=_ref("SwitchHost")),
+    "delete_switch": _CHANGED,
     "get_state": _answer(policy_version=VERSION, switches={"type": "array"}, ports={"type": "array"}),
     "get_changes": _answer(changes={"type": "array", "items": _ref("Change")}),
 }

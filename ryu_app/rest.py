@@ -65,6 +65,11 @@ ROUTES = [
      "Current heavy hitters with their estimates and since when, per-port top flows, decisions"),
     ("GET", "/heavy-hitters/config", "get_hh_config", False, "Heavy-hitter detection settings"),
     ("PUT", "/heavy-hitters/config", "put_hh_config", True, "Change heavy-hitter detection settings"),
+    ("GET", "/switches", "list_switches", False, "How each switch host's OVSDB is reached"),
+    ("GET", "/switches/{dpid}", "get_switch", False, "How one switch host's OVSDB is reached"),
+    ("PUT", "/switches/{dpid}", "put_switch", True,
+     "Set a switch host's OVSDB remote (tcp:HOST:6640, ssl:..., unix:...) and sFlow collector address"),
+    ("DELETE", "/switches/{dpid}", "delete_switch", True, "Configure the switch through the local OVSDB again"),
     ("GET", "/state", "get_state", False, "What is installed on which switch, with which backend"),
     ("GET", "/changes", "get_changes", False, "The latest accepted policy changes"),
 ]
@@ -288,11 +293,27 @@ class CoexApi:
     def list_rules(self, _):
         return 200, {"rules": self._doc()["rules"]}
 
-    def _find_rule(self, doc, name):
-        for i, r in enumerate(doc["rules"]):
-            if r["name"] == name:
+    @staticmethod
+    def _index(items: list, **key) -> int | None:
+        """The index of the entry of a policy list whose fields equal `key`, or None."""
+        for i, item in enumerate(items):
+            if all(item.get(k) == v for k, v in key.items()):
                 return i
         return None
+
+    @classmethod
+    def _upsert(cls, section: str, entry: dict, **key):
+        """A policy edit that replaces the entry of `section` matching `key`, or appends it."""
+        def mutate(doc):
+            i = cls._index(doc[section], **key)
+            if i is None:
+                doc[section].append(entry)
+            else:
+                doc[section][i] = entry
+        return mutate
+
+    def _find_rule(self, doc, name):
+        return self._index(doc["rules"], name=name)
 
     def get_rule(self, _, name):
         i = self._find_rule(self._doc(), name)
@@ -314,14 +335,7 @@ class CoexApi:
             raise ApiError(400, "a rule must be a JSON object", "body")
         if body.get("name", name) != name:
             raise ApiError(400, "the name in the body differs from the name in the path", "name")
-        rule = {**body, "name": name}
-
-        def mutate(d):
-            i = self._find_rule(d, name)
-            if i is None:
-                d["rules"].append(rule)
-            else:
-                d["rules"][i] = rule
+        mutate = self._upsert("rules", {**body, "name": name}, name=name)
         created = self._find_rule(self._doc(), name) is None
         version = self._change(mutate, f"rule {name} {'added' if created else 'replaced'}")
         return (201 if created else 200), {"version": version, "rule": self.get_rule(None, name)[1]}
@@ -376,10 +390,7 @@ class CoexApi:
         return 200, {"ports": self._doc()["ports"]}
 
     def _port_index(self, doc, dpid, port):
-        for i, p in enumerate(doc["ports"]):
-            if (p["dpid"], p["port"]) == (dpid, port):
-                return i
-        return None
+        return self._index(doc["ports"], dpid=dpid, port=port)
 
     def _known_port(self, dpid_text, port_text) -> tuple[int, int]:
         dpid, port = _parse_dpid(dpid_text), _parse_port(port_text)
@@ -404,15 +415,8 @@ class CoexApi:
         for key in ("dpid", "port"):
             if key in body and body[key] != {"dpid": d, "port": p}[key]:
                 raise ApiError(400, f"{key} in the body differs from the path", key)
-        entry = {**body, "dpid": d, "port": p}
-
-        def mutate(doc):
-            i = self._port_index(doc, d, p)
-            if i is None:
-                doc["ports"].append(entry)
-            else:
-                doc["ports"][i] = entry
-        version = self._change(mutate, f"port {d}:{p} set")
+        version = self._change(self._upsert("ports", {**body, "dpid": d, "port": p}, dpid=d, port=p),
+                               f"port {d}:{p} set")
         return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}
 
     def delete_port(self, _, dpid, port):
@@ -430,9 +434,9 @@ class CoexApi:
                                 f"PUT /ports/{dpid}/{port} with its capacity_bps first", "port")
 
         def has_backend():
-            if self.app.aqm_backend(d, p) is None:
-                raise ApiError(409, f"port {d}:{p} has no AQM backend on this host: it is not served by "
-                                    "ckcd-link and the kernel has no AQM qdiscs", "port")
+            backend, reason = self.app.aqm_backend(d, p)
+            if backend is None:
+                raise ApiError(409, f"port {d}:{p}: {reason}", "port")
         version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", body),
                                f"AQM on {d}:{p} set", can_apply=has_backend)
         return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}
@@ -455,6 +459,39 @@ class CoexApi:
     def put_hh_config(self, body):
         version = self._change(lambda d: d.__setitem__("heavy_hitters", body), "heavy-hitter settings set")
         return 200, {"version": version, "heavy_hitters": self._doc()["heavy_hitters"]}
+
+    # switch hosts: how their OVSDB is reached
+    def list_switches(self, _):
+        return 200, {"switches": self._doc()["switches"]}
+
+    def _switch_index(self, doc, dpid):
+        return self._index(doc["switches"], dpid=dpid)
+
+    def get_switch(self, _, dpid):
+        d = _parse_dpid(dpid)
+        doc = self._doc()
+        i = self._switch_index(doc, d)
+        if i is None:
+            raise ApiError(404, f"switch {d:#x} has no OVSDB setting (the local OVSDB configures it)", "dpid")
+        return 200, doc["switches"][i]
+
+    def put_switch(self, body, dpid):
+        d = _parse_dpid(dpid)
+        if not isinstance(body, dict):
+            raise ApiError(400, "a switch host must be a JSON object", "body")
+        if "dpid" in body and body["dpid"] != d:
+            raise ApiError(400, "dpid in the body differs from the path", "dpid")
+        mutate = self._upsert("switches", {**body, "dpid": d}, dpid=d)
+        version = self._change(mutate, f"switch {d:#x} OVSDB {body.get('ovsdb')}")
+        return 200, {"version": version, "switch": self.get_switch(None, dpid)[1]}
+
+    def delete_switch(self, _, dpid):
+        d = _parse_dpid(dpid)
+        if self._switch_index(self._doc(), d) is None:
+            raise ApiError(404, f"switch {d:#x} has no OVSDB setting", "dpid")
+        version = self._change(lambda doc: doc["switches"].pop(self._switch_index(doc, d)),
+                               f"switch {d:#x} OVSDB setting removed")
+        return 200, {"version": version}
 
     # state
     def get_state(self, _):

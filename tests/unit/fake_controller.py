@@ -24,4 +24,4 @@ class FakeController:
         return self.policy_version
 
     def aqm_backend(self, dpid, port):
-        return "ckcd-link"
+        return "ckcd-link", ""

@@ -41,6 +41,8 @@ def test_ovsdb_queues_one_queue_per_aggregate_with_min_and_max_rate():
     assert "type=linux-htb other-config:max-rate=40000000" in text
     assert "queues:0=@q0 queues:1=@q1 queues:2=@q2 queues:3=@q3" in text
     assert "--id=@q3 create Queue other-config:min-rate=20000000 other-config:max-rate=40000000" in text
+    # marked ours, so clear_ovsdb_queues destroys these rows and never someone else's
+    assert text.count("external_ids:ckcd-coex=true") == 1 + 4, text
 
 
 def test_bands_spec_is_accepted_by_the_real_core_parser():
