@@ -21,12 +21,13 @@
  * Per-flow state lives in a fixed-size open-addressed table allocated at
  * create time (`flows` entries): the per-packet path never allocates.
  */
+#include "codel_law.h"
 #include "red_avg.h"
 #include "ring.h"
 
 enum {
 	P_LIMIT, P_DELTA, P_D, P_OMEGA, P_RATE, P_RTT, P_AVPKT, P_QMIN, P_QMAX, P_K,
-	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_N
+	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_N
 };
 
 static const struct aqm_param ckcd_params[] = {
@@ -49,6 +50,11 @@ static const struct aqm_param ckcd_params[] = {
 	 * control connection is not a flow sharing the link (docs/ckcd.md). */
 	[P_ACTIVE_MIN] = { "active_min_bytes", "bytes a window (0: any packet)", 0, 100000000, 3000, 0,
 			   AQM_PARAM_INT, 0 },
+	/* In the dropping state, 0: drop every late packet and leave after Delta
+	 * below d_th (Algorithm 1 as written); 1: CoDel's law, which the paper
+	 * names - late packets dropped Delta/sqrt(count) apart, the state left at
+	 * the first packet below d_th (docs/ckcd.md, section 8). */
+	[P_SPACING] = { "spacing", "0 every late packet, 1 CoDel's law", 0, 1, 0, 0, AQM_PARAM_INT, 0 },
 };
 
 #define CKCD_PROBE 8 /* slots searched from a flow's home slot */
@@ -60,6 +66,7 @@ struct ckcd_flow {
 	uint32_t hash;
 	uint8_t used;
 	uint8_t dropping;     /* sojourn >= d_th lasted Delta: dropping its late packets */
+	uint16_t count;       /* spacing 1: drops in this dropping state (CoDel's count) */
 	union {
 		struct {
 			uint32_t arr_epoch;   /* last window this flow counted in I (active_min_bytes) */
@@ -74,8 +81,9 @@ struct ckcd_flow {
 	uint64_t last_seen_ns;
 	uint64_t dth_ns;      /* d_th^i, recomputed once per window */
 	/* The Delta clock (0: not running). Not dropping: since when the sojourn
-	 * has been >= d_th; dropping: since when it has been below d_th. Only one
-	 * of the two can run at a time, so one field holds both. */
+	 * has been >= d_th; dropping: since when it has been below d_th (spacing
+	 * 1: when the next late packet may be dropped). Only one of these can run
+	 * at a time, so one field holds them. */
 	uint64_t since_ns;
 };
 
@@ -110,6 +118,7 @@ struct ckcd {
 	uint64_t epoch2;           /* epoch in both halves */
 	uint32_t flows_this_epoch, flows_last_epoch;
 	uint64_t active_min_bytes; /* a flow counts in I from this many bytes a window */
+	int spaced;                /* spacing 1: CoDel's law in the dropping state */
 	/* the flow table */
 	struct ckcd_flow *flows;   /* 64-byte aligned inside flows_mem */
 	struct ckcd_flow_cold *cold; /* beside flows[], same index */
@@ -132,6 +141,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->rate_bps = (uint64_t)a->v[P_RATE];
 	c->window_ns = (uint64_t)a->v[P_WINDOW] * 1000;
 	c->active_min_bytes = (uint64_t)a->v[P_ACTIVE_MIN];
+	c->spaced = a->v[P_SPACING] != 0;
 	if ((8 * AQM_NSEC_PER_SEC) % c->window_ns == 0)
 		c->mu_mul = 8 * AQM_NSEC_PER_SEC / c->window_ns;
 	c->dth_min_ns = (uint64_t)a->v[P_DTH_MIN] * 1000;
@@ -602,6 +612,26 @@ static int ckcd_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 	return ckcd_enqueue_decide(q, pkt, now_ns, avg);
 }
 
+/* The dropping state under CoDel's law (spacing 1): the first packet below
+ * d_th ends it (RFC 8289's "sojourn below target"); a late packet is dropped
+ * once drop_next has come, and drop_next += Delta/sqrt(count). Drop path
+ * and state exit only: the exact 1/sqrt costs an integer square root. */
+static __attribute__((noinline)) int ckcd_late_spaced(const struct ckcd *c, struct ckcd_flow *f, int above,
+						     uint64_t now_ns)
+{
+	if (!above) {
+		f->dropping = 0;
+		f->since_ns = 0;
+		return 0;
+	}
+	if (now_ns < f->since_ns)
+		return 0;
+	f->count += f->count < 0xffff;
+	/* delta_ns >> 8 keeps the product in 64 bits up to Delta's 100 s maximum */
+	f->since_ns += ((c->delta_ns >> 8) * aqm_codel_invsqrt_exact(f->count)) >> 24; /* from drop_next, as CoDel */
+	return 1;
+}
+
 /* Lines 14-16 for a dequeued packet of flow f with sojourn d_i and threshold
  * d_th: 1 if it is to be dropped (delay). Runs the flow's Delta clock: the
  * flow enters the dropping state after d_i >= d_th for Delta and leaves it
@@ -623,13 +653,16 @@ static inline int ckcd_late(const struct ckcd *c, struct ckcd_flow *f, uint64_t 
 		__asm__("" : "+r"(enter)); /* one branch on the AND, not one per operand */
 		if (__builtin_expect(enter, 0)) {
 			f->dropping = 1; /* line 15: above d_th for longer than Delta */
-			f->since_ns = 0;
+			f->count = 1;
+			f->since_ns = c->spaced ? now_ns + c->delta_ns : 0; /* next drop: Delta/sqrt(1) */
 			return 1;
 		}
 		/* above: start the clock or keep it running; below: stop it */
 		f->since_ns = (since ? since : now_ns) & -(uint64_t)above;
 		return 0;
 	}
+	if (c->spaced)
+		return ckcd_late_spaced(c, f, above, now_ns);
 	if (above) {
 		f->since_ns = 0;
 		return 1;

@@ -8,6 +8,8 @@ left out of every measurement.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from replaylib import MS, SEC, cbr, merge, poisson, run
@@ -226,6 +228,45 @@ def test_dropping_state_left_only_after_sojourn_below_dth_for_delta(below_ms):
     else:
         assert not left
         assert all(d == 1 for t, d in state if below_since <= t < back_above["t_ns"])
+
+
+def test_spacing_1_spaces_drops_by_codels_law_in_the_dropping_state():
+    """docs/ckcd.md section 8, spacing=1 (the paper's "similar to CoDel"): once dropping, the
+    k-th next drop is due Delta/sqrt(k) after the one before (counted from when it was due, as
+    RFC 8289's drop_next), not at every late packet as spacing=0 drops."""
+    # A standing queue fed at 110 Mbit/s over the 100 Mbit/s link for 300 ms: every packet
+    # is late (sojourn >= d_th = 2 ms) once the first 40 are queued.
+    tr = merge(burst(1, MS, 40), cbr(1, 110e6, MS + 1, 300 * MS))
+    literal = [p for p in by_time(run(tr, PINNED, rate_bps=C), 1) if p["reason"] == "delay"]
+    spaced = [p["t_ns"] for p in by_time(run(tr, PINNED + " spacing=1", rate_bps=C), 1)
+              if p["reason"] == "delay"]
+    assert len(literal) > 10 * len(spaced) > 0, (len(literal), len(spaced))
+    due = spaced[0]
+    for k, t in enumerate(spaced[1:], start=2):
+        due += DELTA / math.sqrt(k - 1)  # the entry drop set count 1: Delta, Delta/sqrt(2), ...
+        # dropped at the first dequeue once due: within one packet time (0.12 ms), plus the
+        # 256 ns the fixed-point law rounds off per step
+        assert due - k * 256 <= t < due + PKT_NS + k * 256, (k, t - spaced[0], due - spaced[0])
+    assert len(spaced) >= 5
+
+
+@pytest.mark.parametrize("spacing", [0, 1])
+def test_spacing_1_leaves_the_dropping_state_at_the_first_packet_below_dth(spacing):
+    """spacing=1 leaves at the first packet below d_th (RFC 8289); spacing=0 only after Delta below."""
+    t2 = 100 * MS
+    t3 = t2 + 40 * MS  # 40 ms below d_th: less than Delta (50 ms)
+    tr = merge(burst(1, MS, 40), cbr(1, 110e6, MS + 1, t2), cbr(1, 20e6, t2, t3), burst(1, t3, 40),
+               cbr(1, 20e6, t3 + 1, t3 + 20 * MS))
+    r = run(tr, PINNED + f" spacing={spacing}", rate_bps=C, extra=["--xstats-every-ms", "1"])
+    pk = by_time(r, 1)
+    assert any(p["reason"] == "delay" for p in pk if p["t_ns"] < t2)  # it was dropping
+    first_below = min(p["t_ns"] for p in pk if t2 <= p["t_ns"] < t3 and p["sojourn_ns"] < DTH)
+    state = [(t, x["flows"][1]["dropping"]) for t, x in r.xstats if 1 in x.get("flows", {})]
+    left = [t for (t, d), (_, d0) in zip(state[1:], state) if d0 == 1 and d == 0]
+    if spacing:
+        assert left and first_below <= left[0] <= first_below + 2 * MS, (left, first_below)
+    else:
+        assert not [t for t in left if t < t3], left
 
 
 def test_active_flow_count_forgets_a_silent_flow_after_one_full_window():
