@@ -299,7 +299,8 @@ def case_table(entries: list[dict]) -> list[str]:
 
 
 def _markdown(path: str, records, summary, head, plots, command) -> None:
-    lines = _introduction(command, head)
+    base_rtt = {r["scenario"]["name"]: 2 * r["scenario"]["link"]["delay_ms"] for r in records}
+    lines = _introduction(command, head, base_rtt)
     for name in dict.fromkeys(e["scenario"] for e in summary):
         lines += _scenario_section(name, records, [e for e in summary if e["scenario"] == name], plots.get(name, []))
     lines += _fidelity_section(records)
@@ -307,7 +308,7 @@ def _markdown(path: str, records, summary, head, plots, command) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def _introduction(command: str | None, head: list[dict]) -> list[str]:
+def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, float]) -> list[str]:
     """Where and how the report was made, how to read its numbers, and the headline against the paper."""
     lines = ["# ckcd-coex experiment report", "",
              f"Generated {datetime.datetime.now().isoformat(timespec='seconds')} on {platform.node()} "
@@ -320,9 +321,11 @@ def _introduction(command: str | None, head: list[dict]) -> list[str]:
               "time at the bottleneck; RTT is ping's (base RTT = 2 × the link delay). See docs/experiments.md."]
     if head:
         lines += ["", "## Against the paper (seed 000, CKCD vs DropTail)", ""] + headline_table(head)
-        lines += ["", "The paper's latency is end-to-end delay measured on its own testbed; here the base RTT of "
-                  "20 ms is the same for every discipline, so the reduction of the *queueing* delay is the "
-                  "comparable number and the RTT reduction is bounded by the 20 ms floor."]
+        floors = sorted({base_rtt_ms[h["scenario"]] for h in head if h["scenario"] in base_rtt_ms})
+        floor = " or ".join(f"{f:g} ms" for f in floors) or "2 × the link delay"
+        lines += ["", "The paper's latency is end-to-end delay measured on its own testbed; here the base RTT "
+                  f"(2 × the link delay: {floor}) is the same for every discipline, so the reduction of the "
+                  "*queueing* delay is the comparable number and the RTT reduction is bounded by that floor."]
     return lines
 
 
