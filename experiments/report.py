@@ -26,7 +26,7 @@ def write_report(out_dir: str, records: list[dict], command: str | None = None) 
         if not rec.get("error"):
             rec["metrics"] = analysis.run_metrics(rec)
     summary = analysis.summarize(records)
-    head = analysis.headline(summary)
+    head = analysis.headline(summary, {r["scenario"]["name"]: analysis.full_buffer_ms(r["scenario"]) for r in records})
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"generated": datetime.datetime.now().isoformat(timespec="seconds"), "command": command,
@@ -269,7 +269,10 @@ def headline_table(head: list[dict]) -> list[str]:
         lines.append(
             f"| {h['scenario']} | {h['jain_droptail']:.3f} | {h['jain_ckcd']:.3f} | {_pct(h['fairness_gain'])} | "
             f"{fmt(h['queue_delay_droptail_ms'], 2)} → {fmt(h['queue_delay_ckcd_ms'], 2)} ms "
-            f"({_pct(h['queue_delay_reduction'] and -h['queue_delay_reduction'])}) | "
+            f"({_pct(h['queue_delay_reduction'] and -h['queue_delay_reduction'])}"
+            + (f"; {_pct(-h['queue_delay_vs_full_buffer'])} against a full buffer, "
+               f"{fmt(h['full_buffer_ms'], 1)} ms" if h.get("queue_delay_vs_full_buffer") is not None else "")
+            + ") | "
             f"{fmt(h['rtt_droptail_ms'])} → {fmt(h['rtt_ckcd_ms'])} ms "
             f"({_pct(h['rtt_reduction'] and -h['rtt_reduction'])}) | "
             f"{fmt(h['utilization_ckcd'] and 100 * h['utilization_ckcd'], 0)} % | {'yes' if h['trusted'] else 'NO'} |")

@@ -76,6 +76,11 @@ def test_summary_and_headline_against_droptail():
     assert head["jain_ckcd"] > 0.99
     assert head["fairness_gain"] == pytest.approx(head["jain_ckcd"] / head["jain_droptail"] - 1)
     assert head["queue_delay_reduction"] == pytest.approx(1 - 1.1 / 6.1)
+    assert head["queue_delay_vs_full_buffer"] is None  # no buffer size given
+    [head] = analysis.headline(summary, {recs[0]["scenario"]["name"]: analysis.full_buffer_ms(recs[0]["scenario"])})
+    full = recs[0]["scenario"]["link"]["buffer_pkts"] * 1514 * 8 / recs[0]["scenario"]["link"]["rate_bps"] * 1e3
+    assert head["full_buffer_ms"] == pytest.approx(full)
+    assert head["queue_delay_vs_full_buffer"] == pytest.approx(1 - 1.1 / full)
     assert head["trusted"]
 
 

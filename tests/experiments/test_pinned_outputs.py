@@ -192,7 +192,7 @@ def metrics_outputs(monkeypatch) -> dict:
     runs = list(records.values())
     runs.append({**metrics_record("ckcd", "none", 0.0), "error": "RunError: pingall lost 100 %", "metrics": None})
     summary = analysis.summarize(runs)
-    head = analysis.headline(summary)
+    head = analysis.headline(summary, {r["scenario"]["name"]: analysis.full_buffer_ms(r["scenario"]) for r in runs})
     return {"run_metrics": per_run, "summary": summary, "headline": head,
             "summary_csv": _written(_summary_csv, summary), "flows_csv": _written(_flows_csv, runs),
             "report_md": _report_markdown(monkeypatch, runs, summary, head)}
