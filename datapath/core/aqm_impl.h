@@ -9,7 +9,7 @@
 
 #include "aqm.h"
 
-#define AQM_MAX_PARAMS 16
+#define AQM_MAX_PARAMS 20
 #define AQM_NSEC_PER_SEC 1000000000ULL
 #define AQM_NSEC_PER_MSEC 1000000ULL
 

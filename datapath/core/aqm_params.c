@@ -365,6 +365,10 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 			c = ce;
 		}
 	}
+	if (ops->nparams > AQM_MAX_PARAMS) { /* a discipline outgrew the argument arrays */
+		aqm_err(err, errlen, ops->name, ": more parameters than AQM_MAX_PARAMS", 0);
+		return -1;
+	}
 	for (i = 0; i < ops->nparams; i++) {
 		a->v[i] = ops->params[i].def;
 		if (ops->params[i].kind == AQM_PARAM_TEXT) {

@@ -27,7 +27,7 @@
 
 enum {
 	P_LIMIT, P_DELTA, P_D, P_OMEGA, P_RATE, P_RTT, P_AVPKT, P_QMIN, P_QMAX, P_K,
-	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_N
+	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_NEW_DTH, P_N
 };
 
 static const struct aqm_param ckcd_params[] = {
@@ -55,6 +55,10 @@ static const struct aqm_param ckcd_params[] = {
 	 * names - late packets dropped Delta/sqrt(count) apart, the state left at
 	 * the first packet below d_th (docs/ckcd.md, section 8). */
 	[P_SPACING] = { "spacing", "0 every late packet, 1 CoDel's law", 0, 1, 0, 0, AQM_PARAM_INT, 0 },
+	/* d_th of a flow with no admitted rate yet (mu_i = 0: new, or back after a
+	 * silent window). 0: dth_max_ms, eq. 9's limit (ours); 1: D, Algorithm 1
+	 * line 1's initial value (docs/ckcd.md, section 7). */
+	[P_NEW_DTH] = { "new_dth", "0 dth_max_ms, 1 D", 0, 1, 0, 0, AQM_PARAM_INT, 0 },
 };
 
 #define CKCD_PROBE 8 /* slots searched from a flow's home slot */
@@ -101,6 +105,7 @@ struct ckcd {
 	uint32_t limit;
 	uint64_t delta_ns, d_ns, rate_bps, window_ns;
 	uint64_t dth_min_ns, dth_max_ns;
+	uint64_t dth_new_ns;       /* d_th at mu_i = 0 (new_dth) */
 	uint64_t k_milli;          /* k in 1/s, x1000 */
 	uint64_t bdp_pkts;
 	uint32_t qmin, qmax;       /* effective thresholds, packets */
@@ -146,6 +151,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 		c->mu_mul = 8 * AQM_NSEC_PER_SEC / c->window_ns;
 	c->dth_min_ns = (uint64_t)a->v[P_DTH_MIN] * 1000;
 	c->dth_max_ns = (uint64_t)a->v[P_DTH_MAX] * 1000;
+	c->dth_new_ns = a->v[P_NEW_DTH] ? c->d_ns : c->dth_max_ns;
 	c->k_milli = (uint64_t)a->v[P_K];
 	if (c->dth_min_ns > c->dth_max_ns) {
 		aqm_err(err, errlen, "ckcd: parameter 'dth_min_ms' must not exceed 'dth_max_ms'", 0, 0);
@@ -408,7 +414,7 @@ static uint64_t ckcd_dth_of(const struct ckcd *c, uint64_t mu_bps, uint64_t mu_f
 	int64_t dth;
 
 	if (!mu_bps)
-		return c->dth_max_ns;
+		return c->dth_new_ns;
 	ratio_q16 = (mu_f << 16) / mu_bps; /* (mu_i/mu_f)^-1 */
 	if (ratio_q16 > (UINT64_C(64) << 16))
 		return c->dth_max_ns;

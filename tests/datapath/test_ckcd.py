@@ -130,6 +130,18 @@ def test_dth_is_clamped():
     assert flows[2]["dth_us"] == 1_000  # 1.8x the fair share: eq. 9 goes negative
 
 
+@pytest.mark.parametrize("new_dth, dth_us", [(0, 50_000), (1, 5_000)])
+def test_a_flow_without_an_admitted_rate_yet_starts_at_dth_max_or_at_d(new_dth, dth_us):
+    """docs/ckcd.md section 7: mu_i = 0 (a new flow, before its first complete window) gives
+    dth_max_ms (eq. 9's limit; the default) or, with new_dth=1, D (Algorithm 1 line 1)."""
+    tr = merge(cbr(1, 40e6, 0, SEC), cbr(2, 40e6, 505 * MS, SEC))
+    r = run(tr, f"ckcd d_ms=5 dth_max_ms=50 new_dth={new_dth}", rate_bps=C, extra=["--xstats-every-ms", "50"])
+    xs = next(x for t, x in r.xstats if t >= 550 * MS)
+    assert xs["flows"][2]["mu_bps"] == 0 and xs["flows"][2]["dth_us"] == dth_us
+    later = next(x for t, x in r.xstats if t >= 750 * MS)  # a complete window: eq. 9 from mu_i
+    assert later["flows"][2]["mu_bps"] > 0 and later["flows"][2]["dth_us"] not in (0, 50_000)
+
+
 def test_enqueue_phase_compares_and_drops_pairs_when_qavg_above_qmin():
     # explicit thresholds low enough that q_avg passes q_min: the CHOKe-like
     # comparison runs and matched pairs are dropped together
