@@ -40,17 +40,9 @@ class AqmBackendError(RuntimeError):
 
 def interface_ids(port_name: str, db: Ovsdb = LOCAL) -> dict:
     """The Interface row's external_ids ({} when there is no such interface)."""
-    value = db.get("Interface", port_name, "external_ids")
-    return _parse_map(value) if value else {}
-
-
-def _parse_map(text: str) -> dict:
-    """ovs-vsctl's map syntax {k=v, k2="v 2"} as a dict (values unquoted)."""
-    out = {}
-    for m in re.finditer(r'([\w.:-]+)=("(?:[^"\\]|\\.)*"|[^,}]*)', text.strip()[1:-1]):
-        key, value = m.group(1), m.group(2).strip()
-        out[key] = json.loads(value) if value.startswith('"') else value
-    return out
+    row = db.find_one("Interface", port_name, ("external_ids",))
+    ids = row["external_ids"] if row else {}
+    return ids if isinstance(ids, dict) else {}
 
 
 def _quoted(text: str) -> str:

@@ -95,6 +95,13 @@ class Ovsdb:
         out = json.loads(self.vsctl("--format=json", f"--columns={','.join(columns)}", "list", table))
         return [{name: _datum(cell) for name, cell in zip(out["headings"], row)} for row in out["data"]]
 
+    def find_one(self, table: str, name: str, columns: tuple[str, ...]) -> dict | None:
+        """The row of `table` named `name` with these columns (maps as dicts), or None."""
+        out = json.loads(self.vsctl("--format=json", f"--columns={','.join(columns)}", "find", table,
+                                    f"name={json.dumps(name)}"))
+        rows = [{col: _datum(cell) for col, cell in zip(out["headings"], row)} for row in out["data"]]
+        return rows[0] if rows else None
+
     def ping(self) -> None:
         """Raise OvsdbError unless the database answers."""
         self.vsctl("--no-wait", "get", "Open_vSwitch", ".", "ovs_version")

@@ -39,12 +39,16 @@ def _run(cmd: list[str]) -> str:
     return out.stdout
 
 
-def choose_backend(port_name: str, preferred: str = "auto", db: Ovsdb = LOCAL) -> str:
+def choose_backend(port_name: str, preferred: str = "auto", db: Ovsdb = LOCAL,
+                   aqm_backend: str | None | bool = False) -> str:
     """ckcd-link where the port has one; else `preferred`, or by the bridge's datapath when
     that is "auto". Forcing "ovsdb-queue" on a userspace bridge still creates the QoS rows
     and tc classes for real (OVS's linux-htb), only set_queue does not classify there.
-    tc-htb runs tc here, so it is refused for a switch host across the network."""
-    if aqm.backend_of(port_name, db) == aqm.LINK_BACKEND:
+    tc-htb runs tc here, so it is refused for a switch host across the network. aqm_backend:
+    aqm.backend_of()'s answer when the caller has it already (False: ask)."""
+    if aqm_backend is False:
+        aqm_backend = aqm.backend_of(port_name, db)
+    if aqm_backend == aqm.LINK_BACKEND:
         return "ckcd-link"
     if preferred == "auto":
         preferred = "ovsdb-queue" if aqm.kernel_datapath(port_name, db) else "tc-htb"

@@ -203,8 +203,9 @@ class CoexController(app_manager.RyuApp):
         retry."""
         db = self.ovsdb_of(key[0])
         try:
-            state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend, db)
             state.aqm_backend = aqm.backend_of(state.name, db)
+            state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend, db,
+                                                        aqm_backend=state.aqm_backend)
             if self.policy.approaches.separate_queues:
                 self._apply_queues(port, state, db)
             else:

@@ -75,9 +75,9 @@ def ping(vm, src="h1", dst="10.0.0.3", count=3) -> str:
 
 
 def interface_ids(vm) -> dict:
-    out = vm.check("ovs-vsctl get Interface s1-eth3 external_ids")
-    from ovs_config.aqm import _parse_map
-    return _parse_map(out.strip())
+    from ovs_config.ovsdb import _datum
+    out = json.loads(vm.check("ovs-vsctl --format=json --columns=external_ids find Interface name=s1-eth3"))
+    return _datum(out["data"][0][0])
 
 
 def qos_type(vm) -> str:

@@ -12,7 +12,6 @@ import pytest
 
 from coex.policy import Policy, PolicyError
 from fake_controller import DPID, FakeController
-from ovs_config.aqm import _parse_map
 from ovs_config.ovsdb import Ovsdb, OvsdbError
 from ryu_app.rest import CoexApi
 
@@ -69,11 +68,14 @@ def test_rest_switch_endpoints_store_change_and_forget_the_setting():
     assert call(api, "DELETE", "/coex/v1/switches/66")[0] == 404
 
 
-def test_ovs_vsctl_maps_are_read_with_quoted_values():
-    ids = _parse_map('{ckcd-qdisc="bands map=46:0 | ckcd | droptail", ckcd-qdisc-managed="true", x=y, '
-                     'ckcd-qdisc-stats="[{\\"kind\\":\\"ckcd\\",\\"x\\":\\"a,b}\\"}]"}')
-    assert ids == {"ckcd-qdisc": "bands map=46:0 | ckcd | droptail", "ckcd-qdisc-managed": "true", "x": "y",
-                   "ckcd-qdisc-stats": '[{"kind":"ckcd","x":"a,b}"}]'}
+def test_ovs_vsctl_json_cells_become_python_values():
+    """ovs-vsctl --format=json: maps, sets and uuids as dicts, lists and strings."""
+    from ovs_config.ovsdb import _datum
+    stats = '[{"kind":"ckcd","x":"a,b}"}]'
+    cell = ["map", [["ckcd-qdisc", "bands map=46:0 | ckcd | droptail"], ["ckcd-qdisc-stats", stats]]]
+    assert _datum(cell) == {"ckcd-qdisc": "bands map=46:0 | ckcd | droptail", "ckcd-qdisc-stats": stats}
+    assert _datum(["set", [1, 2]]) == [1, 2] and _datum(["set", []]) == []
+    assert _datum(["uuid", "0d2c"]) == "0d2c" and _datum("x") == "x"
 
 
 def test_a_refused_ovsdb_is_one_sentence_naming_the_remote():
