@@ -133,32 +133,32 @@ def current_discipline(port_name: str, db: Ovsdb = LOCAL) -> str | None:
 
 
 def _attach_kernel(port_name: str, spec: str, db: Ovsdb, rate_bps: int | None, own_root: bool) -> dict:
-    ids = [f"external_ids:ckcd-qdisc={_quoted(spec)}", "external_ids:ckcd-qdisc-managed=true"]
-    ids.append(f"external_ids:ckcd-qdisc-rate-bps={rate_bps}" if rate_bps else "")
     # A stale error from an earlier try must not be read as the answer to this one.
-    cmd = ["set", "Interface", port_name, *[i for i in ids if i],
+    cmd = ["set", "Interface", port_name, f"external_ids:ckcd-qdisc={_quoted(spec)}",
+           "external_ids:ckcd-qdisc-managed=true",
            "--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc-error"]
-    if not rate_bps:
+    if rate_bps:
+        cmd += ["--", "set", "Interface", port_name, f"external_ids:ckcd-qdisc-rate-bps={rate_bps}"]
+    else:
         cmd += ["--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc-rate-bps"]
     if own_root:
         cmd += _own_root_commands(port_name, db)
     db.vsctl(*cmd)
     return _await_agent(port_name, db, lambda ids: ids.get("ckcd-qdisc-applied") == spec,
-                        f"apply {spec!r}")
+                        f"apply {spec!r}", error_fails=True)
 
 
 def _own_root_commands(port_name: str, db: Ovsdb) -> list[str]:
     """QoS linux-noop on the port (vswitchd then leaves its qdisc to us), remembering the QoS
     it had so detach can give it back. Nothing when the port already has our noop row."""
-    qos = db.get("Port", port_name, "qos")
-    qos = None if qos in (None, "[]") else qos
-    if qos is not None and db.get("QoS", qos, "type") == "linux-noop" \
-            and db.get("QoS", qos, "external_ids:ckcd-coex") == "true":
+    if db.our_qos(port_name, "linux-noop") is not None:
         return []
+    qos = db.get("Port", port_name, "qos")
     cmd = ["--", "--id=@noop", "create", "QoS", "type=linux-noop", "external_ids:ckcd-coex=true",
            "--", "set", "Port", port_name, "qos=@noop"]
     if db.get("Port", port_name, f"external_ids:{SAVED_QOS_KEY}") is None:
-        cmd += ["--", "set", "Port", port_name, f"external_ids:{SAVED_QOS_KEY}={qos or 'none'}"]
+        saved = "none" if qos in (None, "[]") else qos
+        cmd += ["--", "set", "Port", port_name, f"external_ids:{SAVED_QOS_KEY}={saved}"]
     return cmd
 
 
@@ -167,39 +167,44 @@ def detach_kernel(port_name: str, db: Ovsdb = LOCAL) -> None:
     it had before (OVS then reinstalls that QoS's qdisc), or none."""
     cmd = ["--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc",
            "--", "--if-exists", "remove", "Interface", port_name, "external_ids", "ckcd-qdisc-rate-bps"]
-    qos = db.get("Port", port_name, "qos")
+    noop = db.our_qos(port_name, "linux-noop")
     saved = db.get("Port", port_name, f"external_ids:{SAVED_QOS_KEY}")
-    if qos not in (None, "[]") and db.get("QoS", qos, "external_ids:ckcd-coex") == "true" \
-            and db.get("QoS", qos, "type") == "linux-noop":
-        cmd += ["--", "clear", "Port", port_name, "qos", "--", "destroy", "QoS", qos]
+    if noop is not None:
+        cmd += ["--", "clear", "Port", port_name, "qos", "--", "destroy", "QoS", noop]
         if saved not in (None, "none") and db.get("QoS", saved, "type") is not None:
             cmd += ["--", "set", "Port", port_name, f"qos={saved}"]
     if saved is not None:
         cmd += ["--", "remove", "Port", port_name, "external_ids", SAVED_QOS_KEY]
     db.vsctl(*cmd)
-    _await_agent(port_name, db, lambda ids: "ckcd-qdisc-applied" not in ids, "release the port")
+    _await_agent(port_name, db, lambda ids: "ckcd-qdisc-applied" not in ids, "release the port",
+                 error_fails=False)
 
 
 def kernel_status(port_name: str, db: Ovsdb = LOCAL) -> dict:
     """What the agent says about the port: applied spec, last error, the qdiscs' live stats
     (tc -s -j qdisc show, parsed) - for GET /state."""
-    ids = interface_ids(port_name, db)
+    return _status_of(interface_ids(port_name, db))
+
+
+def _status_of(ids: dict) -> dict:
     status = {"applied": ids.get("ckcd-qdisc-applied"), "error": ids.get("ckcd-qdisc-error")}
     try:
         qdiscs = json.loads(ids.get("ckcd-qdisc-stats") or "[]")
     except ValueError:
         qdiscs = []
-    status["qdiscs"] = [q for q in qdiscs if isinstance(q, dict)]
+    status["qdiscs"] = [q for q in qdiscs if isinstance(q, dict)] if isinstance(qdiscs, list) else []
     return {k: v for k, v in status.items() if v not in (None, [])}
 
 
-def _await_agent(port_name: str, db: Ovsdb, done, what: str) -> dict:
+def _await_agent(port_name: str, db: Ovsdb, done, what: str, error_fails: bool) -> dict:
+    """Poll the Interface row until done(its external_ids); error_fails: the agent's
+    ckcd-qdisc-error ends the wait as a failure (an apply; a release has nothing to refuse)."""
     deadline = time.monotonic() + AGENT_ANSWER_S
     while True:
         ids = interface_ids(port_name, db)
         if done(ids):
-            return kernel_status(port_name, db)
-        if ids.get("ckcd-qdisc-error") and not what.startswith("release"):
+            return _status_of(ids)
+        if error_fails and ids.get("ckcd-qdisc-error"):
             raise AqmBackendError(f"ckcd-qdisc-agent on {db.where} could not {what} on {port_name}: "
                                   f"{ids['ckcd-qdisc-error']}")
         if time.monotonic() > deadline:

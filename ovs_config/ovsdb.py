@@ -90,21 +90,26 @@ class Ovsdb:
             value = json.loads(value)  # ovs-vsctl quotes strings the JSON way
         return value
 
-    def rows(self, table: str, columns: tuple[str, ...]) -> list[dict]:
-        """Every row of `table` with these columns, maps as dicts and sets as lists."""
-        out = json.loads(self.vsctl("--format=json", f"--columns={','.join(columns)}", "list", table))
+    def rows(self, table: str, columns: tuple[str, ...], *conditions: str) -> list[dict]:
+        """The rows of `table` (those matching ovs-vsctl find's `conditions`, if any) with these
+        columns, maps as dicts and sets as lists."""
+        verb = ["find", table, *conditions] if conditions else ["list", table]
+        out = json.loads(self.vsctl("--format=json", f"--columns={','.join(columns)}", *verb))
         return [{name: _datum(cell) for name, cell in zip(out["headings"], row)} for row in out["data"]]
 
     def find_one(self, table: str, name: str, columns: tuple[str, ...]) -> dict | None:
         """The row of `table` named `name` with these columns (maps as dicts), or None."""
-        out = json.loads(self.vsctl("--format=json", f"--columns={','.join(columns)}", "find", table,
-                                    f"name={json.dumps(name)}"))
-        rows = [{col: _datum(cell) for col, cell in zip(out["headings"], row)} for row in out["data"]]
+        rows = self.rows(table, columns, f"name={json.dumps(name)}")
         return rows[0] if rows else None
 
-    def ping(self) -> None:
-        """Raise OvsdbError unless the database answers."""
-        self.vsctl("--no-wait", "get", "Open_vSwitch", ".", "ovs_version")
+    def our_qos(self, port_name: str, qos_type: str) -> str | None:
+        """The UUID of the Port's QoS row if it is one ckcd-coex made (external_ids:ckcd-coex=true)
+        of this type, else None: rows someone else made are never ours to change or destroy."""
+        qos = self.get("Port", port_name, "qos")
+        if qos in (None, "[]") or self.get("QoS", qos, "type") != qos_type \
+                or self.get("QoS", qos, "external_ids:ckcd-coex") != "true":
+            return None
+        return qos
 
 
 def _datum(cell):

@@ -39,15 +39,12 @@ def _run(cmd: list[str]) -> str:
     return out.stdout
 
 
-def choose_backend(port_name: str, preferred: str = "auto", db: Ovsdb = LOCAL,
-                   aqm_backend: str | None | bool = False) -> str:
+def choose_backend(port_name: str, aqm_backend: str | None, preferred: str = "auto", db: Ovsdb = LOCAL) -> str:
     """ckcd-link where the port has one; else `preferred`, or by the bridge's datapath when
     that is "auto". Forcing "ovsdb-queue" on a userspace bridge still creates the QoS rows
     and tc classes for real (OVS's linux-htb), only set_queue does not classify there.
     tc-htb runs tc here, so it is refused for a switch host across the network. aqm_backend:
-    aqm.backend_of()'s answer when the caller has it already (False: ask)."""
-    if aqm_backend is False:
-        aqm_backend = aqm.backend_of(port_name, db)
+    what aqm.backend_of() says of the port (the caller asks once for both choices)."""
     if aqm_backend == aqm.LINK_BACKEND:
         return "ckcd-link"
     if preferred == "auto":
@@ -117,9 +114,8 @@ def apply_ovsdb_queues(port_name: str, plan: QueuePlan, db: Ovsdb = LOCAL) -> No
 def clear_ovsdb_queues(port_name: str, db: Ovsdb = LOCAL) -> None:
     """Take our linux-htb QoS off the port and destroy its rows (QoS and Queue are root
     tables: an unreferenced row stays in the database until destroyed)."""
-    qos = db.get("Port", port_name, "qos")
-    if qos in (None, "[]") or db.get("QoS", qos, "external_ids:ckcd-coex") != "true" \
-            or db.get("QoS", qos, "type") != "linux-htb":
+    qos = db.our_qos(port_name, "linux-htb")
+    if qos is None:
         return
     queues = re.findall(r"[0-9a-f]{8}-[0-9a-f-]{27}", db.get("QoS", qos, "queues") or "")
     cmd = ["--", "clear", "Port", port_name, "qos", "--", "destroy", "QoS", qos]

@@ -204,8 +204,8 @@ class CoexController(app_manager.RyuApp):
         db = self.ovsdb_of(key[0])
         try:
             state.aqm_backend = aqm.backend_of(state.name, db)
-            state.queue_backend = queues.choose_backend(state.name, self.config.queue_backend, db,
-                                                        aqm_backend=state.aqm_backend)
+            state.queue_backend = queues.choose_backend(state.name, state.aqm_backend,
+                                                        self.config.queue_backend, db)
             if self.policy.approaches.separate_queues:
                 self._apply_queues(port, state, db)
             else:
