@@ -27,7 +27,8 @@
 
 enum {
 	P_LIMIT, P_DELTA, P_D, P_OMEGA, P_RATE, P_RTT, P_AVPKT, P_QMIN, P_QMAX, P_K,
-	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_NEW_DTH, P_N
+	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_NEW_DTH,
+	P_MU_NET, P_MU_GAIN, P_N
 };
 
 static const struct aqm_param ckcd_params[] = {
@@ -59,6 +60,15 @@ static const struct aqm_param ckcd_params[] = {
 	 * silent window). 0: dth_max_ms, eq. 9's limit (ours); 1: D, Algorithm 1
 	 * line 1's initial value (docs/ckcd.md, section 7). */
 	[P_NEW_DTH] = { "new_dth", "0 dth_max_ms, 1 D", 0, 1, 0, 0, AQM_PARAM_INT, 0 },
+	/* mu_i's bytes. 0: every byte admitted in the window (section 4's reading
+	 * of "virtual arrival rate"); 1: less those dropped again from the queue
+	 * (delay drops, the victim of a match) - the rate the flow is served at
+	 * (docs/ckcd.md, section 4). */
+	[P_MU_NET] = { "mu_net", "0 admitted, 1 admitted less dropped", 0, 1, 0, 0, AQM_PARAM_INT, 0 },
+	/* mu_i from window to window: mu += gain (window's rate - mu). 1 (the
+	 * default): the last window alone, as the paper measures it; below 1 an
+	 * EWMA that steadies d_th at the cost of lag (docs/ckcd.md, section 4). */
+	[P_MU_GAIN] = { "mu_gain", "weight of the last window", 1, 1000, 1000, 3, AQM_PARAM_INT, 0 },
 };
 
 #define CKCD_PROBE 8 /* slots searched from a flow's home slot */
@@ -124,6 +134,8 @@ struct ckcd {
 	uint32_t flows_this_epoch, flows_last_epoch;
 	uint64_t active_min_bytes; /* a flow counts in I from this many bytes a window */
 	int spaced;                /* spacing 1: CoDel's law in the dropping state */
+	int mu_net;                /* mu_net 1: bytes dropped from the queue leave mu_i */
+	uint32_t mu_gain;          /* mu_gain in thousandths (1000: no smoothing) */
 	/* the flow table */
 	struct ckcd_flow *flows;   /* 64-byte aligned inside flows_mem */
 	struct ckcd_flow_cold *cold; /* beside flows[], same index */
@@ -147,6 +159,8 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->window_ns = (uint64_t)a->v[P_WINDOW] * 1000;
 	c->active_min_bytes = (uint64_t)a->v[P_ACTIVE_MIN];
 	c->spaced = a->v[P_SPACING] != 0;
+	c->mu_net = a->v[P_MU_NET] != 0;
+	c->mu_gain = (uint32_t)a->v[P_MU_GAIN];
 	if ((8 * AQM_NSEC_PER_SEC) % c->window_ns == 0)
 		c->mu_mul = 8 * AQM_NSEC_PER_SEC / c->window_ns;
 	c->dth_min_ns = (uint64_t)a->v[P_DTH_MIN] * 1000;
@@ -385,17 +399,41 @@ static inline uint64_t ckcd_mu(const struct ckcd *c, uint64_t bytes)
 	return bytes * 8 * AQM_NSEC_PER_SEC / c->window_ns;
 }
 
-/* mu_i = bytes admitted in the last complete window / window length. */
+/* mu_i as flow_roll() would leave it now: the last complete window's rate,
+ * or (mu_gain < 1) moved toward it from the previous mu_i by mu_gain; 0 after
+ * a window without a byte (the flow starts again as a new one). */
+static inline uint64_t flow_mu_now(const struct ckcd *c, const struct ckcd_flow *f)
+{
+	uint64_t rate;
+
+	if (f->bytes_epoch_id == c->epoch)
+		return f->mu_bps;
+	if (f->bytes_epoch_id + 1 != c->epoch)
+		return 0;
+	rate = ckcd_mu(c, f->bytes_epoch);
+	if (c->mu_gain == 1000 || !f->mu_bps)
+		return rate;
+	/* rate and mu_bps are below 2^40 (1 Tbit/s), so the products fit */
+	return rate >= f->mu_bps ? f->mu_bps + (rate - f->mu_bps) * c->mu_gain / 1000
+				 : f->mu_bps - (f->mu_bps - rate) * c->mu_gain / 1000;
+}
+
+/* Start this window's byte count; mu_i from the one before (once a window). */
 static inline void flow_roll(struct ckcd *c, struct ckcd_flow *f)
 {
 	if (f->bytes_epoch_id == c->epoch)
 		return;
-	if (f->bytes_epoch_id + 1 == c->epoch)
-		f->mu_bps = ckcd_mu(c, f->bytes_epoch);
-	else
-		f->mu_bps = 0;
+	f->mu_bps = flow_mu_now(c, f);
 	f->bytes_epoch = 0;
 	f->bytes_epoch_id = c->epoch;
+}
+
+/* mu_net 1: a queued packet of f is dropped; its bytes leave this window's
+ * count (flow_roll has run for f in this window on every path that drops). */
+static inline void flow_unadmit(const struct ckcd *c, struct ckcd_flow *f, uint32_t len)
+{
+	if (c->mu_net && f->bytes_epoch_id == c->epoch)
+		f->bytes_epoch -= f->bytes_epoch < len ? f->bytes_epoch : len;
 }
 
 /* mu_f = C / I and 1/(kI) in ns: what d_th depends on besides mu_i. */
@@ -494,6 +532,7 @@ static __attribute__((noinline)) int ckcd_match(struct aqm_queue *q, struct aqm_
 	c->matched++;
 	if (f->queued)
 		f->queued--;
+	flow_unadmit(c, f, victim->len);
 	aqm_ring_remove(&c->ring, idx);
 	aqm_drop_queued(q, victim, AQM_DROP_CHOKE_MATCH);
 	aqm_drop_arriving(q, pkt, AQM_DROP_CHOKE_MATCH);
@@ -693,6 +732,7 @@ static inline void ckcd_delay_drop(struct aqm_queue *q, struct ckcd *c, struct c
 {
 	c->cold[f - c->flows].delay_drops++;
 	c->delay_drops++;
+	flow_unadmit(c, f, pkt->len);
 	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
 }
 
@@ -809,18 +849,11 @@ static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 	 * flow.<hash>=mu_bps:<n>,dth_us:<n>,dropping:<0|1>,queued:<n>,delay_drops:<n> */
 	for (i = 0; i < c->nflows; i++) {
 		const struct ckcd_flow *f = &c->flows[i];
-
 		uint64_t mu;
 
 		if (!f->used || f->arr_epoch + 1 < c->epoch)
 			continue;
-		/* the value flow_roll() would give now */
-		if (f->bytes_epoch_id == c->epoch)
-			mu = f->mu_bps;
-		else if (f->bytes_epoch_id + 1 == c->epoch)
-			mu = ckcd_mu(c, f->bytes_epoch);
-		else
-			mu = 0;
+		mu = flow_mu_now(c, f);
 		pos = aqm_put_str(buf, len, pos, " flow.");
 		pos = aqm_put_u64(buf, len, pos, f->hash);
 		pos = aqm_put_str(buf, len, pos, "=mu_bps:");

@@ -72,3 +72,16 @@ def test_separate_queues_protect_a_light_aggregate():
     tr = merge(poisson(1, 150e6, 0, T, seed=6), poisson(2, 30e6, 0, T, dscp=46, seed=6))
     r = run(tr, "bands weights=1,1 map=46:1 | ckcd | ckcd", rate_bps=C)
     assert r.rate_bps(2, WARM, T) >= 0.95 * r.rate_bps(2, WARM, T, delivered=False)
+
+
+@pytest.mark.parametrize("band_spec, band_rate", [("ckcd", 75_000_000), ("ckcd rate_bps=60000000", 60_000_000)])
+def test_a_band_is_given_its_weighted_share_of_the_link_as_its_rate(band_spec, band_rate):
+    """Issue 15 item 4: CKCD's C inside a band is the band's capacity (weight 3 of 4:
+    75 of 100 Mbit/s), so its fair share mu_f = C / I is C_band / 2 for two flows, not
+    C_link / 2; a band spec that names rate_bps keeps its own."""
+    tr = merge(poisson(1, 60e6, 0, T, dscp=0, seed=6), poisson(2, 60e6, 0, T, dscp=46, seed=6),
+               poisson(3, 60e6, 0, T, dscp=46, seed=7))
+    r = run(tr, f"bands weights=1,3 map=46:1 | droptail limit=80 | {band_spec}", rate_bps=C,
+            extra=["--xstats-every-ms", "500"])
+    xs = next(x for t, x in r.xstats if t >= SEC)
+    assert (xs["active_flows"], xs["fair_share_bps"]) == ("2", str(band_rate // 2))

@@ -324,3 +324,38 @@ def test_more_flows_than_table_entries_evicts_and_keeps_forwarding(table):
     assert sum(p["len"] for p in r.sent(None, 100 * MS, SEC)) * 8 * SEC / (0.9 * SEC) >= 0.95 * C
     for f in range(1, 41):
         assert r.sent(f, 900 * MS, SEC), f  # still forwarded at the end
+
+
+def test_mu_net_counts_the_bytes_a_flow_is_served_not_admitted():
+    """docs/ckcd.md section 4, mu_net (issue 15 item 3): mu_i is the flow's "virtual
+    arrival rate". With mu_net=0 (default) it is the admitted rate, so a flow whose
+    admitted packets are dropped again at dequeue (delay drops, match victims) still
+    looks as fast as it arrives; with mu_net=1 those bytes leave mu_i, which then follows
+    the rate the flow is served at. Flow 1 (80 Mbit/s beside 40 on a 100 Mbit/s link)
+    is served about 57-60 Mbit/s. Tolerance 3 %: mu_i is sampled every 100 ms over 3 s,
+    and packets queued across a window edge count in the window they arrived in."""
+    tr = merge(poisson(1, 80e6, 0, 4 * SEC, seed=1), poisson(2, 40e6, 0, 4 * SEC, seed=2))
+    for net in (0, 1):
+        r = run(tr, f"ckcd mu_net={net}", rate_bps=C, extra=["--xstats-every-ms", "100"])
+        mus = [x["flows"][1]["mu_bps"] for t, x in r.xstats if SEC <= t < 4 * SEC]
+        mean_mu = sum(mus) / len(mus)
+        f = r.flows[1]
+        arrival_drops = f["drops"]["early"] + f["drops"]["overflow"] + f["drops"]["choke-match"] / 2
+        admitted = (f["arr_pkts"] - arrival_drops) * 1500 * 8 / 4
+        served = r.rate_bps(1, SEC, 4 * SEC)
+        assert mean_mu == pytest.approx(served if net else admitted, rel=0.03), (net, mean_mu, served, admitted)
+        assert served < 0.8 * admitted or net  # the two readings differ by far more than the tolerance
+
+
+def test_mu_gain_smooths_mu_i_from_window_to_window():
+    """docs/ckcd.md section 4, mu_gain (issue 15 item 3): mu_i <- mu_i + gain (last
+    window's rate - mu_i). gain 1 (default, the paper's one window) jumps to a step at
+    once; gain 0.25 moves a quarter of the way each window: 20 -> 30 -> 37.5 Mbit/s."""
+    tr = merge(cbr(1, 20e6, 0, SEC, length=1250), cbr(1, 60e6, SEC, 2 * SEC, length=1250))
+    seen = {}
+    for gain in ("1", "0.25"):
+        r = run(tr, f"ckcd mu_gain={gain}", rate_bps=C, extra=["--xstats-every-ms", "50"])
+        mus = [x["flows"][1]["mu_bps"] for t, x in r.xstats if 900 * MS <= t <= 1400 * MS]
+        seen[gain] = sorted(set(round(m / 1e5) / 10 for m in mus))  # Mbit/s, 0.1 resolution
+    assert seen["1"] == [20.0, 60.0]
+    assert seen["0.25"][:3] == [20.0, 30.0, 37.5]
