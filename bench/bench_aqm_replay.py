@@ -39,6 +39,11 @@ CASES = {
     "cocoa": "cocoa limit=80 flow_limit=40",
     # seed 003: keyed by flow here (aqm-bench's packets carry no host pair)
     "hdcodel": "hdcodel limit=80 key=flow",
+    # seed 004 (docs/disciplines-004.md); sfb at the others' 80 packets, not Linux's 1000
+    "sred": "sred limit=80",
+    "fred": "fred limit=80",
+    "sfb": "sfb limit=80",
+    "care": "care limit=80",
     "bands": "bands weights=1,1 map=46:1 | ckcd limit=80 | droptail limit=80",
 }
 FLOWS = (2, 100)

@@ -1,5 +1,5 @@
-/* flow_table.h - per-flow state for the disciplines that keep some (cocoa;
- * FRED next): a fixed table, allocated once at init, of entries that each
+/* flow_table.h - per-flow state for the disciplines that keep some (cocoa,
+ * fred, care): a fixed table, allocated once at init, of entries that each
  * begin with struct aqm_flow_head and carry the discipline's own fields after
  * it. A flow is found by its flow_hash within AQM_FLOW_PROBE slots of its
  * home slot. A flow with no entry claims a free slot in that window, else the

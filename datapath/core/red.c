@@ -10,15 +10,7 @@
  */
 #include "red_law.h"
 
-const struct aqm_param aqm_red_params[RED_NPARAMS] = {
-	[RED_P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
-	[RED_P_MIN] = { "min", "packets", 0, 1000000, 20, 0, AQM_PARAM_INT, 0 },
-	[RED_P_MAX] = { "max", "packets", 1, 1000000, 60, 0, AQM_PARAM_INT, 0 },
-	[RED_P_MAXP] = { "max_p", "probability", 1, 1000000, 100000, 6, AQM_PARAM_INT, 0 },
-	[RED_P_WLOG] = { "wlog", "log2(1/w)", 0, 23, 9, 0, AQM_PARAM_INT, 0 },
-	[RED_P_RATE] = { "rate_bps", "bit/s", 1000, 1000000000000LL, 100000000, 0, AQM_PARAM_INT, 0 },
-	[RED_P_AVPKT] = { "avpkt", "bytes", 64, 65535, 1500, 0, AQM_PARAM_INT, 0 },
-};
+const struct aqm_param aqm_red_params[RED_NPARAMS] = { AQM_RED_PARAM_ROWS };
 
 /* min < max <= limit, or an error naming 'max'. */
 static int check_thresholds(const char *name, int64_t limit, int64_t min, int64_t max,

@@ -13,7 +13,17 @@
 enum { RED_P_LIMIT, RED_P_MIN, RED_P_MAX, RED_P_MAXP, RED_P_WLOG, RED_P_RATE, RED_P_AVPKT,
        RED_NPARAMS };
 
-/* limit, min, max (packets), max_p, wlog, rate_bps, avpkt: red's and choke's table. */
+/* limit, min, max (packets), max_p, wlog, rate_bps, avpkt: red's and choke's table, and
+ * the first rows of fred's (which adds its own after RED_NPARAMS). */
+#define AQM_RED_PARAM_ROWS \
+	[RED_P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 }, \
+	[RED_P_MIN] = { "min", "packets", 0, 1000000, 20, 0, AQM_PARAM_INT, 0 }, \
+	[RED_P_MAX] = { "max", "packets", 1, 1000000, 60, 0, AQM_PARAM_INT, 0 }, \
+	[RED_P_MAXP] = { "max_p", "probability", 1, 1000000, 100000, 6, AQM_PARAM_INT, 0 }, \
+	[RED_P_WLOG] = { "wlog", "log2(1/w)", 0, 23, 9, 0, AQM_PARAM_INT, 0 }, \
+	[RED_P_RATE] = { "rate_bps", "bit/s", 1000, 1000000000000LL, 100000000, 0, AQM_PARAM_INT, 0 }, \
+	[RED_P_AVPKT] = { "avpkt", "bytes", 64, 65535, 1500, 0, AQM_PARAM_INT, 0 }
+
 extern const struct aqm_param aqm_red_params[RED_NPARAMS];
 
 struct aqm_red_law {

@@ -73,7 +73,7 @@ def test_bad_spec_exits_2_naming_the_parameter(spec, names):
         assert cp.stdout == ""
 
 
-@pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd", "hdcodel",
+@pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd", "hdcodel", "sred", "fred", "sfb", "care",
                                   "hdcodel mode=static heavy_key=4294967295 key=flow thin=counter spare=hold p=0",
                                   "bands weights=1,3 map=46:1,10:1 default=0 penalized=1 | ckcd limit=80 | droptail limit=20"])
 def test_describe_lists_every_parameter_and_round_trips(spec):
