@@ -29,6 +29,7 @@ GROUPS = {
     "seed001": ["coex_queues", "coex_queues_paced", "coex_paths"],
     "seed002": ["cocoa_cubic", "cocoa_reno", "cocoa_halve", "cocoa_double"],
     "seed003": ["hdcodel_fair", "hdcodel_p", "hdcodel_bbr"],
+    "seed004": ["seed004_newreno", "seed004_sack", "seed004_cubic"],
 }
 
 

@@ -23,7 +23,7 @@ KNOWN_PARAMS = {name: tuple(CORE_DISCIPLINES[name].params) for name in DISCIPLIN
 def table_ii_params(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: int) -> dict[str, Any]:
     if discipline == "droptail":
         return {"limit": buffer_pkts}
-    if discipline in ("red", "choke"):
+    if discipline in ("red", "choke", "fred"):  # FRED with RED's thresholds (seed 004)
         low = max(1, buffer_pkts // 4)
         return {"limit": buffer_pkts, "min": low, "max": min(3 * low, buffer_pkts), "max_p": 0.1, "wlog": 9,
                 "rate_bps": rate_bps}

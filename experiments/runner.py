@@ -139,11 +139,29 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
         record["policy"] = apply_policy(CoexClient(ctl.rest_url), scenario, case, net, link_ends)
         for host in net.hosts:
             host.cmd("ip tcp_metrics flush all >/dev/null 2>&1")
+        record["host_setup"] = host_setup(scenario, net)
         record.update(_traffic(scenario, net, links, run_dir, progress))
     record["error"] = None
     record["metrics"] = analysis.run_metrics(record)
     _write_json(os.path.join(run_dir, "run.json"), record)
     return record
+
+
+def host_setup(scenario: Scenario, net) -> dict:
+    """The scenario's per-host settings: TCP's SACK (a per-namespace sysctl) and a netem
+    delay on each named host's access link (its egress: the data of the flows it sends)."""
+    sack = 1 if scenario.tcp_sack else 0
+    for host in net.hosts:
+        host.cmd(f"sysctl -qw net.ipv4.tcp_sack={sack}")
+        if host.cmd("sysctl -n net.ipv4.tcp_sack").strip() != str(sack):
+            raise RunError(f"{host.name}: net.ipv4.tcp_sack did not take the value {sack}")
+    for name, delay_ms in scenario.access_delay_ms.items():
+        host = net.get(name)
+        out = host.cmd(f"tc qdisc replace dev {host.defaultIntf().name} root netem delay {delay_ms:g}ms limit 100000"
+                       " 2>&1 && echo ok")
+        if not out.strip().endswith("ok"):
+            raise RunError(f"{name}: netem delay {delay_ms:g} ms on its access link failed: {out.strip()}")
+    return {"tcp_sack": scenario.tcp_sack, "access_delay_ms": dict(scenario.access_delay_ms)}
 
 
 def apply_policy(api: CoexClient, scenario: Scenario, case: Case, net, link_ends) -> dict | None:

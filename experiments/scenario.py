@@ -154,6 +154,11 @@ class Scenario:
     # name -> {"discipline": the core's discipline, its parameters...}: [variants.<name>]
     variants: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     sweep_delay_ms: list[float] = dataclasses.field(default_factory=list)
+    # TCP's SACK on every host (net.ipv4.tcp_sack; false: seed 004's "New Reno" column)
+    tcp_sack: bool = True
+    # host -> one-way delay (ms) added on its access link, egress of the host: flows with
+    # different RTTs (seed 004's nine paths); the bottleneck link's delay comes on top
+    access_delay_ms: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
@@ -331,12 +336,15 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     ping = _ping(top.table("ping", None), hosts)
     changes = _link_changes(top, duration_s)
     sweep = _sweep(top.table("sweep", {}))
+    tcp_sack = top.get("tcp_sack", bool, True)
+    access = _access_delay(top.table("access_delay_ms", {}), hosts)
     top.done()
     scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
                         flows=flows, ping=ping, discipline_params=params,
                         limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
-                        variants={v: variants[v] for v in disciplines if v in variants}, sweep_delay_ms=sweep)
+                        variants={v: variants[v] for v in disciplines if v in variants}, sweep_delay_ms=sweep,
+                        tcp_sack=tcp_sack, access_delay_ms=access)
     _check_discipline_params(scenario, source)
     if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
         raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
@@ -536,6 +544,18 @@ HOST_PAIR_RE = re.compile(r"(?<==)([A-Za-z]\w*)>([A-Za-z]\w*)(?=\s|\||$)")
 def spec_with_addresses(spec: str, address_of) -> str:
     """The spec with every host pair named by hosts ("h1>h3") given by address_of(host)."""
     return HOST_PAIR_RE.sub(lambda m: f"{address_of(m.group(1))}>{address_of(m.group(2))}", spec)
+
+
+def _access_delay(at: _Table, hosts: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """[access_delay_ms] h2 = 15: one-way delay on a host's access link, in ms."""
+    known = hosts["senders"] + hosts["receivers"]
+    out = {}
+    for name in list(at.data):
+        if name not in known:
+            raise at.error(name, f"not a host of this topology (hosts: {', '.join(known)})")
+        out[name] = at.number(name, low=0, high=10000)
+    at.done()
+    return out
 
 
 def _hosts(topology: str) -> dict[str, tuple[str, ...]]:

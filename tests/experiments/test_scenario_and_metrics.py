@@ -95,3 +95,14 @@ def test_mean_and_confidence_interval():
 def test_jain_bounds():
     assert jain_index([1, 1]) == pytest.approx(1.0)
     assert jain_index([1, 0, 0]) == pytest.approx(1 / 3)
+
+
+def test_sack_and_access_delays_are_read_and_checked():
+    """Seed 004's columns need TCP without SACK and flows of different RTTs."""
+    sc = parse_scenario(with_(tcp_sack=False, access_delay_ms={"h2": 15}))
+    assert (sc.tcp_sack, sc.access_delay_ms) == (False, {"h2": 15.0})
+    assert parse_scenario(BASE).tcp_sack is True and parse_scenario(BASE).access_delay_ms == {}
+    for doc, key in ((with_(tcp_sack="no"), "tcp_sack"), (with_(access_delay_ms={"h9": 5}), "access_delay_ms.h9"),
+                     (with_(access_delay_ms={"h2": -1}), "access_delay_ms.h2")):
+        with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
+            parse_scenario(doc, "test.toml")
