@@ -116,7 +116,7 @@ for x in a:va r:ra r:rb b:vb; do n=${x%:*}; d=${x#*:}
   $IP -n $n link set $d up && $IP netns exec $n /usr/sbin/ethtool -K $d tso off gso off gro off || exit 1; done
 $IP -n a route add default via 10.8.1.254 && $IP -n b route add default via 10.8.2.254 &&
 $IP netns exec r sysctl -qw net.ipv4.ip_forward=1 &&
-modprobe tcp_bbr && modprobe sch_netem && modprobe sch_red && modprobe sch_choke &&
+modprobe tcp_bbr && modprobe sch_netem && modprobe sch_red && modprobe sch_choke && modprobe sch_sfb &&
 $IP netns exec b $TC qdisc add dev vb root netem delay 20ms limit 10000 &&
 $IP netns exec b iperf3 -s -D -p 5301 && $IP netns exec b iperf3 -s -D -p 5302 &&
 $IP netns exec a ping -c 2 -W 2 10.8.2.1'
@@ -156,6 +156,10 @@ step xc_choke_core bbr_cubic 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 
 # CoDel: RFC 8289's defaults (target 5 ms, interval 100 ms), limit 80 packets.
 step xc_codel_linux bbr_cubic 10 codel limit 80 target 5ms interval 100ms noecn
 step xc_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100ms
+# SFB: Linux's defaults (max 25, target 20, increment 0.001, decrement 0.00017, penalty 10/s burst 20),
+# which are the core's (docs/disciplines-004.md), limit 80 packets; the traffic has no ECN.
+step xc_sfb_linux bbr_cubic 10 sfb limit 80
+step xc_sfb_core bbr_cubic 10 ckcd disc sfb limit 80
 # Cross-check (a): a leaf created while record_events is set records what it handed the
 # core and what came back (datapath/kernel/ckcd_record.h), for ckcd-replay to run again.
 REC=/sys/module/sch_ckcd/parameters/record_events
@@ -377,7 +381,12 @@ def test_ckcd_fairer_than_pfifo_for_bbr_against_cubic(vm):
 def linux_drops(text, dropped):
     """Drops of sch_red/sch_choke/sch_codel by the core's reasons, in packets: CHOKe's
     `matched` counts pairs; CoDel counts only its tail drops (drop_overlimit), the rest of
-    its drops are at dequeue, for delay."""
+    its drops are at dequeue, for delay; SFB's bucket, queue and child drops are the core's
+    overflow."""
+    m = re.search(r"earlydrop (\d+) penaltydrop (\d+) bucketdrop (\d+) queuedrop (\d+) childdrop (\d+)", text)
+    if m:
+        early, penalty, bucket, queue, child = map(int, m.groups())
+        return {"early": early, "penalty": penalty, "overflow": bucket + queue + child}
     m = re.search(r"drop_overlimit (\d+)", text)
     if m:
         return {"overflow": int(m.group(1)), "delay": dropped - int(m.group(1))}
@@ -388,14 +397,14 @@ def linux_drops(text, dropped):
 
 
 # The drop reason each discipline is about: its share of the drops must agree.
-CROSS_CHECK_REASON = {"red": "early", "choke": "choke-match", "codel": "delay"}
+CROSS_CHECK_REASON = {"red": "early", "choke": "choke-match", "codel": "delay", "sfb": "early"}
 
 
-@pytest.mark.parametrize("disc", ["red", "choke", "codel"])
+@pytest.mark.parametrize("disc", ["red", "choke", "codel", "sfb"])
 def test_core_baselines_agree_with_linux(vm, disc):
-    """Cross-check (b), rule: the core's RED, CHOKe and CoDel through sch_ckcd behave as
-    Linux's sch_red, sch_choke and sch_codel on the same BBR+CUBIC traffic with the same
-    parameters (docs/kernel.md has the measured table).
+    """Cross-check (b), rule: the core's RED, CHOKe, CoDel and SFB through sch_ckcd behave as
+    Linux's sch_red, sch_choke, sch_codel and sch_sfb on the same BBR+CUBIC traffic with the
+    same parameters (docs/kernel.md has the measured table).
 
     One 10 s run each, so the tolerances cover run-to-run spread, measured over rounds of
     the same qdisc: drop counts varied by up to 1.75x (CHOKe: BBR's ProbeBW/ProbeRTT phases
@@ -405,7 +414,7 @@ def test_core_baselines_agree_with_linux(vm, disc):
     the share of drops that are RED's early drops, CHOKe's matches or CoDel's dequeue drops
     within 10 points."""
     lin, core = tcp_run(vm, f"xc_{disc}_linux"), tcp_run(vm, f"xc_{disc}_core")
-    if disc != "codel":
+    if disc in ("red", "choke"):
         wlog = re.search(r"wlog (\d+)", core["text"]).group(1)
         assert f"ewma {wlog} " in lin["text"], lin["text"]  # tc's burst 48 maps to the core's wlog
     st = ckcd_stats(core["text"], "10:")
