@@ -50,6 +50,7 @@ sys.path.insert(0, REPO)
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector  # noqa: E402
 from coex.sflow import FlowKey, FlowSample, decode_datagram  # noqa: E402
 from coex.sflow_collector import SFlowCollector  # noqa: E402
+from coex.steering import chosen_sampling  # noqa: E402
 from benchlib import fmt, machine, save  # noqa: E402
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "sflow")
@@ -221,7 +222,9 @@ def run_detection(sc: dict, sampling: int, seed: int, min_window_s: float) -> di
 def detection(seeds: int, min_window_s: float) -> dict:
     out = {}
     for name, sc in SCENARIOS.items():
-        for sampling in SAMPLINGS:
+        # the fixed rates, and the one the controller chooses when the policy leaves it out
+        chosen = chosen_sampling(sc["capacity_bps"] * sc["share"], sc["capacity_bps"])
+        for label, sampling in [(f"1:{n}", n) for n in SAMPLINGS] + [("chosen", chosen)]:
             tp = fp = el = mice = between = samples = 0
             lat: list[float] = []
             fp_rates: list[float] = []
@@ -235,7 +238,7 @@ def detection(seeds: int, min_window_s: float) -> dict:
                 lat += r["latencies"]
             lat.sort()
             p95 = lat[min(len(lat) - 1, math.ceil(0.95 * len(lat)) - 1)] if lat else None
-            out[f"{name}/1:{sampling}"] = {
+            out[f"{name}/{label}"] = {
                 "threshold_bps": sc["capacity_bps"] * sc["share"], "sampling": sampling,
                 # elephants: flows >= 2x the threshold; mice: below it; between: neither
                 "runs": seeds, "elephants": el, "mice": mice, "between": between, "samples": samples,

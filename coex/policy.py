@@ -345,7 +345,7 @@ class HeavyHitters:
     source: str = "embedded"            # "embedded" collector or "sflow-rt"
     collector: str = "127.0.0.1:6343"   # where OVS's agents send: our collector, or sFlow-RT's sFlow port
     sflow_rt_url: str = "http://127.0.0.1:8008"
-    sampling: int = 64                  # OVS samples 1 in N packets
+    sampling: int | None = None         # OVS samples 1 in N packets; None: chosen (coex.steering.chosen_sampling)
     polling_s: int = 10                 # OVS counter polling interval
     detector: str = "rate"              # "rate": windowed estimate; "mode": seed 003 mode of history
     threshold_bps: int | None = None
@@ -393,7 +393,7 @@ class HeavyHitters:
             raise PolicyError("set exactly one of threshold_bps, capacity_share, fair_share_multiple",
                               f(sorted(rules)[1]))
         hh = cls(enabled=_bool(d.get("enabled", False), f("enabled")), source=source, collector=collector,
-                 sflow_rt_url=url, sampling=_int(d.get("sampling", 64), f("sampling"), 1, 1 << 20),
+                 sflow_rt_url=url, sampling=_int(d.get("sampling"), f("sampling"), 1, 1 << 20, optional=True),
                  polling_s=_int(d.get("polling_s", 10), f("polling_s"), 1, 3600), detector=detector,
                  threshold_bps=_int(rules.get("threshold_bps"), f("threshold_bps"), 8000,
                                     MAX_CAPACITY_BPS, optional=True),

@@ -15,6 +15,7 @@ the controller").
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Hashable, Optional
@@ -33,6 +34,16 @@ MTU_FRAME_BYTES = 1514
 # rarely detected within a second without false positives (docs/sflow.md, "How fast
 # detection can be").
 FEW_SAMPLES_PER_S = 10.0
+
+# When the policy leaves `sampling` out, each bridge samples 1 in N with N the largest power of
+# two that gives a flow at the threshold SUSPECT_SAMPLES_PER_S samples a second (20 within the
+# half second a steer should take), but no fewer samples than keep the port's full capacity
+# within MAX_PORT_SAMPLES_PER_S (the collector's budget: bench/bench_sflow_decode.py measures
+# ~2.5 * 10^5 samples/s on one core, so 2000/s per port is under 1 %). Rule: docs/sflow.md.
+SUSPECT_SAMPLES_PER_S = 40.0
+MAX_PORT_SAMPLES_PER_S = 2000.0
+# fair_share_multiple's threshold falls as flows join: sampling is chosen for this many.
+SAMPLING_FAIR_SHARE_FLOWS = 8
 
 # The policy's fields that are HeavyHitterConfig's under the same names and meaning.
 _RATE_DETECTOR_FIELDS = ("threshold_bps", "capacity_share", "fair_share_multiple", "window_s",
@@ -57,6 +68,42 @@ def mode_detector(hh: HeavyHitters, rate_of=None) -> ModeHeavyHitterDetector:
 def threshold_samples_per_s(threshold_bps: float, sampling: int) -> float:
     """Samples per second a flow of MTU frames at the threshold gives at 1-in-`sampling`."""
     return threshold_bps / (8 * MTU_FRAME_BYTES * sampling)
+
+
+def sampling_threshold_bps(hh: HeavyHitters, capacity_bps: float) -> float | None:
+    """The threshold the chosen sampling must serve on a port (None: the mode detector, which
+    has none and only wants samples)."""
+    if hh.detector == "mode":
+        return None
+    if hh.threshold_bps is not None:
+        return float(hh.threshold_bps)
+    if hh.capacity_share is not None:
+        return hh.capacity_share * capacity_bps
+    return hh.fair_share_multiple * capacity_bps / SAMPLING_FAIR_SHARE_FLOWS
+
+
+def chosen_sampling(threshold_bps: float | None, capacity_bps: float) -> int:
+    """1-in-N for one port: the largest power of two giving SUSPECT_SAMPLES_PER_S at the
+    threshold, raised (to a power of two) if the full capacity would give more than
+    MAX_PORT_SAMPLES_PER_S; without a threshold, the budget alone decides."""
+    floor_n = max(1, math.ceil(capacity_bps / (8 * MTU_FRAME_BYTES * MAX_PORT_SAMPLES_PER_S)))
+    floor_n = 1 << (floor_n - 1).bit_length()
+    if threshold_bps is None:
+        return floor_n
+    n = max(1, int(threshold_bps / (8 * MTU_FRAME_BYTES * SUSPECT_SAMPLES_PER_S)))
+    n = 1 << (n.bit_length() - 1)
+    return max(n, floor_n)
+
+
+def bridge_sampling(hh: HeavyHitters, ports) -> dict[int, int]:
+    """dpid -> 1-in-N for each bridge with a bottleneck port: the policy's `sampling`, or
+    the smallest N its ports choose (OVS samples a whole bridge at one rate)."""
+    out: dict[int, int] = {}
+    for p in ports:
+        n = hh.sampling if hh.sampling is not None else \
+            chosen_sampling(sampling_threshold_bps(hh, p.capacity_bps), p.capacity_bps)
+        out[p.dpid] = min(out.get(p.dpid, n), n)
+    return out
 
 
 def flow_dict(key) -> dict:
@@ -118,9 +165,10 @@ class PortWatch:
         return self.mode is None and \
             threshold_samples_per_s(self.high_threshold_bps(), sampling) < FEW_SAMPLES_PER_S
 
-    def report(self, now: float, sampling: int) -> dict:
+    def report(self, now: float, sampling: int, chosen: bool) -> dict:
         out = {"dpid": self.dpid, "port": self.port, "name": self.name, "ifindex": self.ifindex,
                "detector": "rate" if self.mode is None else "mode",
+               "sampling": sampling, "sampling_chosen": chosen,
                "threshold_bps": round(self.high_threshold_bps()),
                "threshold_samples_per_s": round(threshold_samples_per_s(self.high_threshold_bps(), sampling), 1),
                "active_flows": self.detector.active_flows(),

@@ -33,6 +33,7 @@ from coex import planner
 from coex.forwarding import DEFAULT, PENALIZED, ForwardingPlan
 from coex.policy import Policy, PolicyError
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
+from coex.steering import bridge_sampling
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
 from ovs_config import aqm, queues, sflow
@@ -136,17 +137,17 @@ class CoexController(app_manager.RyuApp):
         """sFlow agents on the bridges of the bottleneck ports, sending to `collector` (the
         embedded collector, or sFlow-RT's sFlow port); detectors on the ports."""
         hh = self.policy.heavy_hitters
-        watched = {p.dpid for p in self.policy.ports}
+        sampling = bridge_sampling(hh, self.policy.ports)  # dpid -> 1-in-N
         for dpid, bridge in sorted(self.bridge_names.items()):
             db = self.ovsdb_of(dpid)
             host = self.policy.switch_host(dpid)
             collector = host.collector if host is not None and host.collector else hh.collector
             try:
-                if hh.enabled and dpid in watched:
-                    if sflow.ensure_sflow(bridge, sampling=hh.sampling, polling_s=hh.polling_s,
+                if hh.enabled and dpid in sampling:
+                    if sflow.ensure_sflow(bridge, sampling=sampling[dpid], polling_s=hh.polling_s,
                                           target=sflow.validate_target(collector), vsctl=db.vsctl):
-                        self.logger.info("sFlow agent on %s (%s) sends to %s (%s)", bridge, db.where,
-                                         collector, hh.source)
+                        self.logger.info("sFlow agent on %s (%s) samples 1-in-%d, sends to %s (%s)", bridge,
+                                         db.where, sampling[dpid], collector, hh.source)
                 elif sflow.sflow_settings(bridge, vsctl=db.vsctl) is not None:
                     sflow.disable_sflow(bridge, vsctl=db.vsctl)
             except (ValueError, RuntimeError) as err:

@@ -28,7 +28,7 @@ from ryu.lib import hub
 from coex.policy import HeavyHitters
 from coex.sflow_collector import SFlowCollector
 from coex.sflowrt import PORT_KEYS
-from coex.steering import PortWatch, SteeringBook, threshold_samples_per_s
+from coex.steering import PortWatch, SteeringBook, bridge_sampling, threshold_samples_per_s
 from ovs_config import sflow
 from ryu_app.sflow_listener import SFlowListener
 from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
@@ -56,6 +56,7 @@ class HeavyHitterService:
         self.collector.subscribe_flow_samples(self._on_sample)
         self.listener: SFlowListener | None = None
         self.error: str | None = None  # why detection does not run although enabled
+        self.sampling: dict[int, int] = {}  # dpid -> 1-in-N its sFlow agent samples at
         self._threads = []
         self._generation = 0
 
@@ -66,6 +67,7 @@ class HeavyHitterService:
         self.stop()
         self.settings = hh
         self.ports = list(ports)
+        self.sampling = bridge_sampling(hh, self.ports)
         self.error = None
         if not hh.enabled:
             return
@@ -81,13 +83,19 @@ class HeavyHitterService:
         for p in ports:
             name = self.app.port_names.get((p.dpid, p.port))
             if name is not None:
-                self._watch(PortWatch(p.dpid, p.port, name, ifindex(name), p.capacity_bps, hh), hh.sampling)
+                self._watch(PortWatch(p.dpid, p.port, name, ifindex(name), p.capacity_bps, hh),
+                            self.sampling[p.dpid], chosen=hh.sampling is None)
         self._generation += 1
         self._start_loops(hh, self._generation)
 
-    def _watch(self, watch: PortWatch, sampling: int) -> None:
+    def _watch(self, watch: PortWatch, sampling: int, chosen: bool) -> None:
         self.watches[watch.key] = watch
-        if watch.detects_slowly(sampling):
+        if chosen:
+            self.app.logger.info("heavy hitters on %s: sampling 1-in-%d chosen, %.1f samples/s at the "
+                                 "%.1f Mbit/s threshold", watch.name, sampling,
+                                 threshold_samples_per_s(watch.high_threshold_bps(), sampling),
+                                 watch.high_threshold_bps() / 1e6)
+        elif watch.detects_slowly(sampling):
             threshold = watch.high_threshold_bps()
             self.app.logger.warning(
                 "heavy hitters on %s: a flow at the %.1f Mbit/s threshold gives %.1f samples/s at "
@@ -222,7 +230,8 @@ class HeavyHitterService:
             "source": settings.source if settings else None,
             "detector": settings.detector if settings else None,
             "error": self.error,
-            "ports": [w.report(now, settings.sampling) for w in self.watches.values()],
+            "ports": [w.report(now, self.sampling.get(w.dpid, 0), settings.sampling is None)
+                      for w in self.watches.values()],
             "waiting": self._waiting(),
             "current": self.book.current(self.watches, now),
             "log": self.book.recent(),

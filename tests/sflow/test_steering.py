@@ -13,7 +13,8 @@ from coex.heavy_hitters import MODE_OF_HISTORY, HeavyHitterConfig, HeavyHitterEv
 from coex.policy import HeavyHitters
 from coex.sflow import FlowKey
 from coex.sflowrt import PORT_KEYS, parse_active_flows
-from coex.steering import (FEW_SAMPLES_PER_S, PortWatch, SteeringBook, detector_config, mode_detector,
+from coex.steering import (FEW_SAMPLES_PER_S, MAX_PORT_SAMPLES_PER_S, SUSPECT_SAMPLES_PER_S, PortWatch,
+                           SteeringBook, bridge_sampling, chosen_sampling, detector_config, mode_detector,
                            threshold_samples_per_s)
 
 ELEPHANT = FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201)
@@ -119,7 +120,7 @@ def test_port_watch_counts_only_what_leaves_by_its_port():
     elephant = {ELEPHANT: 25}  # 30 Mbit/s
     mine = watch(absolute())
     assert feed(mine, elephant, 0.0, 2.0, output_if=PORT_IFINDEX + 1) == []
-    assert mine.report(2.0, SAMPLING)["top"] == []
+    assert mine.report(2.0, SAMPLING, False)["top"] == []
     unknown = watch(absolute(), ifindex=None)
     assert [e.kind for e in feed(unknown, elephant, 0.0, 2.0, output_if=PORT_IFINDEX + 1)] == ["detected"]
 
@@ -159,7 +160,7 @@ def test_mode_watch_steers_the_mode_of_the_history_without_a_threshold():
     assert (steer.action, steer.flow) == ("steer", ELEPHANT)
     assert events[0].mode == MODE_OF_HISTORY and steer.record["threshold_bps"] is None
     assert steer.record["reason"].startswith("mode (") and steer.record["estimate_bps"] > 0
-    report = w.report(1.0, SAMPLING)
+    report = w.report(1.0, SAMPLING, False)
     assert report["detector"] == "mode" and report["mode"]["flow"]["src_port"] == ELEPHANT.src_port
 
 
@@ -218,9 +219,11 @@ def test_rest_shape_of_current_log_and_ports():
     assert list(released) == list(steered)[:-1] + ["steered_for_s"]
     assert (steered["threshold_bps"], released["threshold_bps"]) == (10_000_000, 7_000_000.0)
     assert w.tick(4.0) == []  # counts the active flows
-    assert w.report(4.0, 64) == {"dpid": 1, "port": 3, "name": "s1-eth3", "ifindex": PORT_IFINDEX,
-                                 "detector": "rate", "threshold_bps": 10_000_000, "threshold_samples_per_s": 12.9,
-                                 "active_flows": 1, "top": [{"flow": current["flow"], "estimate_bps": 24_000_000}]}
+    assert w.report(4.0, 64, False) == {"dpid": 1, "port": 3, "name": "s1-eth3", "ifindex": PORT_IFINDEX,
+                                        "detector": "rate", "sampling": 64, "sampling_chosen": False,
+                                        "threshold_bps": 10_000_000, "threshold_samples_per_s": 12.9,
+                                        "active_flows": 1,
+                                        "top": [{"flow": current["flow"], "estimate_bps": 24_000_000}]}
 
 
 def test_book_counts_decisions_and_detection_latency_for_metrics():
@@ -235,3 +238,34 @@ def test_book_counts_decisions_and_detection_latency_for_metrics():
     assert book.latency_n == 1 and book.latency_sum_s == pytest.approx(0.6)  # the mode detector knows none
     assert book.latency_counts == [0, 0, 1, 0, 0, 0, 0, 0]  # in (0.5, 1.0]
     assert [r["decision"] for r in book.recent()] == ["steered"]
+
+
+@pytest.mark.parametrize("threshold_bps, capacity_bps, expect", [
+    (50e6, 100e6, 64),      # 4128 frames/s at the threshold / 40 = 103 -> 64: 64.5 samples/s
+    (10e6, 100e6, 16),      # 20.6 -> 16: 51.6 samples/s
+    (1e6, 100e6, 8),        # 2 -> 2, but 100 Mbit/s at 1-in-2 is 4128 samples/s: the budget takes 8
+    (5e9, 10e9, 8192),      # 10 Gbit/s: 101.9 samples/s of the whole port at 8192
+    (None, 100e6, 8),       # the mode detector: only the budget
+])
+def test_chosen_sampling_serves_the_threshold_within_the_budget(threshold_bps, capacity_bps, expect):
+    """docs/sflow.md, "Sampling chosen from the goal": the largest power of two that gives a flow
+    at the threshold at least SUSPECT_SAMPLES_PER_S samples a second, unless the port's full
+    capacity would then give more than MAX_PORT_SAMPLES_PER_S."""
+    n = chosen_sampling(threshold_bps, capacity_bps)
+    assert n == expect
+    assert capacity_bps / (8 * 1514 * n) <= MAX_PORT_SAMPLES_PER_S
+    if threshold_bps is not None and n > 1 and capacity_bps / (8 * 1514 * (n // 2)) <= MAX_PORT_SAMPLES_PER_S:
+        assert threshold_bps / (8 * 1514 * n) >= SUSPECT_SAMPLES_PER_S > threshold_bps / (8 * 1514 * 2 * n)
+
+
+def test_a_bridge_samples_for_its_most_demanding_port_and_a_set_sampling_wins():
+    @dataclasses.dataclass
+    class P:
+        dpid: int
+        port: int
+        capacity_bps: int
+    ports = [P(1, 3, 100_000_000), P(1, 4, 20_000_000), P(2, 3, 1_000_000_000)]
+    chosen = bridge_sampling(HeavyHitters(enabled=True, capacity_share=0.5), ports)
+    assert chosen == {1: min(chosen_sampling(50e6, 100e6), chosen_sampling(10e6, 20e6)),
+                      2: chosen_sampling(500e6, 1e9)}
+    assert bridge_sampling(HeavyHitters(enabled=True, sampling=256), ports) == {1: 256, 2: 256}
