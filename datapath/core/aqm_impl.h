@@ -164,6 +164,40 @@ static inline struct aqm_pkt *aqm_fifo_pop(struct aqm_fifo *f)
 	return pkt;
 }
 
+/* A FIFO queue of at most `limit` packets, as droptail keeps it (and the
+ * disciplines that decide only on arrival: sred, sfb, care): queue the
+ * arrival or drop it (overflow); hand out the head; put back a carried one. */
+static inline int aqm_fifo_enqueue(struct aqm_queue *q, struct aqm_fifo *f, struct aqm_pkt *pkt,
+				   uint32_t limit)
+{
+	if (q->qlen_pkts >= limit) {
+		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
+		return AQM_DROPPED;
+	}
+	aqm_fifo_push(f, pkt);
+	aqm_account_add(q, pkt);
+	return AQM_QUEUED;
+}
+
+static inline struct aqm_pkt *aqm_fifo_dequeue(struct aqm_queue *q, struct aqm_fifo *f)
+{
+	struct aqm_pkt *pkt = aqm_fifo_pop(f);
+
+	if (pkt)
+		aqm_account_remove(q, pkt);
+	return pkt;
+}
+
+static inline int aqm_fifo_requeue(struct aqm_queue *q, struct aqm_fifo *f, struct aqm_pkt *pkt,
+				   uint32_t limit)
+{
+	if (q->qlen_pkts >= limit)
+		return -1;
+	aqm_fifo_push(f, pkt);
+	aqm_account_add(q, pkt);
+	return 0;
+}
+
 /* Uniform integer in [0, n) from a 32-bit random number (multiply-shift). */
 static inline uint32_t aqm_random_below(struct aqm_queue *q, uint32_t n)
 {

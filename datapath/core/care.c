@@ -154,13 +154,7 @@ static int care_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 			return AQM_DROPPED;
 		}
 	}
-	if (q->qlen_pkts >= c->limit) {
-		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
-		return AQM_DROPPED;
-	}
-	aqm_fifo_push(&c->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return AQM_QUEUED;
+	return aqm_fifo_enqueue(q, &c->fifo, pkt, c->limit);
 }
 
 static struct aqm_pkt *care_pop_raw(struct aqm_queue *q)
@@ -172,23 +166,17 @@ static struct aqm_pkt *care_pop_raw(struct aqm_queue *q)
 
 static struct aqm_pkt *care_dequeue(struct aqm_queue *q, uint64_t now_ns)
 {
-	struct aqm_pkt *pkt = care_pop_raw(q);
+	struct care *c = aqm_priv(q);
 
 	(void)now_ns;
-	if (pkt)
-		aqm_account_remove(q, pkt);
-	return pkt;
+	return aqm_fifo_dequeue(q, &c->fifo);
 }
 
 static int care_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct care *c = aqm_priv(q);
 
-	if (q->qlen_pkts >= c->limit)
-		return -1;
-	aqm_fifo_push(&c->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return 0;
+	return aqm_fifo_requeue(q, &c->fifo, pkt, c->limit);
 }
 
 static size_t care_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t pos)

@@ -28,13 +28,7 @@ static int droptail_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t n
 	struct droptail *d = aqm_priv(q);
 
 	(void)now_ns;
-	if (q->qlen_pkts >= d->limit) {
-		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
-		return AQM_DROPPED;
-	}
-	aqm_fifo_push(&d->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return AQM_QUEUED;
+	return aqm_fifo_enqueue(q, &d->fifo, pkt, d->limit);
 }
 
 static struct aqm_pkt *droptail_pop_raw(struct aqm_queue *q)
@@ -46,23 +40,17 @@ static struct aqm_pkt *droptail_pop_raw(struct aqm_queue *q)
 
 static struct aqm_pkt *droptail_dequeue(struct aqm_queue *q, uint64_t now_ns)
 {
-	struct aqm_pkt *pkt = droptail_pop_raw(q);
+	struct droptail *d = aqm_priv(q);
 
 	(void)now_ns;
-	if (pkt)
-		aqm_account_remove(q, pkt);
-	return pkt;
+	return aqm_fifo_dequeue(q, &d->fifo);
 }
 
 static int droptail_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct droptail *d = aqm_priv(q);
 
-	if (q->qlen_pkts >= d->limit)
-		return -1;
-	aqm_fifo_push(&d->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return 0;
+	return aqm_fifo_requeue(q, &d->fifo, pkt, d->limit);
 }
 
 const struct aqm_ops aqm_droptail_ops = {

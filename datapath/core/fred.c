@@ -191,12 +191,8 @@ static int fred_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct fred *f = aqm_priv(q);
 
-	if (q->qlen_pkts >= f->law.limit)
-		return -1;
 	pkt->core_slot = AQM_FLOW_NONE; /* carried: not counted in any qlen_i */
-	aqm_fifo_push(&f->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return 0;
+	return aqm_fifo_requeue(q, &f->fifo, pkt, f->law.limit);
 }
 
 static size_t fred_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t pos)

@@ -143,7 +143,7 @@ static int sfb_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns
 	uint32_t h = sfb_hash(s, pkt->flow_hash), hl = h, minq = 0xffffffffu, p_min = 0xffffffffu;
 	unsigned l;
 
-	if (q->qlen_pkts >= s->limit) {
+	if (q->qlen_pkts >= s->limit) { /* first, as Linux: a full queue changes no bin */
 		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
 		return AQM_DROPPED;
 	}
@@ -199,12 +199,8 @@ static int sfb_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct sfb *s = aqm_priv(q);
 
-	if (q->qlen_pkts >= s->limit)
-		return -1;
 	pkt->core_slot = 0;
-	aqm_fifo_push(&s->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return 0;
+	return aqm_fifo_requeue(q, &s->fifo, pkt, s->limit);
 }
 
 static size_t sfb_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t pos)

@@ -138,13 +138,7 @@ static int sred_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
 		return AQM_DROPPED;
 	}
-	if (q->qlen_pkts >= s->limit) {
-		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);
-		return AQM_DROPPED;
-	}
-	aqm_fifo_push(&s->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return AQM_QUEUED;
+	return aqm_fifo_enqueue(q, &s->fifo, pkt, s->limit);
 }
 
 static struct aqm_pkt *sred_pop_raw(struct aqm_queue *q)
@@ -156,23 +150,17 @@ static struct aqm_pkt *sred_pop_raw(struct aqm_queue *q)
 
 static struct aqm_pkt *sred_dequeue(struct aqm_queue *q, uint64_t now_ns)
 {
-	struct aqm_pkt *pkt = sred_pop_raw(q);
+	struct sred *s = aqm_priv(q);
 
 	(void)now_ns;
-	if (pkt)
-		aqm_account_remove(q, pkt);
-	return pkt;
+	return aqm_fifo_dequeue(q, &s->fifo);
 }
 
 static int sred_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
 	struct sred *s = aqm_priv(q);
 
-	if (q->qlen_pkts >= s->limit)
-		return -1;
-	aqm_fifo_push(&s->fifo, pkt);
-	aqm_account_add(q, pkt);
-	return 0;
+	return aqm_fifo_requeue(q, &s->fifo, pkt, s->limit);
 }
 
 static size_t sred_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t pos)
