@@ -160,7 +160,8 @@ def host_setup(scenario: Scenario, net) -> dict:
         out = host.cmd(f"tc qdisc replace dev {host.defaultIntf().name} root netem delay {delay_ms:g}ms limit 100000"
                        " 2>&1 && echo ok")
         if not out.strip().endswith("ok"):
-            raise RunError(f"{name}: netem delay {delay_ms:g} ms on its access link failed: {out.strip()}")
+            hint = " (this kernel has no sch_netem: access delays need it)" if "unknown" in out else ""
+            raise RunError(f"{name}: netem delay {delay_ms:g} ms on its access link failed{hint}: {out.strip()}")
     return {"tcp_sack": scenario.tcp_sack, "access_delay_ms": dict(scenario.access_delay_ms)}
 
 
