@@ -396,6 +396,12 @@ def linux_drops(text, dropped):
     return {"early": early, "overflow": pdrop, "choke-match": 2 * int(m.group(1)) if m else 0}
 
 
+# How far CUBIC's share of the goodput may differ between Linux's qdisc and the core's in one
+# 10 s run each. SFB: measured 12.5 and under 10 points in two VM runs (2026-11-24; drop counts
+# and the early-drop share agreed both times): which flow's bins cross bin_size first decides
+# the run, so its 10 s shares spread wider than RED's, CHOKe's and CoDel's (7 points).
+SHARE_TOLERANCE = {"sfb": 0.15}
+
 # The drop reason each discipline is about: its share of the drops must agree.
 CROSS_CHECK_REASON = {"red": "early", "choke": "choke-match", "codel": "delay", "sfb": "early"}
 
@@ -427,7 +433,7 @@ def test_core_baselines_agree_with_linux(vm, disc):
     key = CROSS_CHECK_REASON[disc]
     assert abs(st["drops"][key] / core["dropped"] - ld[key] / lin["dropped"]) <= 0.10, (ld, st["drops"])
     share = {k: r["rates"]["cubic"] / sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
-    assert abs(share["linux"] - share["core"]) <= 0.10, (lin["rates"], core["rates"])
+    assert abs(share["linux"] - share["core"]) <= SHARE_TOLERANCE.get(disc, 0.10), (lin["rates"], core["rates"])
     total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
     assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
 
