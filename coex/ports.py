@@ -51,10 +51,8 @@ def bands_spec(plan: QueuePlan, band_discipline: str = "droptail limit=80",
 def link_discipline(policy: Policy, port: Port, base_spec: str) -> str:
     """The egress discipline of a ckcd-link port: under Separate Queues one band per
     aggregate, each band running the port's AQM; else the port's AQM; without one, what
-    the link ran before the policy touched it (`base_spec`). Band specs leave rate_bps out:
-    the core hands each band its weighted share of the link's rate (docs/datapath-core.md),
-    which is CKCD's C for that band."""
+    the link ran before the policy touched it (`base_spec`)."""
+    band = port.aqm.spec(port.capacity_bps) if port.aqm else base_spec
     if policy.approaches.separate_queues:
-        band = port.aqm.spec() if port.aqm else base_spec
         return bands_spec(planner.queue_plan(policy, port), band_discipline=band)
-    return port.aqm.spec(port.capacity_bps) if port.aqm else base_spec
+    return band

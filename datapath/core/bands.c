@@ -111,7 +111,6 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	struct aqm_env cenv;
 	const char *s, *end;
 	unsigned i;
-	uint64_t wsum = 0;
 	size_t pos;
 
 	b->n = a->nchild;
@@ -184,18 +183,11 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	cenv.alloc = child_alloc;
 	cenv.free = child_free;
 	cenv.drop = child_drop;
-	for (i = 0; i < b->n; i++)
-		wsum += b->weight[i];
+	cenv.rate_bps = q->env.rate_bps;
 	for (i = 0; i < b->n; i++) {
 		char cerr[200];
 		const char *cs = a->child[i];
 		size_t cl = a->childlen[i];
-
-		/* A band's rate_bps (when its spec leaves it out) is its weighted
-		 * share of the link, the rate it is served at while every band is
-		 * backlogged - CKCD's C, RED's idle decay - not the whole link
-		 * (docs/datapath-core.md, "bands"). */
-		cenv.rate_bps = q->env.rate_bps / wsum * b->weight[i];
 
 		while (cl && (*cs == ' ' || *cs == '\t')) {
 			cs++;

@@ -397,10 +397,13 @@ def linux_drops(text, dropped):
 
 
 # How far CUBIC's share of the goodput may differ between Linux's qdisc and the core's in one
-# 10 s run each. SFB: measured 12.5 and under 10 points in two VM runs (2026-11-24; drop counts
-# and the early-drop share agreed both times): which flow's bins cross bin_size first decides
-# the run, so its 10 s shares spread wider than RED's, CHOKe's and CoDel's (7 points).
-SHARE_TOLERANCE = {"sfb": 0.15}
+# 10 s run each (None: not compared). SFB's split is not repeatable in 10 s: in three VM runs
+# (2026-11-24) CUBIC's share under Linux's sch_sfb was 41 % and 20 % in two of them, under the
+# core's 28 % and 46 % (the third run's two were within 10 points) - whichever flow's bins
+# cross bin_size first keeps the higher p_m - while the drop counts, the early-drop share and
+# the total agreed every time. The share
+# cannot tell the two implementations apart, so for SFB the other three checks decide.
+SHARE_TOLERANCE = {"sfb": None}
 
 # The drop reason each discipline is about: its share of the drops must agree.
 CROSS_CHECK_REASON = {"red": "early", "choke": "choke-match", "codel": "delay", "sfb": "early"}
@@ -433,7 +436,9 @@ def test_core_baselines_agree_with_linux(vm, disc):
     key = CROSS_CHECK_REASON[disc]
     assert abs(st["drops"][key] / core["dropped"] - ld[key] / lin["dropped"]) <= 0.10, (ld, st["drops"])
     share = {k: r["rates"]["cubic"] / sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
-    assert abs(share["linux"] - share["core"]) <= SHARE_TOLERANCE.get(disc, 0.10), (lin["rates"], core["rates"])
+    tolerance = SHARE_TOLERANCE.get(disc, 0.10)
+    if tolerance is not None:
+        assert abs(share["linux"] - share["core"]) <= tolerance, (lin["rates"], core["rates"])
     total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
     assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
 

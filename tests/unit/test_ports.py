@@ -19,13 +19,11 @@ def policy(aqm=None, **approaches) -> Policy:
 
 
 def test_separate_queues_runs_one_band_per_aggregate_each_with_the_port_aqm():
-    # no rate_bps pinned in a band: the core gives each band its weighted share as CKCD's C
-    # (issue 15 item 4; tests/datapath checks the share)
     p = policy(CKCD, separate_queues=True)
     spec = link_discipline(p, p.ports[0], BASE)
     head, *bands = spec.split(" | ")
     assert head.startswith("bands weights=1,1,1,1 ")
-    assert bands == ["ckcd limit=80"] * len(queue_plan(p, p.ports[0]).classes)
+    assert bands == ["ckcd limit=80 rate_bps=50000000"] * len(queue_plan(p, p.ports[0]).classes)
 
 
 def test_separate_queues_without_a_port_aqm_keeps_the_links_own_discipline_in_each_band():
