@@ -399,7 +399,7 @@ def linux_drops(text, dropped):
 # How far CUBIC's share of the goodput may differ between Linux's qdisc and the core's in one
 # 10 s run each (None: not compared). SFB's split is not repeatable in 10 s: in three VM runs
 # (2026-11-24) CUBIC's share under Linux's sch_sfb was 41 % and 20 % in two of them, under the
-# core's 28 % and 46 % (the third run's two were within 10 points) - whichever flow's bins
+# core's 28 % and 46 % (the other run's two were within 10 points) - whichever flow's bins
 # cross bin_size first keeps the higher p_m - while the drop counts, the early-drop share and
 # the total agreed every time. The share
 # cannot tell the two implementations apart, so for SFB the other three checks decide.
