@@ -45,18 +45,17 @@ struct care {
 static int care_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
 {
 	struct care *c = aqm_priv(q);
-	uint32_t n = 16;
+	uint32_t n = (uint32_t)a->v[P_FLOWS];
 
 	c->limit = (uint32_t)a->v[P_LIMIT];
 	c->t = (uint32_t)a->v[P_CAPTURES];
 	c->pcap_q32 = (uint32_t)(((uint64_t)a->v[P_PCAP] << 32) / 1000000 - (a->v[P_PCAP] == 1000000));
 	c->window_ns = (uint64_t)a->v[P_WINDOW] * 1000;
 	c->rate_bps = (uint64_t)a->v[P_RATE];
-	while (n < (uint32_t)a->v[P_FLOWS])
-		n <<= 1;
-	/* every flow in the list must find an entry: at least 2t of them */
-	while (n < 2 * c->t)
-		n <<= 1;
+	/* every flow in the list must find an entry: at least 2t of them (the
+	 * table rounds the size up to a power of two) */
+	if (n < 2 * c->t)
+		n = 2 * c->t;
 	if (aqm_flow_table_alloc(&c->flows, &q->env, n, sizeof(struct aqm_flow_head))) {
 		aqm_err(err, errlen, "care: out of memory for parameter 'flows'", 0, 0);
 		return -1;

@@ -45,14 +45,12 @@ struct fred {
 static int fred_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
 {
 	struct fred *f = aqm_priv(q);
-	uint32_t n = 16;
 
 	if (aqm_red_law_init(&f->law, "fred", a, err, errlen))
 		return -1;
 	f->minq_q16 = a->v[P_MINQ] << 16;
-	while (n < (uint32_t)a->v[P_FLOWS])
-		n <<= 1;
-	if (aqm_flow_table_alloc(&f->flows, &q->env, n, sizeof(struct fred_flow))) {
+	/* the table rounds the size up to a power of two */
+	if (aqm_flow_table_alloc(&f->flows, &q->env, (uint32_t)a->v[P_FLOWS], sizeof(struct fred_flow))) {
 		aqm_err(err, errlen, "fred: out of memory for parameter 'flows'", 0, 0);
 		return -1;
 	}
