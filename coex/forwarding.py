@@ -1,12 +1,18 @@
 """What forwarding a policy asks for: which aggregate a packet joins in table 0 (its metadata
-id, and its DSCP under Separate Queues), the switch path each aggregate takes between two
-switches (Separate Paths), and what every hop of a path does with the aggregate's packets in
-table 1 - its meter (Limited Queue) and its queue (Separate Queues).
+id, and its DSCP under Separate Queues), the tree each aggregate's packets follow toward a
+destination host (its own tree per aggregate under Separate Paths), and what each switch of
+the tree does with them in table 1 - the out port, its meter (Limited Queue) and its queue
+(Separate Queues).
 
-Pure: a policy, a coex.topology.NetworkMap and the ports' states in; hop lists and plain
-flow descriptions out. ryu_app turns the descriptions into flow-mods (ryu_app/flows.py).
-A ForwardingPlan belongs to one policy (the controller makes a new one per policy) and
-plans paths once per topology version of the map, then looks them up.
+Forwarding is keyed on the destination, as Faucet and Ryu's simple_switch_13 key theirs: a
+switch holds one table-1 flow per (aggregate, destination host) it forwards toward, so the
+state grows with hosts x aggregates, not with host pairs.
+
+Pure: a policy, a coex.topology.NetworkMap and the ports' states in; trees, hop lists and
+plain flow descriptions out. ryu_app turns the descriptions into flow-mods
+(ryu_app/flows.py). A ForwardingPlan belongs to one policy (the controller makes a new one
+per policy) and plans the switch trees once per topology version of the map, then looks them
+up.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import networkx as nx
 from coex import planner
 from coex.policy import Match, Policy
 from coex.ports import PortState
-from coex.topology import Hop, HostLocation, NetworkMap, PortRef
+from coex.topology import Hop, HostLocation, NetworkMap, NoPath, PortRef
 
 DEFAULT = "default"
 PENALIZED = "penalized"     # where a heavy hitter is steered
@@ -28,9 +34,8 @@ DEFAULT_ID = 0              # table 0 leaves the metadata at 0 when no rule matc
 PRIO_DEFAULT_MARK = 1       # table 0: unclassified IPv4 gets the default aggregate's DSCP
 PRIO_RULE_BASE = 1000       # table 0: + rule priority (0..1000)
 PRIO_STEER = 2100           # table 0: a heavy hitter's 5-tuple, above every rule
-PRIO_PATH = 100             # table 1: the default aggregate's path flows
-PRIO_AGG_PATH = 200         # table 1: another aggregate's path flows (they match its metadata)
-PATH_IDLE_TIMEOUT_S = 60    # a pair that stopped talking gives its flows back
+PRIO_PATH = 100             # table 1: the default aggregate's flows toward a destination
+PRIO_AGG_PATH = 200         # table 1: another aggregate's (they match its metadata)
 
 
 def aggregate_ids(policy: Policy) -> dict[str, int]:
@@ -50,16 +55,19 @@ class ClassifyFlow:
 
 @dataclasses.dataclass(frozen=True)
 class HopFlow:
-    """One path flow on one switch, as plain values (table 1, see ryu_app/flows.py)."""
+    """One switch's flow toward a destination host, as plain values (table 1, see
+    ryu_app/flows.py). No idle timeout: there is one per (aggregate, host), and the
+    controller removes it when the host or the tree through this switch goes."""
     dpid: int
     priority: int
     agg_id: int                # matched in the metadata (0: the default aggregate)
-    src_ip: str
     dst_ip: str
     out_port: int
     meter_id: int | None       # Limited Queue: the meter of the port this hop leaves by
     queue_index: int | None    # Separate Queues via set_queue (OVSDB-queue ports only)
-    idle_timeout_s: int = PATH_IDLE_TIMEOUT_S
+
+
+Tree = dict[int, int]  # dpid -> the port a switch sends an aggregate's packets for one host out of
 
 
 class ForwardingPlan:
@@ -74,7 +82,7 @@ class ForwardingPlan:
         self._own_path = [a.name for a in policy.aggregates if a.own_path] if sp else []
         self._version = None       # the map's topology version the cache below was planned for
         self._graph: nx.Graph | None = None
-        self._switch_paths: dict[tuple[int, int], dict[str | None, list[int]]] = {}
+        self._trees: dict[int, dict[str | None, planner.NextHops]] = {}  # dst dpid -> aggregate -> tree
 
     # --- aggregates ---------------------------------------------------------------
 
@@ -107,44 +115,57 @@ class ForwardingPlan:
         # Separate Queues: the ports' queues (bands, HTB classes) select by this DSCP.
         return self.policy.aggregate(aggregate).dscp if self.policy.approaches.separate_queues else None
 
-    # --- Separate Paths -----------------------------------------------------------
+    # --- trees toward a destination (Separate Paths: one per own-path aggregate) --------
+
+    def tree(self, net: NetworkMap, aggregate: str, dst: HostLocation) -> Tree:
+        """Every switch joined to dst's switch and the port it sends `aggregate`'s packets for
+        dst out of: the host's own port at its switch, the link toward it elsewhere. Raises
+        NoPath if dst's switch is not known."""
+        next_hops = self._next_hops(net, aggregate, dst.dpid)
+        tree = {dst.dpid: dst.port}
+        for dpid, nxt in next_hops.items():
+            tree[dpid] = self._graph.edges[dpid, nxt]["ports"][dpid]
+        return tree
 
     def path(self, net: NetworkMap, aggregate: str, src: HostLocation, dst: HostLocation) -> list[Hop]:
-        """The hops of `aggregate` from src to dst: its own (edge-disjoint where the graph
-        allows) under Separate Paths if it has own_path, else the shortest path."""
-        switches = self._pair_paths(net, src.dpid, dst.dpid)
-        return net.host_path(src, dst, switches.get(aggregate, switches[None]), self._graph)
+        """The hops `aggregate`'s packets take from src to dst: along its tree toward dst."""
+        next_hops = self._next_hops(net, aggregate, dst.dpid)
+        try:
+            switches = planner.walk(next_hops, src.dpid, dst.dpid)
+        except KeyError:
+            raise NoPath(f"no known links join {src.dpid:#x} and {dst.dpid:#x}") from None
+        return net.host_path(src, dst, switches, self._graph)
 
-    def _pair_paths(self, net: NetworkMap, src_dpid: int, dst_dpid: int) -> dict[str | None, list[int]]:
+    def _next_hops(self, net: NetworkMap, aggregate: str, dst_dpid: int) -> planner.NextHops:
         if net.version != self._version:
-            self._version, self._graph, self._switch_paths = net.version, net.graph(), {}
-        key = (src_dpid, dst_dpid)
-        if key not in self._switch_paths:
-            # The shortest path first: it raises NoPath when the two are not joined at all.
-            paths = {None: net.switch_path(src_dpid, dst_dpid, self._graph)}
-            paths.update(planner.aggregate_paths(self._graph, src_dpid, dst_dpid, self._own_path))
-            self._switch_paths[key] = paths
-        return self._switch_paths[key]
+            self._version, self._graph, self._trees = net.version, net.graph(), {}
+        if dst_dpid not in self._graph:
+            raise NoPath(f"switch {dst_dpid:#x} is not known")
+        if dst_dpid not in self._trees:
+            # The shared tree, and under Separate Paths one per own-path aggregate.
+            trees = {None: planner.next_hops_toward(self._graph, dst_dpid)}
+            trees.update(planner.aggregate_trees(self._graph, dst_dpid, self._own_path))
+            self._trees[dst_dpid] = trees
+        trees = self._trees[dst_dpid]
+        return trees.get(aggregate, trees[None])
 
     # --- what each hop does -------------------------------------------------------
 
-    def hop_flows(self, aggregate: str, src_ip: str, dst_ip: str, hops: list[Hop],
-                  port_states: Mapping[PortRef, PortState]) -> list[HopFlow]:
-        return [self.hop_flow(aggregate, src_ip, dst_ip, h, port_states.get((h.dpid, h.out_port)))
-                for h in hops]
+    def tree_flows(self, aggregate: str, dst_ip: str, tree: Tree,
+                   port_states: Mapping[PortRef, PortState]) -> list[HopFlow]:
+        return [self.hop_flow(aggregate, dst_ip, dpid, out_port, port_states.get((dpid, out_port)))
+                for dpid, out_port in sorted(tree.items())]
 
-    def hop_flow(self, aggregate: str, src_ip: str, dst_ip: str, hop: Hop,
+    def hop_flow(self, aggregate: str, dst_ip: str, dpid: int, out_port: int,
                  out_state: PortState | None) -> HopFlow:
-        """The path flow of one hop: the aggregate's meter if the hop leaves by a Limited
+        """The flow of one switch toward dst: the aggregate's meter if it leaves by a Limited
         Queue port, its queue if it leaves by a Separate Queues port served by OVSDB queues
         (other backends classify by the DSCP that table 0 marked)."""
-        out = (hop.dpid, hop.out_port)
+        out = (dpid, out_port)
         queue = None
         backend = out_state.queue_backend if out_state else None
         if out in self._queue_plans and self.policy.approaches.separate_queues and backend == "ovsdb-queue":
             # From the plan of this policy, not from the port's last state.
             queue = self._queue_plans[out].class_of(aggregate).index
-        agg_id = self.agg_id(aggregate)
-        return HopFlow(hop.dpid, PRIO_PATH if aggregate == DEFAULT else PRIO_AGG_PATH, agg_id,
-                       src_ip, dst_ip, hop.out_port, self._meter_ids.get((*out, aggregate)), queue)
-
+        return HopFlow(dpid, PRIO_PATH if aggregate == DEFAULT else PRIO_AGG_PATH, self.agg_id(aggregate),
+                       dst_ip, out_port, self._meter_ids.get((*out, aggregate)), queue)

@@ -4,7 +4,6 @@ sits on which port, which queues a port gets. Pure: graphs and policies in, plan
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import networkx as nx
 
@@ -26,38 +25,60 @@ def meter_burst_ms(lq) -> float:
     return lq.burst_ms if lq.burst_ms is not None else max(DEFAULT_BURST_MS, BURST_RTTS * lq.rtt_ms)
 
 
-# --- Separate Paths -------------------------------------------------------------------
+# --- forwarding trees (per destination) and Separate Paths ----------------------------------
 
-def aggregate_paths(graph: nx.Graph, src: int, dst: int, aggregates: list[str]) -> dict[str, list[int]]:
-    """One switch path per aggregate between src and dst, edge-disjoint where the graph allows.
+NextHops = dict[int, int]  # switch -> the neighbour it forwards to toward the destination
 
-    Aggregates get paths in the order given (the first the shortest). With fewer disjoint
-    paths than aggregates, the rest take the path that shares the fewest links with the
-    paths already handed out (then the shortest, then the lowest dpids).
+
+def next_hops_toward(graph: nx.Graph, dst: int, load: dict[frozenset, int] | None = None) -> NextHops:
+    """Every switch joined to `dst` and the neighbour it forwards to on its way there.
+
+    Forwarding keyed on the destination needs the paths toward one destination to form a
+    tree: a switch forwards every packet for dst the same way, wherever it came from. Costs
+    are hops plus, for each link, len(graph) x `load` (how many switches' paths of earlier
+    aggregates cross it), so a path that shares fewer loaded links always wins over a
+    shorter one that shares more. Each switch takes the cheapest neighbour, the lowest
+    dpid on a tie: with no load this is the lowest-dpid-sequence shortest path that
+    NetworkMap.switch_path gives, so the tree and the pair paths agree.
     """
-    if not aggregates:
-        return {}
-    if src == dst:
-        return {a: [src] for a in aggregates}
-    disjoint = sorted((list(p) for p in nx.edge_disjoint_paths(graph, src, dst)),
-                      key=lambda p: (len(p), p))
-    paths: dict[str, list[int]] = {}
-    used: dict[frozenset, int] = {}
+    load = load or {}
+    heavy = len(graph)
+
+    def cost(a: int, b: int) -> int:
+        return 1 + heavy * load.get(frozenset((a, b)), 0)
+
+    dist = nx.single_source_dijkstra_path_length(graph, dst, weight=lambda a, b, _: cost(a, b))
+    return {v: min(u for u in graph[v] if u in dist and dist[u] + cost(v, u) == dist[v])
+            for v in dist if v != dst}
+
+
+def walk(next_hops: NextHops, src: int, dst: int) -> list[int]:
+    """The switch path from src along a tree toward dst (KeyError: src is not joined)."""
+    path = [src]
+    while path[-1] != dst:
+        path.append(next_hops[path[-1]])
+    return path
+
+
+def aggregate_trees(graph: nx.Graph, dst: int, aggregates: list[str]) -> dict[str, NextHops]:
+    """Separate Paths: one tree toward dst per aggregate, in the order given (the first the
+    shortest), each avoiding the links the earlier ones load where the graph allows.
+
+    Per destination, not per pair: an aggregate's tree is shared by every source, so the
+    paths two aggregates take from one source are edge-disjoint when the graph has room for
+    disjoint trees, which a ring or the two-path testbed has; where it has not, the later
+    aggregate shares the links fewest earlier paths cross (docs/architecture.md).
+    """
+    trees: dict[str, NextHops] = {}
+    load: dict[frozenset, int] = {}
     for agg in aggregates:
-        if disjoint:
-            path = disjoint.pop(0)
-        else:
-            path = min(_simple_paths(graph, src, dst),
-                       key=lambda p: (sum(used.get(frozenset(e), 0) for e in zip(p, p[1:])), len(p), p))
-        for edge in zip(path, path[1:]):
-            used[frozenset(edge)] = used.get(frozenset(edge), 0) + 1
-        paths[agg] = path
-    return paths
-
-
-def _simple_paths(graph: nx.Graph, src: int, dst: int, limit: int = 64):
-    """Up to `limit` loop-free paths, shortest first (enough for lab topologies)."""
-    return list(itertools.islice(nx.shortest_simple_paths(graph, src, dst), limit))
+        tree = next_hops_toward(graph, dst, load)
+        for src in tree:
+            path = walk(tree, src, dst)
+            for edge in zip(path, path[1:]):
+                load[frozenset(edge)] = load.get(frozenset(edge), 0) + 1
+        trees[agg] = tree
+    return trees
 
 
 # --- Limited Queue ----------------------------------------------------------------------

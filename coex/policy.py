@@ -337,6 +337,26 @@ class Approaches:
 
 
 @dataclasses.dataclass(frozen=True)
+class PacketIn:
+    """How many packets per second each switch may send the controller (an OpenFlow meter on
+    its table-miss flow): a port scan, an ARP sweep or a burst of new flows is cut at the
+    switch, so the controller keeps up and traffic that has flows never waits for it.
+    limit_pps None: no meter. The default leaves headroom under what one controller core
+    handles (docs/architecture.md, bench/bench_controller_load.py)."""
+    limit_pps: int | None = 1000
+    burst: int = 1000               # packets let through at once above the rate
+
+    @classmethod
+    def from_dict(cls, d, field: str) -> "PacketIn":
+        d = _obj(d, field, ("limit_pps", "burst"))
+        return cls(limit_pps=_int(d.get("limit_pps", 1000), f"{field}.limit_pps", 10, 10_000_000, optional=True),
+                   burst=_int(d.get("burst", 1000), f"{field}.burst", 1, 10_000_000))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class HeavyHitters:
     """Heavy-hitter detection from sFlow and steering into the penalized aggregate
     (docs/sflow.md). Exactly one threshold rule applies; capacity_share and
@@ -519,12 +539,13 @@ class Policy:
     ports: tuple[Port, ...] = ()
     heavy_hitters: HeavyHitters = HeavyHitters()
     switches: tuple[SwitchHost, ...] = ()
+    packet_in: PacketIn = PacketIn()
 
     # --- whole-document validation ---------------------------------------------------
 
     @classmethod
     def from_dict(cls, d) -> "Policy":
-        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters", "switches"))
+        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters", "switches", "packet_in"))
         raw_aggs = _obj(d.get("aggregates", {}), "aggregates", None)
         aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
         for name, body in raw_aggs.items():
@@ -546,7 +567,7 @@ class Policy:
         policy = cls(rules=rules, aggregates=tuple(aggs[n] for n in sorted(aggs)),
                      approaches=Approaches.from_dict(d.get("approaches", {}), "approaches"), ports=ports,
                      heavy_hitters=HeavyHitters.from_dict(d.get("heavy_hitters", {}), "heavy_hitters"),
-                     switches=switches)
+                     switches=switches, packet_in=PacketIn.from_dict(d.get("packet_in", {}), "packet_in"))
         policy.check()
         return policy
 
@@ -621,7 +642,8 @@ class Policy:
                 "approaches": self.approaches.to_dict(),
                 "ports": [p.to_dict() for p in self.ports],
                 "heavy_hitters": self.heavy_hitters.to_dict(),
-                "switches": [h.to_dict() for h in self.switches]}
+                "switches": [h.to_dict() for h in self.switches],
+                "packet_in": self.packet_in.to_dict()}
 
     # --- questions the controller asks ----------------------------------------------------
 

@@ -9,7 +9,9 @@ module turns OpenFlow events into calls on them and their answers into OpenFlow 
 
 Forwarding model (docs/architecture.md has the details):
 - ARP never floods in the data plane: proxy ARP for known hosts, edge ports otherwise;
-- IPv4 between known hosts gets flows on every switch of its path, per aggregate;
+- IPv4 is forwarded on its destination: per (aggregate, destination host) one flow on every
+  switch joined to the host, along the aggregate's tree toward it (coex.forwarding), so a
+  switch holds O(hosts x aggregates) flows, not O(host pairs);
 - one function, _sync_switch(), brings a switch to the state the policy and the known
   paths ask for; it runs on connect, on reconnect and after every policy change, so a
   reconnecting switch, a restarted controller and a REST change all converge the same way.
@@ -30,7 +32,7 @@ from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
 from coex import planner
-from coex.forwarding import DEFAULT, PENALIZED, ForwardingPlan
+from coex.forwarding import DEFAULT, PENALIZED, ForwardingPlan, Tree
 from coex.policy import Policy, PolicyError
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
 from coex.steering import bridge_sampling
@@ -45,6 +47,13 @@ from ryu_app.heavy_hitters import HeavyHitterService
 LLDP_INTERVAL_S = 1.0
 FLOW_STATS_TIMEOUT_S = 1.0  # a scrape waits this long for the switches' flow counters
 FLOOD_DEDUP_S = 1.0  # the same frame is flooded by the controller at most once per second
+# Our own ARP probes for destinations we do not know (RFC 5227 form: sender IP 0.0.0.0, which
+# the owner answers to this MAC, locally administered so it is nobody's), at most one per
+# address per PROBE_INTERVAL_S and PROBE_BUDGET_PER_S in all: a scan of unknown addresses must
+# not become a broadcast storm.
+PROBE_MAC = "02:c0:e0:00:00:01"
+PROBE_INTERVAL_S = 1.0
+PROBE_BUDGET_PER_S = 50
 SWITCH_HOST_INTERVAL_S = 5.0  # ports in error are retried, kernel qdisc stats re-read, this often
 
 
@@ -68,8 +77,9 @@ class CoexController(app_manager.RyuApp):
         self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
         self.port_state: dict[tuple[int, int], PortState] = {}  # what we configured on each policy port
         self.link_base_spec: dict[tuple[int, int], str] = {}  # ckcd-link discipline before we changed it
-        self.paths: dict[tuple[str, str, str], list] = {}  # (aggregate, src ip, dst ip) -> hops
+        self.trees: dict[tuple[str, str], Tree] = {}       # (aggregate, dst ip) -> dpid -> out port, installed
         self._recent_floods: dict[bytes, float] = {}
+        self._probed: dict[str, float] = {}               # ip -> when we last sent it an ARP probe
         self.bridge_names: dict[int, str] = {}            # dpid -> OVS bridge name (its LOCAL port)
         self.steered: set = set()                          # flow keys steered into 'penalized'
         self._flow_stats_wait: dict[int, tuple] = {}       # xid -> (hub.Event, entries), flow_stats()
@@ -118,15 +128,14 @@ class CoexController(app_manager.RyuApp):
         self.policy, self.policy_version = new, version
         self._plan_policy()
         self.logger.info("policy version %d: %s", version, summary)
-        old, self.paths = self.paths, {}
-        for agg, src_ip, dst_ip in old:
-            src, dst = self.net.host_by_ip(src_ip), self.net.host_by_ip(dst_ip)
-            if self.plan.knows(agg):
-                if src and dst:
-                    try:
-                        self.paths[(agg, src_ip, dst_ip)] = self.plan.path(self.net, agg, src, dst)
-                    except NoPath:
-                        pass
+        old, self.trees = self.trees, {}
+        for agg, dst_ip in old:  # replanned here, installed by _sync_switch below
+            dst = self.net.host_by_ip(dst_ip)
+            if self.plan.knows(agg) and dst is not None:
+                try:
+                    self.trees[(agg, dst_ip)] = self.plan.tree(self.net, agg, dst)
+                except NoPath:
+                    pass
         self._configure_ports()  # queues exist before flows send into them
         for dp in list(self.datapaths.values()):
             self._sync_switch(dp)
@@ -157,15 +166,15 @@ class CoexController(app_manager.RyuApp):
     def steer(self, key) -> None:
         """Put one flow into the penalized aggregate on every switch (above every rule).
 
-        The penalized path flows of its host pair go in first, so its packets never miss
+        The penalized tree toward its destination goes in first, so its packets never miss
         table 1 and wait for the controller: a heavy hitter is the flow whose packets a
         busy controller can least afford to see one by one."""
         self.steered.add(key)
-        src, dst = self.net.host_by_ip(key.src_ip), self.net.host_by_ip(key.dst_ip)
-        if src is not None and dst is not None:
+        dst = self.net.host_by_ip(key.dst_ip)
+        if dst is not None:
             try:
-                self._install_pair(PENALIZED, src, dst)
-            except NoPath as err:  # packet-ins for the pair will say so again
+                self._install_tree(PENALIZED, dst)
+            except NoPath as err:  # packet-ins for the flow will say so again
                 self.logger.warning("no penalized path %s -> %s: %s", key.src_ip, key.dst_ip, err)
         for dp in list(self.datapaths.values()):
             self._install_steering(dp, key)
@@ -337,16 +346,15 @@ class CoexController(app_manager.RyuApp):
     def _sync_switch(self, dp) -> None:
         """Make the switch hold exactly what policy and known paths ask of it."""
         flows.delete_our_flows(dp)
-        flows.install_base_flows(dp)
+        flows.set_meters(dp, [m for m in self.plan.meters if m.dpid == dp.id])
+        flows.install_base_flows(dp, self.policy.packet_in)
         for flow in self.plan.classify_flows():
             flows.add_classify_flow(dp, flow)
         for key in self.steered:
             self._install_steering(dp, key)
-        flows.set_meters(dp, [m for m in self.plan.meters if m.dpid == dp.id])
-        for key, hops in self.paths.items():
-            for hop in hops:
-                if hop.dpid == dp.id:
-                    self._install_hop(key, hop)
+        for (agg, dst_ip), tree in self.trees.items():
+            if dp.id in tree:
+                self._install_hop(agg, dst_ip, dp.id, tree[dp.id])
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _on_port_desc(self, ev):
@@ -381,6 +389,7 @@ class CoexController(app_manager.RyuApp):
             if gone:
                 self.logger.info("link down at %016x port %d", dp.id, port.port_no)
                 self._reroute_after_link_loss(gone)
+            self._forget_trees_of_lost_hosts()
         else:
             self._learn_port(dp.id, port)
             self._send_lldp(dp)
@@ -422,14 +431,31 @@ class CoexController(app_manager.RyuApp):
         arp_pkt = pkt.get_protocol(arp.arp)
         ip_pkt = pkt.get_protocol(ipv4.ipv4)
         if arp_pkt is not None:
-            self.net.learn_host(eth.src, arp_pkt.src_ip, dp.id, in_port, now)
-            self._handle_arp(dp, in_port, eth, arp_pkt, msg.data)
+            self._learn_host(eth.src, arp_pkt.src_ip, dp.id, in_port, now)
+            if eth.dst != PROBE_MAC:  # an answer to our probe has taught us all it had to
+                self._handle_arp(dp, in_port, eth, arp_pkt, msg.data)
         elif ip_pkt is not None:
-            self.net.learn_host(eth.src, ip_pkt.src, dp.id, in_port, now)
+            self._learn_host(eth.src, ip_pkt.src, dp.id, in_port, now)
             # The switch already classified the packet: its aggregate id is in the metadata.
             agg = self.plan.aggregate_of(msg.match.get("metadata", 0) & flows.METADATA_MASK)
             self._handle_ipv4(dp, in_port, ip_pkt, agg, msg.data)
         # Anything else (IPv6, other multicast) is not forwarded: the lab is IPv4.
+
+    def _learn_host(self, mac: str, ip: str, dpid: int, port: int, now: float) -> None:
+        """A host new or moved gets the default tree toward it at once (and its other trees
+        moved), so the first IPv4 packet to it, from anywhere, finds its flow: with
+        forwarding keyed on the destination, a new host costs its ARP and no packet-in per
+        peer."""
+        if not self.net.learn_host(mac, ip, dpid, port, now):
+            return
+        host = self.net.hosts[mac]
+        if host.ipv4 is None:
+            return
+        for agg in [DEFAULT] + [a for a, d in self.trees if d == host.ipv4 and a != DEFAULT]:
+            try:
+                self._install_tree(agg, host)
+            except NoPath:
+                pass  # its switch has no links yet: packet-ins install the tree later
 
     def _handle_arp(self, dp, in_port, eth, req, data):
         target = self.net.host_by_ip(req.dst_ip)
@@ -450,66 +476,80 @@ class CoexController(app_manager.RyuApp):
         dst = self.net.host_by_ip(ip_pkt.dst)
         if dst is None or src is None:
             self._flood_to_edges(data, exclude=(dp.id, in_port))
+            if dst is None:
+                # Forwarding on the destination sends a host's own packets along the trees
+                # toward its peers without a packet-in, so a host that kept its ARP cache
+                # across our restart may never show itself: ask for it.
+                self._probe(ip_pkt.dst)
             return
         try:
-            hops = self._install_pair(agg, src, dst)
-            if (DEFAULT, dst.ipv4, src.ipv4) not in self.paths:  # replies need no packet-in
-                self._install_pair(DEFAULT, dst, src)
+            # This switch missed: its flow toward dst is sent again even if we had installed it
+            # (lost, or the switch reconnected in between).
+            tree = self._install_tree(agg, dst, resend_to=dp.id)
+            if (DEFAULT, src.ipv4) not in self.trees:  # replies need no packet-in
+                self._install_tree(DEFAULT, src)
         except NoPath as err:
             self.logger.warning("no path %s -> %s: %s", ip_pkt.src, ip_pkt.dst, err)
             return
-        for hop in hops:
-            if hop.dpid == dp.id:
-                flows.packet_out(dp, [hop.out_port], data)
-                return
+        if dp.id in tree:
+            flows.packet_out(dp, [tree[dp.id]], data)
 
-    # --- paths ----------------------------------------------------------------------
+    # --- trees toward destinations ------------------------------------------------------
 
-    def _install_pair(self, agg: str, src: HostLocation, dst: HostLocation):
-        hops = self.plan.path(self.net, agg, src, dst)
-        key = (agg, src.ipv4, dst.ipv4)
-        if self.paths.get(key) != hops:
-            old = self.paths.get(key)
-            if old:
-                self._remove_path_flows(key, old)
-            for hop in reversed(hops):  # last hop first: a packet never outruns its rule
-                self._install_hop(key, hop)
-            self.paths[key] = hops
-            self.logger.info("path %s %s -> %s: %s", agg, src.ipv4, dst.ipv4,
-                             " ".join(f"{h.dpid:x}:{h.in_port}>{h.out_port}" for h in hops))
-        return hops
+    def _install_tree(self, agg: str, dst: HostLocation, resend_to: int | None = None) -> Tree:
+        """Bring every switch's flow for (agg, dst) to the tree the plan gives now: send the
+        flows that changed (and the one of `resend_to`), delete them on switches the tree
+        left. The tree comes nearest the destination first, so a packet never outruns its
+        flow."""
+        key = (agg, dst.ipv4)
+        tree = self.plan.tree(self.net, agg, dst)
+        old = self.trees.get(key, {})
+        for dpid, out_port in tree.items():
+            if old.get(dpid) != out_port or dpid == resend_to:
+                self._install_hop(agg, dst.ipv4, dpid, out_port)
+        for dpid in old.keys() - tree.keys():
+            self._remove_hop(agg, dst.ipv4, dpid)
+        self.trees[key] = tree
+        if old != tree:
+            self.logger.info("tree %s -> %s (%016x:%d): %d switches%s", agg, dst.ipv4, dst.dpid, dst.port,
+                             len(tree), ", replanned" if old else "")
+        return tree
 
-    def _install_hop(self, key, hop):
-        dp = self.datapaths.get(hop.dpid)
+    def _install_hop(self, agg: str, dst_ip: str, dpid: int, out_port: int) -> None:
+        dp = self.datapaths.get(dpid)
         if dp is None:
             return
-        flows.add_hop_flow(dp, self.plan.hop_flow(*key, hop, self.port_state.get((hop.dpid, hop.out_port))))
+        flows.add_hop_flow(dp, self.plan.hop_flow(agg, dst_ip, dpid, out_port,
+                                                  self.port_state.get((dpid, out_port))))
 
-    def _remove_path_flows(self, key, hops):
-        agg, src_ip, dst_ip = key
-        for hop in hops:
-            dp = self.datapaths.get(hop.dpid)
-            if dp is not None:
-                agg_id = self.plan.agg_ids.get(agg)  # None (metadata 0) for the default
-                flows.delete_our_flows(dp, flows.TABLE_FORWARD,
-                                       flows.path_match(dp.ofproto_parser, src_ip, dst_ip, agg_id))
+    def _remove_hop(self, agg: str, dst_ip: str, dpid: int) -> None:
+        dp = self.datapaths.get(dpid)
+        if dp is not None:
+            agg_id = self.plan.agg_ids.get(agg)  # None (metadata 0) for the default
+            flows.delete_our_flows(dp, flows.TABLE_FORWARD, flows.dest_match(dp.ofproto_parser, dst_ip, agg_id))
+
+    def _drop_tree(self, key) -> None:
+        for dpid in self.trees.pop(key, {}):
+            self._remove_hop(*key, dpid)
 
     def _reroute_after_link_loss(self, gone_links):
+        """Replan every tree that sent packets into a link that went; a switch cut off from
+        the destination loses its flow (its packets come to us, and find no path)."""
         gone_ports = {end for link in gone_links for end in link}
+        for key in [k for k, tree in self.trees.items() if any(hop in gone_ports for hop in tree.items())]:
+            dst = self.net.host_by_ip(key[1])
+            try:
+                if dst is None:
+                    raise NoPath(f"host {key[1]} is not known any more")
+                self._install_tree(key[0], dst)
+            except NoPath:
+                self.logger.warning("no path left toward %s for %s", key[1], key[0])
+                self._drop_tree(key)
 
-        def uses_gone_link(hops):
-            return any((h.dpid, h.out_port) in gone_ports or (h.dpid, h.in_port) in gone_ports
-                       for h in hops)
-
-        for key in [k for k, hops in self.paths.items() if uses_gone_link(hops)]:
-            self._remove_path_flows(key, self.paths.pop(key))
-            agg, src_ip, dst_ip = key
-            src, dst = self.net.host_by_ip(src_ip), self.net.host_by_ip(dst_ip)
-            if src and dst:
-                try:
-                    self._install_pair(agg, src, dst)
-                except NoPath:
-                    self.logger.warning("no path left for %s %s -> %s", agg, src_ip, dst_ip)
+    def _forget_trees_of_lost_hosts(self) -> None:
+        """A host whose port went down is forgotten (NetworkMap.remove_port); so are the flows toward it."""
+        for key in [k for k in self.trees if self.net.host_by_ip(k[1]) is None]:
+            self._drop_tree(key)
 
     # --- controller-driven flooding -------------------------------------------------
 
@@ -517,6 +557,19 @@ class CoexController(app_manager.RyuApp):
         dp = self.datapaths.get(host.dpid)
         if dp is not None:
             flows.packet_out(dp, [host.port], data)
+
+    def _probe(self, ip: str) -> None:
+        now = time.monotonic()
+        self._probed = {a: t for a, t in self._probed.items() if now - t < PROBE_INTERVAL_S}
+        if ip in self._probed or len(self._probed) >= PROBE_BUDGET_PER_S * PROBE_INTERVAL_S:
+            return
+        self._probed[ip] = now
+        probe = packet.Packet()
+        probe.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=PROBE_MAC, ethertype=0x0806))
+        probe.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=PROBE_MAC, src_ip="0.0.0.0",
+                                   dst_mac="00:00:00:00:00:00", dst_ip=ip))
+        probe.serialize()
+        self._flood_to_edges(bytes(probe.data), exclude=None)
 
     def _flood_to_edges(self, data: bytes, exclude):
         now = time.monotonic()
@@ -571,9 +624,8 @@ class CoexController(app_manager.RyuApp):
                 **({"ovsdb_error": self.ovsdb_errors[dpid]} if dpid in self.ovsdb_errors else {}),
                 "ports": sorted(self.net.ports.get(dpid, ())),
                 "meters": [vars(m) for m in self.plan.meters if m.dpid == dpid],
-                "paths": [{"aggregate": a, "src": s, "dst": d,
-                           "hop": {"in_port": h.in_port, "out_port": h.out_port}}
-                          for (a, s, d), hops in sorted(self.paths.items()) for h in hops if h.dpid == dpid],
+                "forwarding": [{"aggregate": a, "dst": d, "out_port": tree[dpid]}
+                               for (a, d), tree in sorted(self.trees.items()) if dpid in tree],
             })
         return {
             "policy_version": self.policy_version,

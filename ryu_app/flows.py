@@ -3,11 +3,11 @@
 Pipeline:
   table 0 (CLASSIFY): LLDP -> controller; one rule per policy rule that writes the
       aggregate id into the metadata (and marks DSCP under Separate Queues); miss -> table 1.
-  table 1 (FORWARD): path flows per (aggregate, src, dst) at PRIO_AGG_PATH matching the
-      metadata, per (src, dst) at PRIO_PATH for the default aggregate; a meter on the
-      hop that leaves through a Limited Queue port; miss -> controller. coex.forwarding
-      plans the flows of both tables (their priorities too); add_classify_flow() and
-      add_hop_flow() only write them.
+  table 1 (FORWARD): one flow per (aggregate, destination host) on every switch of the
+      aggregate's tree toward the host, matching the metadata and ipv4_dst (PRIO_AGG_PATH,
+      PRIO_PATH for the default aggregate); a meter on the hop that leaves through a
+      Limited Queue port; miss -> controller. coex.forwarding plans the flows of both
+      tables (their priorities too); add_classify_flow() and add_hop_flow() only write them.
 
 Every flow we install carries COOKIE, so on (re)connect we delete exactly our own flows
 and leave anything an operator installed by hand.
@@ -26,6 +26,10 @@ TABLE_FORWARD = 1
 
 PRIO_MISS = 0
 PRIO_LLDP = 65000
+
+# The packet-in limit's meter (coex.policy.PacketIn), far above Limited Queue's ids (1, 2, ...
+# per switch: one per bottleneck port).
+PACKET_IN_METER_ID = 0xFFFF
 
 METADATA_MASK = 0xFF         # the aggregate id lives in the low byte
 
@@ -55,13 +59,23 @@ def delete_our_flows(dp, table_id=None, match=None) -> None:
                                   out_group=ofp.OFPG_ANY, match=match or parser.OFPMatch()))
 
 
-def install_base_flows(dp) -> None:
-    """LLDP to the controller; table 0 falls through to table 1; table 1 misses go up."""
+def install_base_flows(dp, packet_in) -> None:
+    """LLDP to the controller; table 0 falls through to table 1; table 1 misses go up,
+    through the packet-in meter when the policy sets a limit (`packet_in`, a
+    coex.policy.PacketIn). LLDP stays outside the meter: a storm of new flows must not
+    starve discovery and expire the links."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     to_ctrl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+    meter_id = None
+    if packet_in.limit_pps is not None:
+        band = parser.OFPMeterBandDrop(rate=packet_in.limit_pps, burst_size=packet_in.burst)
+        dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_ADD,
+                                       flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST | ofp.OFPMF_STATS,
+                                       meter_id=PACKET_IN_METER_ID, bands=[band]))
+        meter_id = PACKET_IN_METER_ID
     add_flow(dp, TABLE_CLASSIFY, PRIO_LLDP, parser.OFPMatch(eth_type=0x88CC), to_ctrl)
     add_flow(dp, TABLE_CLASSIFY, PRIO_MISS, parser.OFPMatch(), goto=TABLE_FORWARD)
-    add_flow(dp, TABLE_FORWARD, PRIO_MISS, parser.OFPMatch(), to_ctrl)
+    add_flow(dp, TABLE_FORWARD, PRIO_MISS, parser.OFPMatch(), to_ctrl, meter_id=meter_id)
 
 
 def rule_match(parser, match) -> object:
@@ -117,25 +131,26 @@ def _mask(plen: int) -> str:
     return ".".join(str((bits >> s) & 0xFF) for s in (24, 16, 8, 0))
 
 
-def path_match(parser, src_ip: str, dst_ip: str, agg_id: int | None):
-    """Path flows always match the aggregate id: a default path (id 0) must not carry
+def dest_match(parser, dst_ip: str, agg_id: int | None):
+    """Forwarding flows always match the aggregate id: a default flow (id 0) must not carry
     packets that table 0 put into another aggregate, or they would never reach the
-    controller to get their own path."""
-    return parser.OFPMatch(metadata=(agg_id or 0, METADATA_MASK), eth_type=0x0800,
-                           ipv4_src=src_ip, ipv4_dst=dst_ip)
+    controller to get their own tree."""
+    return parser.OFPMatch(metadata=(agg_id or 0, METADATA_MASK), eth_type=0x0800, ipv4_dst=dst_ip)
 
 
 def add_hop_flow(dp, hop: HopFlow) -> None:
-    """A path flow as coex.forwarding planned it: [set_queue] output, under its meter."""
+    """A forwarding flow as coex.forwarding planned it: [set_queue] output, under its meter."""
     parser = dp.ofproto_parser
     actions = [] if hop.queue_index is None else [parser.OFPActionSetQueue(hop.queue_index)]
     actions.append(parser.OFPActionOutput(hop.out_port))
-    add_flow(dp, TABLE_FORWARD, hop.priority, path_match(parser, hop.src_ip, hop.dst_ip, hop.agg_id),
-             actions, meter_id=hop.meter_id, idle_timeout=hop.idle_timeout_s)
+    add_flow(dp, TABLE_FORWARD, hop.priority, dest_match(parser, hop.dst_ip, hop.agg_id),
+             actions, meter_id=hop.meter_id)
 
 
 def set_meters(dp, plans) -> None:
-    """Replace every meter on the switch with the planned ones (drop band at the rate)."""
+    """Replace every meter on the switch with the planned Limited Queue ones (drop band at
+    the rate). Deleting every meter deletes the flows that use them too: call it before
+    install_base_flows (the packet-in meter) and the forwarding flows."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL))
     for m in plans:
@@ -154,7 +169,7 @@ def packet_out(dp, out_ports, data: bytes) -> None:
 
 
 def path_flow_stats_request(dp):
-    """Ask for the counters of our table-1 flows (the per-aggregate path flows)."""
+    """Ask for the counters of our table-1 flows (the per-aggregate forwarding flows)."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     return parser.OFPFlowStatsRequest(dp, 0, TABLE_FORWARD, ofp.OFPP_ANY, ofp.OFPG_ANY,
                                       COOKIE, COOKIE_MASK, parser.OFPMatch())

@@ -201,8 +201,8 @@ class CoexCollector:
                 totals[(agg, dpid)] = [0, 0, 0]
             for e in entries:
                 fields = dict(e.match.items())
-                if "ipv4_src" not in fields:
-                    continue  # not a path flow (table 1's miss)
+                if "ipv4_dst" not in fields:
+                    continue  # not a forwarding flow (table 1's miss)
                 meta = fields.get("metadata", 0)
                 meta = meta[0] if isinstance(meta, tuple) else meta
                 t = totals.setdefault((app.plan.aggregate_of(meta & 0xFF), dpid), [0, 0, 0])

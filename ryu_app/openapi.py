@@ -123,6 +123,10 @@ SCHEMAS = {
         "rtt_ms": {"type": "number", "minimum": 0.01, "maximum": 5000}}),
     "Approaches": _obj({"separate_paths": {"type": "boolean"}, "separate_queues": {"type": "boolean"},
                         "limited_queue": _ref("LimitedQueue")}),
+    "PacketIn": _obj({
+        "limit_pps": _nullable({"type": "integer", "minimum": 10, "maximum": 10_000_000,
+                                "description": "packets/s each switch may send the controller; null: no limit"}),
+        "burst": {"type": "integer", "minimum": 1, "maximum": 10_000_000}}),
     "Aqm": _aqm(),
     "Port": _obj(PORT_FIELDS, required=("dpid", "port", "capacity_bps")),
     "PortBody": _obj(PORT_FIELDS, required=("capacity_bps",),
@@ -160,7 +164,8 @@ SCHEMAS = {
         "approaches": _ref("Approaches"),
         "ports": {"type": "array", "items": _ref("Port")},
         "heavy_hitters": _ref("HeavyHitters"),
-        "switches": {"type": "array", "items": _ref("SwitchHost")}}),
+        "switches": {"type": "array", "items": _ref("SwitchHost")},
+        "packet_in": _ref("PacketIn")}),
     "SwitchHost": _obj(SWITCH_FIELDS, required=("dpid", "ovsdb")),
     "SwitchHostBody": _obj(SWITCH_FIELDS, required=("ovsdb",),
                            description="A switch host for PUT /switches/{dpid}: dpid may be left out; "
@@ -172,7 +177,7 @@ SCHEMAS = {
 REQUEST_BODIES = {"put_policy": "Policy", "create_rule": "Rule", "put_rule": "RuleBody",
                   "put_aggregate": "AggregateBody", "put_approaches": "Approaches",
                   "put_port": "PortBody", "put_aqm": "Aqm", "put_hh_config": "HeavyHitters",
-                  "put_switch": "SwitchHostBody"}
+                  "put_switch": "SwitchHostBody", "put_packet_in": "PacketIn"}
 
 
 def _answer(**properties) -> dict:
@@ -197,6 +202,8 @@ RESPONSES = {  # handler -> schema of its 2xx answer
     "delete_aggregate": _CHANGED,
     "get_approaches": _ref("Approaches"),
     "put_approaches": _answer(version=VERSION, approaches=_ref("Approaches")),
+    "get_packet_in": _ref("PacketIn"),
+    "put_packet_in": _answer(version=VERSION, packet_in=_ref("PacketIn")),
     "list_ports": _answer(ports={"type": "array", "items": _ref("Port")}),
     "get_port": _ref("Port"),
     "put_port": _answer(version=VERSION, port=_ref("Port")),

@@ -70,6 +70,8 @@ ROUTES = [
     ("PUT", "/switches/{dpid}", "put_switch", True,
      "Set a switch host's OVSDB remote (tcp:HOST:6640, ssl:..., unix:...) and sFlow collector address"),
     ("DELETE", "/switches/{dpid}", "delete_switch", True, "Configure the switch through the local OVSDB again"),
+    ("GET", "/packet-in", "get_packet_in", False, "The packet-in limit every switch enforces"),
+    ("PUT", "/packet-in", "put_packet_in", True, "Set the packet-in limit (packets/s per switch; null: none)"),
     ("GET", "/state", "get_state", False, "What is installed on which switch, with which backend"),
     ("GET", "/changes", "get_changes", False, "The latest accepted policy changes"),
 ]
@@ -384,6 +386,14 @@ class CoexApi:
     def put_approaches(self, body):
         version = self._change(lambda d: d.__setitem__("approaches", body), "approaches set")
         return 200, {"version": version, "approaches": self._doc()["approaches"]}
+
+    # packet-in limit
+    def get_packet_in(self, _):
+        return 200, self._doc()["packet_in"]
+
+    def put_packet_in(self, body):
+        version = self._change(lambda d: d.__setitem__("packet_in", body), "packet-in limit set")
+        return 200, {"version": version, "packet_in": self._doc()["packet_in"]}
 
     # ports and AQM
     def list_ports(self, _):

@@ -57,9 +57,9 @@ def observed_lab(private_ovs, tmp_path_factory):
 
 
 def path_flow_bytes(bridge: str) -> int:
-    """Bytes the bridge's table-1 path flows (they match the IPv4 source) have counted."""
+    """Bytes the bridge's table-1 forwarding flows (they match the IPv4 destination) have counted."""
     return sum(int(re.search(r"n_bytes=(\d+)", line).group(1))
-               for line in ofctl("dump-flows", bridge, "table=1").splitlines() if "nw_src=" in line)
+               for line in ofctl("dump-flows", bridge, "table=1").splitlines() if "nw_dst=" in line)
 
 
 class Prometheus:

@@ -74,26 +74,31 @@ def test_separate_paths_is_planned_once_per_topology_and_replanned_when_it_chang
 
 # --- Limited Queue -----------------------------------------------------------------------
 
+def tree_flows(plan: ForwardingPlan, net: NetworkMap, aggregate: str, dst_ip: str = "10.0.0.3"):
+    return plan.tree_flows(aggregate, dst_ip, plan.tree(net, aggregate, net.host_by_ip(dst_ip)), {})
+
+
 def test_limited_queue_meters_the_aggregate_on_the_hop_that_leaves_by_the_port():
     net, plan = two_path_net(), plan_for(limited_queue={"enabled": True})
     [meter] = plan.meters
-    flows = plan.hop_flows("queue_filling", "10.0.0.1", "10.0.0.3", path(plan, net, "queue_filling"), {})
+    flows = tree_flows(plan, net, "queue_filling")
+    # Toward h3 (s4 port 1): s1 leaves by the bottleneck port 3 (metered), s2 and s3 by
+    # their links to s4, s4 by h3's port.
     assert [(f.dpid, f.out_port, f.meter_id) for f in flows] == [(1, 3, meter.meter_id), (2, 2, None),
-                                                                  (4, 1, None)]
+                                                                  (3, 2, None), (4, 1, None)]
 
 
 def test_limited_queue_leaves_other_aggregates_unmetered():
     net, plan = two_path_net(), plan_for(limited_queue={"enabled": True})
     for agg in ("low_delay", "default"):
-        flows = plan.hop_flows(agg, "10.0.0.1", "10.0.0.3", path(plan, net, agg), {})
-        assert [f.meter_id for f in flows] == [None, None, None]
+        assert [f.meter_id for f in tree_flows(plan, net, agg)] == [None, None, None, None]
 
 
 # --- Separate Queues -----------------------------------------------------------------------
 
 def bottleneck_flow(plan: ForwardingPlan, aggregate: str, backend: str | None):
     state = PortState(name="s1-eth3", queue_backend=backend)
-    return plan.hop_flow(aggregate, "10.0.0.1", "10.0.0.3", Hop(1, 1, 3), state)
+    return plan.hop_flow(aggregate, "10.0.0.3", 1, 3, state)
 
 
 def test_separate_queues_with_ovsdb_queues_sends_the_hop_into_the_aggregates_queue():
@@ -109,7 +114,7 @@ def test_separate_queues_elsewhere_classifies_by_dscp_not_set_queue():
         assert bottleneck_flow(plan_for(separate_queues=True), "low_delay", backend).queue_index is None
     assert bottleneck_flow(plan_for(), "low_delay", "ovsdb-queue").queue_index is None
     off_policy_port = plan_for(separate_queues=True).hop_flow(
-        "low_delay", "10.0.0.1", "10.0.0.3", Hop(2, 1, 2), PortState(queue_backend="ovsdb-queue"))
+        "low_delay", "10.0.0.3", 2, 2, PortState(queue_backend="ovsdb-queue"))
     assert off_policy_port.queue_index is None
 
 

@@ -1,35 +1,67 @@
-"""Plans from policy: disjoint paths per aggregate, meters, queues."""
+"""Plans from policy: forwarding trees and disjoint paths per aggregate (Separate Paths,
+Hock et al.), meters, queues."""
+
+import itertools
 
 import networkx as nx
 
-from coex.planner import aggregate_paths, meter_plans, queue_plan
+from coex.planner import aggregate_trees, meter_plans, next_hops_toward, queue_plan, walk
 from coex.policy import Policy
+from coex.topology import NetworkMap
 
 
 def two_paths() -> nx.Graph:
     return nx.Graph([(1, 2), (2, 4), (1, 3), (3, 4)])
 
 
+def paths(graph: nx.Graph, src: int, dst: int, aggregates: list[str]) -> dict[str, list[int]]:
+    return {agg: walk(tree, src, dst) for agg, tree in aggregate_trees(graph, dst, aggregates).items()}
+
+
 def test_two_aggregates_get_edge_disjoint_paths():
-    paths = aggregate_paths(two_paths(), 1, 4, ["low_delay", "queue_filling"])
-    assert paths == {"low_delay": [1, 2, 4], "queue_filling": [1, 3, 4]}
+    assert paths(two_paths(), 1, 4, ["low_delay", "queue_filling"]) == {"low_delay": [1, 2, 4],
+                                                                       "queue_filling": [1, 3, 4]}
+    # and back: the trees toward s1 split the same way
+    assert paths(two_paths(), 4, 1, ["low_delay", "queue_filling"]) == {"low_delay": [4, 2, 1],
+                                                                       "queue_filling": [4, 3, 1]}
 
 
 def test_three_aggregates_on_two_paths_share_least():
-    paths = aggregate_paths(two_paths(), 1, 4, ["a", "b", "c"])
-    assert paths["a"] != paths["b"]
-    assert paths["c"] in (paths["a"], paths["b"])  # no third disjoint path: reuse one
+    got = paths(two_paths(), 1, 4, ["a", "b", "c"])
+    assert got["a"] != got["b"]
+    assert got["c"] in (got["a"], got["b"])  # no third disjoint path: reuse one
 
 
 def test_longer_disjoint_path_is_used_rather_than_sharing():
     g = nx.Graph([(1, 2), (2, 9), (1, 3), (3, 4), (4, 5), (5, 9)])
-    paths = aggregate_paths(g, 1, 9, ["low_delay", "queue_filling"])
-    assert paths == {"low_delay": [1, 2, 9], "queue_filling": [1, 3, 4, 5, 9]}
+    assert paths(g, 1, 9, ["low_delay", "queue_filling"]) == {"low_delay": [1, 2, 9],
+                                                              "queue_filling": [1, 3, 4, 5, 9]}
 
 
 def test_without_a_second_path_both_share_the_only_one():
     g = nx.Graph([(1, 2)])
-    assert aggregate_paths(g, 1, 2, ["a", "b"]) == {"a": [1, 2], "b": [1, 2]}
+    assert paths(g, 1, 2, ["a", "b"]) == {"a": [1, 2], "b": [1, 2]}
+
+
+def test_the_shared_tree_gives_every_source_the_maps_shortest_path():
+    """Keyed on the destination, a switch forwards all packets for it one way: the tree's
+    walk from any source must be the deterministic shortest path of NetworkMap (lowest
+    dpid sequence), so forwarding per destination changes no path the pair flows took."""
+    graph = nx.random_regular_graph(3, 12, seed=7)
+    net = NetworkMap()
+    for a, b in graph.edges:
+        net.add_link((a, 100 + b), (b, 100 + a), now=0.0)
+    for dst in graph:
+        tree = next_hops_toward(graph, dst)
+        assert set(tree) == set(graph) - {dst}
+        for src in tree:
+            assert walk(tree, src, dst) == net.switch_path(src, dst), (src, dst)
+
+
+def test_trees_reach_only_the_switches_joined_to_the_destination():
+    graph = nx.Graph([(1, 2), (3, 4)])
+    assert next_hops_toward(graph, 1) == {2: 1}
+    assert list(itertools.chain(*(aggregate_trees(graph, 4, ["a", "b"]).values()))) == [3, 3]
 
 
 def test_meter_at_half_capacity_with_burst_from_rate():

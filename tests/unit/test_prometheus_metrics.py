@@ -39,9 +39,9 @@ class Match(dict):
 
 
 def flow(metadata, nbytes, npkts):
-    """A table-1 flow as Ryu parses it: a path flow, or with metadata None the miss flow."""
+    """A table-1 flow as Ryu parses it: a forwarding flow, or with metadata None the miss flow."""
     fields = {} if metadata is None else {"metadata": (metadata, 0xFF), "eth_type": 0x800,
-                                          "ipv4_src": "10.0.0.1", "ipv4_dst": "10.0.0.3"}
+                                          "ipv4_dst": "10.0.0.3"}
     return types.SimpleNamespace(match=Match(fields), byte_count=nbytes, packet_count=npkts)
 
 
