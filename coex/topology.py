@@ -49,6 +49,11 @@ class NetworkMap:
         self._link_seen: dict[tuple[PortRef, PortRef], float] = {}  # directed link -> last LLDP
         self.hosts: dict[str, HostLocation] = {}      # mac -> location
         self.version = 0                              # bumped whenever graph() may change
+        # Looked up on every packet-in, so kept as indexes rather than scans (a storm of
+        # packet-ins on a 256-host network would otherwise cost hosts x links each):
+        self._mac_by_ip: dict[str, str] = {}          # checked against `hosts` on use
+        self._link_ports: set[PortRef] = set()        # ends of known links, as of _link_ports_version
+        self._link_ports_version = -1
 
     # --- switches and ports -------------------------------------------------
 
@@ -68,8 +73,7 @@ class NetworkMap:
         for link in gone:
             del self._link_seen[link]
         self.version += 1
-        for mac in [m for m, h in self.hosts.items() if (h.dpid, h.port) == (dpid, port)]:
-            del self.hosts[mac]
+        self._forget_hosts([m for m, h in self.hosts.items() if (h.dpid, h.port) == (dpid, port)])
         return gone
 
     # --- links ---------------------------------------------------------------
@@ -81,8 +85,7 @@ class NetworkMap:
         if new:  # a refresh (every LLDP round) leaves the graph as it was
             self.version += 1
         # A port that turns out to be a link end was never a host port.
-        for mac in [m for m, h in self.hosts.items() if (h.dpid, h.port) in (src, dst)]:
-            del self.hosts[mac]
+        self._forget_hosts([m for m, h in self.hosts.items() if (h.dpid, h.port) in (src, dst)])
         return new
 
     def expire_links(self, now: float) -> list[tuple[PortRef, PortRef]]:
@@ -106,7 +109,10 @@ class NetworkMap:
         return sorted({tuple(sorted(l)) for l in self._link_seen})
 
     def is_link_port(self, dpid: int, port: int) -> bool:
-        return any((dpid, port) in l for l in self._link_seen)
+        if self._link_ports_version != self.version:  # links only come and go with the version
+            self._link_ports = {end for link in self._link_seen for end in link}
+            self._link_ports_version = self.version
+        return (dpid, port) in self._link_ports
 
     def edge_ports(self, dpid: int) -> list[int]:
         return sorted(p for p in self.ports.get(dpid, ()) if not self.is_link_port(dpid, p))
@@ -129,13 +135,34 @@ class NetworkMap:
         moved = known is None or (known.dpid, known.port) != (dpid, port)
         ip = ipv4 or (known.ipv4 if known else None)
         self.hosts[mac] = HostLocation(mac, dpid, port, ip, now)
+        if ip is not None and self.host_by_ip(ip) is None:
+            self._mac_by_ip[ip] = mac
         return moved
 
     def host_by_ip(self, ipv4: str) -> HostLocation | None:
+        """The host with this address (the one learned first, if two claim it)."""
+        mac = self._mac_by_ip.get(ipv4)
+        if mac is None:
+            return None  # every address a host has is in the index
+        host = self.hosts.get(mac)
+        if host is not None and host.ipv4 == ipv4:
+            return host
+        del self._mac_by_ip[ipv4]  # that host changed its address: another may have it
         for host in self.hosts.values():
             if host.ipv4 == ipv4:
+                self._mac_by_ip[ipv4] = host.mac
                 return host
         return None
+
+    def _forget_hosts(self, macs: list[str]) -> None:
+        for mac in macs:
+            ip = self.hosts.pop(mac).ipv4
+            if ip is not None and self._mac_by_ip.get(ip) == mac:
+                del self._mac_by_ip[ip]
+                for other in self.hosts.values():  # another host that claims it takes its place
+                    if other.ipv4 == ip:
+                        self._mac_by_ip[ip] = other.mac
+                        break
 
     # --- paths ---------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ryu.ofproto import ofproto_v1_3
 from coex import planner
 from coex.forwarding import DEFAULT, PENALIZED, ForwardingPlan, Tree
 from coex.policy import Policy, PolicyError
+from coex.recent import Recent
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
 from coex.steering import bridge_sampling
 from coex.store import PolicyStore
@@ -78,8 +79,8 @@ class CoexController(app_manager.RyuApp):
         self.port_state: dict[tuple[int, int], PortState] = {}  # what we configured on each policy port
         self.link_base_spec: dict[tuple[int, int], str] = {}  # ckcd-link discipline before we changed it
         self.trees: dict[tuple[str, str], Tree] = {}       # (aggregate, dst ip) -> dpid -> out port, installed
-        self._recent_floods: dict[bytes, float] = {}
-        self._probed: dict[str, float] = {}               # ip -> when we last sent it an ARP probe
+        self._recent_floods = Recent(FLOOD_DEDUP_S)       # frames the controller flooded
+        self._probed = Recent(PROBE_INTERVAL_S)           # addresses we sent an ARP probe for
         self.bridge_names: dict[int, str] = {}            # dpid -> OVS bridge name (its LOCAL port)
         self.steered: set = set()                          # flow keys steered into 'penalized'
         self._flow_stats_wait: dict[int, tuple] = {}       # xid -> (hub.Event, entries), flow_stats()
@@ -560,10 +561,9 @@ class CoexController(app_manager.RyuApp):
 
     def _probe(self, ip: str) -> None:
         now = time.monotonic()
-        self._probed = {a: t for a, t in self._probed.items() if now - t < PROBE_INTERVAL_S}
-        if ip in self._probed or len(self._probed) >= PROBE_BUDGET_PER_S * PROBE_INTERVAL_S:
+        self._probed.expire(now)
+        if len(self._probed) >= PROBE_BUDGET_PER_S * PROBE_INTERVAL_S or not self._probed.add_if_new(ip, now):
             return
-        self._probed[ip] = now
         probe = packet.Packet()
         probe.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=PROBE_MAC, ethertype=0x0806))
         probe.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=PROBE_MAC, src_ip="0.0.0.0",
@@ -572,11 +572,8 @@ class CoexController(app_manager.RyuApp):
         self._flood_to_edges(bytes(probe.data), exclude=None)
 
     def _flood_to_edges(self, data: bytes, exclude):
-        now = time.monotonic()
-        self._recent_floods = {k: t for k, t in self._recent_floods.items() if now - t < FLOOD_DEDUP_S}
-        if data in self._recent_floods:
+        if not self._recent_floods.add_if_new(data, time.monotonic()):
             return  # a copy that came back around: never flood it twice
-        self._recent_floods[data] = now
         for dpid, dp in self.datapaths.items():
             ports = [p for p in self.net.edge_ports(dpid) if (dpid, p) != exclude]
             flows.packet_out(dp, ports, data)

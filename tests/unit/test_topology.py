@@ -113,3 +113,21 @@ def test_a_host_moves_only_after_silence():
     assert (m.hosts["h"].dpid, m.hosts["h"].port) == (1, 1)
     assert m.learn_host("h", "10.0.0.1", 1, 2, now=7.0)
     assert m.hosts["h"].port == 2
+
+
+def test_host_by_ip_follows_removals_and_address_changes():
+    """The address index the packet-in path uses (a scan per packet-in would cost hosts x
+    storm rate) answers as the map does: the first host learned with an address, the next
+    one once that goes, nobody for an address no host has now."""
+    net = NetworkMap()
+    net.add_port(1, 1)
+    net.add_port(1, 2)
+    net.learn_host("00:00:00:00:00:01", "10.0.0.1", 1, 1, now=0.0)
+    net.learn_host("00:00:00:00:00:02", "10.0.0.1", 1, 2, now=0.0)  # a duplicate address
+    assert net.host_by_ip("10.0.0.1").mac == "00:00:00:00:00:01"
+    net.remove_port(1, 1)
+    assert net.host_by_ip("10.0.0.1").mac == "00:00:00:00:00:02"
+    net.learn_host("00:00:00:00:00:02", "10.0.0.9", 1, 2, now=1.0)  # it changed its address
+    assert net.host_by_ip("10.0.0.1") is None
+    assert net.host_by_ip("10.0.0.9").mac == "00:00:00:00:00:02"
+    assert net.host_by_ip("10.9.0.1") is None
