@@ -75,17 +75,20 @@ def test_ensure_sflow_leaves_an_agent_alone_that_already_sends_there():
         if args[:2] == ("get", "bridge"):
             return "[]\n" if rows["s1"] is None else "5b1f3f4e-0000-0000-0000-000000000000\n"
         if args[0].startswith("--columns"):
-            target, sampling, polling = rows["s1"]
-            return (f'agent               : lo\nheader              : 128\npolling             : {polling}\n'
+            target, sampling, polling, header = rows["s1"]
+            return (f'agent               : lo\nheader              : {header}\npolling             : {polling}\n'
                     f'sampling            : {sampling}\ntargets             : ["{target}"]\n')
         creates.append(args)
-        rows["s1"] = (next(a.split("=", 1)[1].strip('"') for a in args if a.startswith("target=")),
-                      next(a.split("=", 1)[1] for a in args if a.startswith("sampling=")),
-                      next(a.split("=", 1)[1] for a in args if a.startswith("polling=")))
+        rows["s1"] = tuple(next(a.split("=", 1)[1].strip('"') for a in args if a.startswith(f"{column}="))
+                           for column in ("target", "sampling", "polling", "header"))
         return "5b1f3f4e-0000-0000-0000-000000000000\n"
 
     assert ensure_sflow("s1", sampling=64, polling_s=1, target="127.0.0.1:6343", vsctl=vsctl) is True
     assert ensure_sflow("s1", sampling=64, polling_s=1, target="127.0.0.1:6343", vsctl=vsctl) is False
     assert ensure_sflow("s1", sampling=256, polling_s=1, target="127.0.0.1:6343", vsctl=vsctl) is True
     assert ensure_sflow("s1", sampling=256, polling_s=1, target="127.0.0.1:16343", vsctl=vsctl) is True
-    assert len(creates) == 3
+    # An agent left at OVS's 128-byte header gets the controller's 512 (a sample waits less, docs/sflow.md)
+    rows["s1"] = ("127.0.0.1:16343", "256", "1", "128")
+    assert ensure_sflow("s1", sampling=256, polling_s=1, target="127.0.0.1:16343", vsctl=vsctl) is True
+    assert "header=512" in creates[-1]
+    assert len(creates) == 4
