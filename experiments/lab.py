@@ -52,10 +52,13 @@ RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT = 6653, 8080
 
 
 class Controller:
-    """The real `ryu-manager ckcd_coex` as a child process."""
+    """The real `ryu-manager ckcd_coex` as a child process (or, with `app`, another Ryu app such
+    as `ryu.app.simple_switch_13` for comparisons: then no REST port is passed nor waited for)."""
 
     def __init__(self, of_port: int = 6653, log_path: str | None = None, extra_args=(),
-                 rest_port: int = 8080, db_path: str | None = None, token: str | None = None):
+                 rest_port: int = 8080, db_path: str | None = None, token: str | None = None,
+                 app: str = "ckcd_coex"):
+        self.app = app
         self.of_port = of_port
         self.rest_port = rest_port
         self.log_path = log_path or os.path.join(tempfile.gettempdir(), f"ckcd-coex-ryu-{of_port}.log")
@@ -71,20 +74,25 @@ class Controller:
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}/coex/v1"
 
+    def _ports(self) -> tuple[int, ...]:
+        """What the app listens on: only ckcd_coex serves the REST API."""
+        return (self.of_port, self.rest_port) if self.app == "ckcd_coex" else (self.of_port,)
+
     def start(self, timeout_s: float = 20.0) -> "Controller":
-        for port in (self.of_port, self.rest_port):
+        for port in self._ports():
             if _port_open(port):
                 raise RuntimeError(f"something already listens on port {port}: "
                                    "another controller? stop it or choose another port")
         log = open(self.log_path, "a")
         # Ryu's own defaults are left to Ryu, so the plain `ryu-manager ckcd_coex` is what runs.
         ports = ([] if self.of_port == RYU_DEFAULT_OF_PORT else ["--ofp-tcp-listen-port", str(self.of_port)])
-        ports += [] if self.rest_port == RYU_DEFAULT_REST_PORT else ["--wsapi-port", str(self.rest_port)]
+        if self.app == "ckcd_coex":
+            ports += [] if self.rest_port == RYU_DEFAULT_REST_PORT else ["--wsapi-port", str(self.rest_port)]
         self.proc = subprocess.Popen(
-            [_ryu_manager(), *ports, *self.extra_args, "ckcd_coex"],
+            [_ryu_manager(), *ports, *self.extra_args, self.app],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True, env=self.env)
         deadline = time.monotonic() + timeout_s
-        while not (_port_open(self.of_port) and _port_open(self.rest_port)):
+        while not all(_port_open(port) for port in self._ports()):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ryu-manager exited with {self.proc.returncode}; see {self.log_path}")
             if time.monotonic() > deadline:

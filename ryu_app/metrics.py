@@ -189,11 +189,12 @@ class CoexCollector:
     def _aggregates(self):
         app = self.app
         labels = ["aggregate", "dpid"]
-        nbytes = CounterMetricFamily("coex_aggregate_bytes", "Bytes the aggregate's path flows forwarded on a switch "
+        nbytes = CounterMetricFamily("coex_aggregate_bytes", "Bytes the aggregate's forwarding flows forwarded on a switch "
                                      "(flows that expire take their counts with them)", labels=labels)
-        npkts = CounterMetricFamily("coex_aggregate_packets", "Packets the aggregate's path flows forwarded on a "
+        npkts = CounterMetricFamily("coex_aggregate_packets", "Packets the aggregate's forwarding flows forwarded on a "
                                     "switch", labels=labels)
-        nflows = GaugeMetricFamily("coex_aggregate_path_flows", "Path flows of the aggregate installed on a switch",
+        nflows = GaugeMetricFamily("coex_aggregate_path_flows", "Forwarding flows of the aggregate installed on a switch "
+                                   "(one per destination host)",
                                    labels=labels)
         totals: dict[tuple[str, int], list] = {}
         for dpid, entries in sorted(app.flow_stats().items()):
