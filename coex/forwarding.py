@@ -34,6 +34,7 @@ DEFAULT_ID = 0              # table 0 leaves the metadata at 0 when no rule matc
 PRIO_DEFAULT_MARK = 1       # table 0: unclassified IPv4 gets the default aggregate's DSCP
 PRIO_RULE_BASE = 1000       # table 0: + rule priority (0..1000)
 PRIO_STEER = 2100           # table 0: a heavy hitter's 5-tuple, above every rule
+PRIO_COUNT = 2050           # table 0: a suspect's 5-tuple, counted (coex/counting.py), same treatment as without
 PRIO_PATH = 100             # table 1: the default aggregate's flows toward a destination
 PRIO_AGG_PATH = 200         # table 1: another aggregate's (they match its metadata)
 
@@ -110,6 +111,23 @@ class ForwardingPlan:
     def steer_flow(self, flow_key: tuple) -> ClassifyFlow:
         """A heavy hitter's 5-tuple into the penalized aggregate, above every rule."""
         return ClassifyFlow(PRIO_STEER, flow_key, self.agg_id(PENALIZED), self._dscp(PENALIZED))
+
+    def count_flow(self, flow_key) -> ClassifyFlow | None:
+        """A heavy-hitter suspect's counting flow: its 5-tuple, treated as the rules would
+        treat it (the same aggregate id and DSCP), so counting changes no forwarding. None
+        when the 5-tuple cannot say: a rule that matches on DSCP or the ingress host could
+        take the flow before the one its 5-tuple matches."""
+        pkt = {"ipv4_src": flow_key.src_ip, "ipv4_dst": flow_key.dst_ip, "ip_proto": flow_key.protocol,
+               "tp_src": flow_key.src_port, "tp_dst": flow_key.dst_port}
+        aggregate = DEFAULT
+        for rule in self.policy.rules_by_precedence():
+            beyond_5_tuple = rule.match.dscp is not None or rule.match.eth_src is not None
+            if beyond_5_tuple and dataclasses.replace(rule.match, dscp=None, eth_src=None).matches(pkt):
+                return None
+            if rule.match.matches(pkt):
+                aggregate = rule.aggregate
+                break
+        return ClassifyFlow(PRIO_COUNT, flow_key, self.agg_id(aggregate), self._dscp(aggregate))
 
     def _dscp(self, aggregate: str) -> int | None:
         # Separate Queues: the ports' queues (bands, HTB classes) select by this DSCP.

@@ -260,6 +260,15 @@ class HeavyHitterDetector:
                     del self._flows[key]
             return events
 
+    def forget(self, key: Hashable) -> None:
+        """Stop treating `key` as a heavy hitter (its samples stay): the next sample above the
+        threshold detects it again. Counting (coex/counting.py) decides for the flows this
+        detector suspects, and hands back the ones it did not keep."""
+        with self._lock:
+            flow = self._flows.get(key)
+            if flow is not None:
+                flow.heavy_since = None
+
     # -- queries
     def estimate_bps(self, key: Hashable, now: float) -> float:
         with self._lock:

@@ -378,11 +378,17 @@ class HeavyHitters:
     rec_int: int = 1                    # seed 003: record every rec_int-th sample ...
     hist_len: int = 128                 # ... keep hist_len records ...
     stat_int: int = 32                  # ... and take the mode every stat_int samples
+    # Confirmation by counting (coex/counting.py; detector "rate"): sFlow suspects a flow at
+    # suspect_fraction of the threshold, a counting flow on its switch confirms it.
+    counting: bool = True
+    suspect_fraction: float = 0.5
+    max_counting_flows: int = 32        # per switch
 
     FIELDS = ("enabled", "source", "collector", "sflow_rt_url", "sampling", "polling_s", "detector",
               "threshold_bps", "capacity_share", "fair_share_multiple", "window_s", "min_window_s",
               "release_fraction",
-              "min_hold_s", "rec_int", "hist_len", "stat_int")
+              "min_hold_s", "rec_int", "hist_len", "stat_int", "counting", "suspect_fraction",
+              "max_counting_flows")
 
     @classmethod
     def from_dict(cls, d, field: str) -> "HeavyHitters":
@@ -427,7 +433,10 @@ class HeavyHitters:
                  min_hold_s=_num(d.get("min_hold_s", 2.0), f("min_hold_s"), 0.0, 3600.0),
                  rec_int=_int(d.get("rec_int", 1), f("rec_int"), 1, 1 << 16),
                  hist_len=_int(d.get("hist_len", 128), f("hist_len"), 1, 1 << 20),
-                 stat_int=_int(d.get("stat_int", 32), f("stat_int"), 1, 1 << 20))
+                 stat_int=_int(d.get("stat_int", 32), f("stat_int"), 1, 1 << 20),
+                 counting=_bool(d.get("counting", True), f("counting")),
+                 suspect_fraction=_num(d.get("suspect_fraction", 0.5), f("suspect_fraction"), 0.1, 1.0),
+                 max_counting_flows=_int(d.get("max_counting_flows", 32), f("max_counting_flows"), 1, 4096))
         if hh.min_window_s > hh.window_s:
             raise PolicyError("min_window_s must not exceed window_s", f("min_window_s"))
         return hh

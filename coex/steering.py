@@ -50,11 +50,21 @@ _RATE_DETECTOR_FIELDS = ("threshold_bps", "capacity_share", "fair_share_multiple
                          "min_window_s", "release_fraction", "min_hold_s")
 
 
-def detector_config(hh: HeavyHitters, capacity_bps: float) -> HeavyHitterConfig:
+def detector_config(hh: HeavyHitters, capacity_bps: float, scale: float = 1.0) -> HeavyHitterConfig:
     """The rate detector's parameters on a port of ``capacity_bps``. The capacity is passed
-    only to the rules that are a share of it: an absolute threshold is the same on any port."""
+    only to the rules that are a share of it: an absolute threshold is the same on any port.
+    ``scale`` multiplies the threshold rule (a suspect's bar: suspect_fraction)."""
     fields = {name: getattr(hh, name) for name in _RATE_DETECTOR_FIELDS}
+    for rule in ("threshold_bps", "capacity_share", "fair_share_multiple"):
+        if fields[rule] is not None:
+            fields[rule] *= scale
     return HeavyHitterConfig(capacity_bps=None if hh.threshold_bps is not None else capacity_bps, **fields)
+
+
+def confirms_by_counting(hh: HeavyHitters) -> bool:
+    """Suspects confirmed by a switch counter (coex/counting.py): the rate detector's
+    decisions only; the mode detector's are about the mode of the samples, not a rate."""
+    return hh.counting and hh.detector == "rate"
 
 
 def mode_detector(hh: HeavyHitters, rate_of=None) -> ModeHeavyHitterDetector:
@@ -125,7 +135,11 @@ class PortWatch:
     def __init__(self, dpid: int, port: int, name: str, ifindex: Optional[int], capacity_bps: float,
                  hh: HeavyHitters):
         self.dpid, self.port, self.name, self.ifindex = dpid, port, name, ifindex
-        self.detector = HeavyHitterDetector(detector_config(hh, capacity_bps))
+        # Confirming by counting, the detector's bar is the suspects' (suspect_fraction of the
+        # threshold); the threshold the counter must reach stays the policy's.
+        self.suspect_fraction = hh.suspect_fraction if confirms_by_counting(hh) else 1.0
+        self.release_fraction = hh.release_fraction
+        self.detector = HeavyHitterDetector(detector_config(hh, capacity_bps, self.suspect_fraction))
         self.mode = mode_detector(hh, self.detector.estimate_bps) if hh.detector == "mode" else None
 
     @property
@@ -157,7 +171,11 @@ class PortWatch:
         return events if self.mode is None else self.mode.tick(now)
 
     def high_threshold_bps(self) -> float:
-        return self.detector.high_threshold_bps()
+        """The policy's threshold (the detector's bar divided by suspect_fraction)."""
+        return self.detector.high_threshold_bps() / self.suspect_fraction
+
+    def low_threshold_bps(self) -> float:
+        return self.high_threshold_bps() * self.release_fraction
 
     def detects_slowly(self, sampling: int) -> bool:
         """True when a flow at the rate threshold gives fewer than FEW_SAMPLES_PER_S samples
@@ -242,15 +260,23 @@ class SteeringBook:
         """The flows steered on at least one port."""
         return {flow for flow, _ in self._steered}
 
-    def current(self, watches: dict, now: float) -> list[dict]:
+    def is_steered(self, flow, port: tuple[int, int]) -> bool:
+        return (flow, port) in self._steered
+
+    def current(self, watches: dict, now: float, counted=None) -> list[dict]:
         """GET /heavy-hitters "current": the steered flows, oldest first, with their estimate
-        at detection and now (from their port's watch, if it still runs)."""
+        at detection and now (from their port's watch, if it still runs) and, confirming by
+        counting, the rate their steering flow counts (`counted(dpid, flow)`, None if not yet)."""
         out = []
         for (flow, (dpid, port)), record in sorted(self._steered.items(), key=lambda kv: kv[1]["time"]):
             watch = watches.get((dpid, port))
-            out.append({"flow": flow_dict(flow), "dpid": dpid, "port": port,
-                        "since": record["time"], "detected_estimate_bps": record["estimate_bps"],
-                        "estimate_bps": round(watch.detector.estimate_bps(flow, now)) if watch else None})
+            entry = {"flow": flow_dict(flow), "dpid": dpid, "port": port,
+                     "since": record["time"], "detected_estimate_bps": record["estimate_bps"],
+                     "estimate_bps": round(watch.detector.estimate_bps(flow, now)) if watch else None}
+            if counted is not None:
+                rate = counted(dpid, flow)
+                entry["counted_bps"] = None if rate is None else round(rate)
+            out.append(entry)
         return out
 
     def recent(self, n: int = REPORT_LOG_LEN) -> list[dict]:

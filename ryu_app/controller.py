@@ -32,7 +32,7 @@ from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
 from coex import planner
-from coex.forwarding import DEFAULT, PENALIZED, ForwardingPlan, Tree
+from coex.forwarding import DEFAULT, PENALIZED, PRIO_COUNT, PRIO_STEER, ForwardingPlan, Tree
 from coex.policy import Policy, PolicyError
 from coex.recent import Recent
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
@@ -187,6 +187,31 @@ class CoexController(app_manager.RyuApp):
 
     def _install_steering(self, dp, key) -> None:
         flows.add_classify_flow(dp, self.plan.steer_flow(key))
+
+    # --- counting flows: heavy-hitter suspects counted on their bottleneck's switch --------
+
+    def install_counting(self, dpid: int, key) -> bool:
+        """A counting flow for one suspect (coex/counting.py) on switch dpid; False if the switch
+        is not connected or the flow's 5-tuple cannot say how the rules would treat it."""
+        dp, flow = self.datapaths.get(dpid), self.plan.count_flow(key)
+        if dp is None or flow is None:
+            return False
+        flows.add_classify_flow(dp, flow, counting=True)
+        return True
+
+    def remove_counting(self, dpid: int, key) -> None:
+        dp = self.datapaths.get(dpid)
+        if dp is not None:
+            flows.delete_counting_flow(dp, key)
+
+    def classify_counters(self, dpid: int, timeout_s: float) -> list | None:
+        """(priority, flow key, bytes) of the switch's counting and steering flows, read now;
+        None if it did not answer within timeout_s."""
+        entries = self.flow_stats(timeout_s, flows.classify_flow_stats_request, [dpid]).get(dpid)
+        if entries is None:
+            return None
+        return [(e.priority, flows.flow_key_of(e.match), e.byte_count) for e in entries
+                if e.priority in (PRIO_COUNT, PRIO_STEER)]
 
     def ovsdb_of(self, dpid: int) -> Ovsdb:
         """The switch host's OVSDB: its policy entry's remote, else this machine's."""
@@ -353,6 +378,8 @@ class CoexController(app_manager.RyuApp):
             flows.add_classify_flow(dp, flow)
         for key in self.steered:
             self._install_steering(dp, key)
+        for key in self.heavy_hitters.counted_on(dp.id):
+            self.install_counting(dp.id, key)
         for (agg, dst_ip), tree in self.trees.items():
             if dp.id in tree:
                 self._install_hop(agg, dst_ip, dp.id, tree[dp.id])
@@ -580,13 +607,16 @@ class CoexController(app_manager.RyuApp):
 
     # --- flow counters, asked when GET /metrics is scraped ------------------------------
 
-    def flow_stats(self, timeout_s: float = FLOW_STATS_TIMEOUT_S) -> dict[int, list]:
-        """The counters of our table-1 path flows on every connected switch, asked now:
-        dpid -> OFPFlowStats entries. A switch that has not answered within timeout_s is left
-        out (a scrape must not hang on one)."""
+    def flow_stats(self, timeout_s: float = FLOW_STATS_TIMEOUT_S, request=flows.path_flow_stats_request,
+                   dpids=None) -> dict[int, list]:
+        """The counters of our table-1 forwarding flows (or what `request` asks for) on every
+        connected switch (of `dpids`), asked now: dpid -> OFPFlowStats entries. A switch that
+        has not answered within timeout_s is left out (a scrape must not hang on one)."""
         waiting = {}
         for dpid, dp in list(self.datapaths.items()):
-            req = flows.path_flow_stats_request(dp)
+            if dpids is not None and dpid not in dpids:
+                continue
+            req = request(dp)
             dp.set_xid(req)
             waiting[dpid] = self._flow_stats_wait[req.xid] = (hub.Event(), [], req.xid)
             dp.send_msg(req)

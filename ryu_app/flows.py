@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from coex.forwarding import ClassifyFlow, HopFlow
 from coex.policy import Match
+from coex.sflow import FlowKey
 
 COOKIE = 0xC0E0_0000_0000_0000
 COOKIE_MASK = 0xFFFF_0000_0000_0000
+COUNT_COOKIE = COOKIE | 1    # a heavy-hitter suspect's counting flow: removed by its own cookie
+COUNT_IDLE_TIMEOUT_S = 2     # a suspect that ends leaves no counting flow behind
 
 TABLE_CLASSIFY = 0
 TABLE_FORWARD = 1
@@ -35,7 +38,7 @@ METADATA_MASK = 0xFF         # the aggregate id lives in the low byte
 
 
 def add_flow(dp, table_id: int, priority: int, match, actions=(), goto=None, meter_id=None,
-             metadata=None, idle_timeout: int = 0) -> None:
+             metadata=None, idle_timeout: int = 0, cookie: int = COOKIE) -> None:
     ofp, parser = dp.ofproto, dp.ofproto_parser
     inst = []
     if meter_id is not None:
@@ -46,7 +49,7 @@ def add_flow(dp, table_id: int, priority: int, match, actions=(), goto=None, met
         inst.append(parser.OFPInstructionWriteMetadata(metadata, METADATA_MASK))
     if goto is not None:
         inst.append(parser.OFPInstructionGotoTable(goto))
-    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=COOKIE, table_id=table_id, priority=priority,
+    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=cookie, table_id=table_id, priority=priority,
                                   match=match, instructions=inst, idle_timeout=idle_timeout))
 
 
@@ -100,12 +103,23 @@ def rule_match(parser, match) -> object:
     return parser.OFPMatch(**fields)
 
 
-def add_classify_flow(dp, flow: ClassifyFlow) -> None:
-    """A table-0 flow as coex.forwarding planned it: [set DSCP] [write metadata], go to 1."""
+def add_classify_flow(dp, flow: ClassifyFlow, counting: bool = False) -> None:
+    """A table-0 flow as coex.forwarding planned it: [set DSCP] [write metadata], go to 1.
+    counting: a suspect's counting flow (its cookie, an idle timeout)."""
     parser = dp.ofproto_parser
     actions = [] if flow.dscp is None else [parser.OFPActionSetField(ip_dscp=flow.dscp)]
     add_flow(dp, TABLE_CLASSIFY, flow.priority, _classify_match(parser, flow.match), actions,
-             goto=TABLE_FORWARD, metadata=flow.agg_id)
+             goto=TABLE_FORWARD, metadata=flow.agg_id, idle_timeout=COUNT_IDLE_TIMEOUT_S if counting else 0,
+             cookie=COUNT_COOKIE if counting else COOKIE)
+
+
+def delete_counting_flow(dp, key) -> None:
+    """Remove one suspect's counting flow, and only it (the steering flow of the same
+    5-tuple has another cookie)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=COUNT_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF,
+                                  table_id=TABLE_CLASSIFY, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                                  out_group=ofp.OFPG_ANY, match=five_tuple_match(parser, key)))
 
 
 def _classify_match(parser, match) -> object:
@@ -166,6 +180,22 @@ def packet_out(dp, out_ports, data: bytes) -> None:
     if actions:
         dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
                                         in_port=ofp.OFPP_CONTROLLER, actions=actions, data=data))
+
+
+def classify_flow_stats_request(dp):
+    """Ask for the counters of our table-0 flows (counting and steering flows among them)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    return parser.OFPFlowStatsRequest(dp, 0, TABLE_CLASSIFY, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                      COOKIE, COOKIE_MASK, parser.OFPMatch())
+
+
+def flow_key_of(match):
+    """The 5-tuple of a counting or steering flow's match, as coex.sflow.FlowKey."""
+    fields = dict(match.items())
+    proto = fields.get("ip_proto", 0)
+    name = {6: "tcp", 17: "udp"}.get(proto)
+    return FlowKey(fields.get("ipv4_src"), fields.get("ipv4_dst"), proto,
+                   fields.get(f"{name}_src", 0) if name else 0, fields.get(f"{name}_dst", 0) if name else 0)
 
 
 def path_flow_stats_request(dp):

@@ -19,21 +19,31 @@ the bottleneck bridges sends to `collector`: our listener, or sFlow-RT's sFlow p
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import time
 import urllib.parse
 
 from ryu.lib import hub
 
+from coex.counting import CountingBook, Verdict
+from coex.forwarding import PRIO_STEER
+from coex.heavy_hitters import HeavyHitterEvent
 from coex.policy import HeavyHitters
 from coex.sflow_collector import SFlowCollector
 from coex.sflowrt import PORT_KEYS
-from coex.steering import PortWatch, SteeringBook, bridge_sampling, threshold_samples_per_s
+from coex.steering import (PortWatch, SteeringBook, bridge_sampling, confirms_by_counting, flow_dict,
+                           threshold_samples_per_s)
 from ovs_config import sflow
 from ryu_app.sflow_listener import SFlowListener
 from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
 
 TICK_S = 0.5
+# Counting: the counters of the counting and steering flows are read this often (one flow-stats
+# request per switch with suspects or steered flows; docs/sflow.md, "Confirmation by counting"),
+# and a switch that has not answered within COUNT_TIMEOUT_S is skipped that round.
+COUNT_INTERVAL_S = 0.1
+COUNT_TIMEOUT_S = 0.5
 
 
 def ifindex(port_name: str) -> int | None:
@@ -57,6 +67,7 @@ class HeavyHitterService:
         self.listener: SFlowListener | None = None
         self.error: str | None = None  # why detection does not run although enabled
         self.sampling: dict[int, int] = {}  # dpid -> 1-in-N its sFlow agent samples at
+        self.counting: CountingBook | None = None  # suspects and steered flows' counters, confirming by counting
         self._threads = []
         self._generation = 0
 
@@ -71,6 +82,7 @@ class HeavyHitterService:
         self.error = None
         if not hh.enabled:
             return
+        self.counting = CountingBook(hh.max_counting_flows) if confirms_by_counting(hh) else None
         if hh.source == "sflow-rt" and hh.detector == "mode":
             # sFlow-RT hands us rates per flow, not the packet samples the mode of history
             # counts (docs/sflow.md): refuse rather than steer by another rule.
@@ -117,6 +129,8 @@ class HeavyHitterService:
         else:
             self._threads.append(hub.spawn(self._poll_sflow_rt, gen))
         self._threads.append(hub.spawn(self._tick_loop, gen))
+        if self.counting is not None:
+            self._threads.append(hub.spawn(self._count_loop, gen))
 
     def _check_sflow_rt_addresses(self, hh: HeavyHitters) -> None:
         """sFlow-RT: the controller points the OVS agents at `collector`, which must be
@@ -141,6 +155,10 @@ class HeavyHitterService:
             self.listener.stop()
             self.listener = None
         self._carry_out(self.book.release_all("detection stopped", time.monotonic(), time.time()))
+        if self.counting is not None:
+            for dpid, key in list(self.counting.suspects):
+                self.app.remove_counting(dpid, key)
+            self.counting = None
         self.watches.clear()
         self._threads.clear()
 
@@ -185,13 +203,94 @@ class HeavyHitterService:
             self._apply(watch, watch.observe_sample(sample, now, since), now)
 
     def _apply(self, watch: PortWatch, events, now: float) -> None:
+        if events and self.counting is not None:
+            events = self._suspect(watch, events, now)
         if events:
             self._carry_out(self.book.apply(watch.key, events, now, time.time()))
+
+    # --- confirmation by counting (coex/counting.py) ------------------------------------------
+
+    def _suspect(self, watch: PortWatch, events, now: float) -> list:
+        """The detector's events while counting decides: a detection makes a suspect (its
+        counting flow goes in); its releases are not decisions (the counters are). Returns the
+        events the steering book still takes: a detection whose flow cannot be counted, if
+        sFlow's estimate alone reaches the threshold."""
+        through = []
+        for ev in events:
+            if ev.kind != "detected" or self.book.is_steered(ev.key, watch.key):
+                continue
+            admitted, displaced = self.counting.suspect(watch.dpid, ev.key, watch.key, ev.estimate_bps,
+                                                        ev.first_seen_s, now)
+            for dpid, key in displaced:
+                self.app.remove_counting(dpid, key)
+                watch.detector.forget(key)
+            if admitted and not self.app.install_counting(watch.dpid, ev.key):
+                self.counting.forget(watch.dpid, ev.key)
+                admitted = False
+                if ev.estimate_bps >= watch.high_threshold_bps():
+                    through.append(dataclasses.replace(ev, threshold_bps=watch.high_threshold_bps(),
+                                                       reason="above_high (not countable: a rule on DSCP or host)"))
+                    continue
+            if not admitted:
+                watch.detector.forget(ev.key)  # it may be suspected again at a later sample
+        return through
+
+    def _count_loop(self, gen):
+        while gen == self._generation:
+            hub.sleep(COUNT_INTERVAL_S)
+            book = self.counting
+            if book is None:
+                continue
+            for dpid in sorted(book.switches()):
+                entries = self.app.classify_counters(dpid, COUNT_TIMEOUT_S)
+                now = time.monotonic()
+                for priority, key, nbytes in entries or ():
+                    book.reading(dpid, key, nbytes, now, steering=priority == PRIO_STEER)
+            if gen != self._generation:
+                return
+            now = time.monotonic()
+            for verdict in book.judge(now, self._thresholds, self.settings.min_hold_s):
+                self._carry_out_verdict(verdict, now)
+
+    def _thresholds(self, port) -> tuple[float, float]:
+        watch = self.watches.get(port)
+        if watch is None:  # reconfigured meanwhile: nothing is confirmed, nothing released by this
+            return float("inf"), -1.0
+        return watch.high_threshold_bps(), watch.low_threshold_bps()
+
+    def _carry_out_verdict(self, v: Verdict, now: float) -> None:
+        watch = self.watches.get(v.port)
+        if v.what in ("confirmed", "dropped"):
+            self.app.remove_counting(v.dpid, v.key)
+        if watch is None:
+            return
+        mode = watch.detector.config.mode
+        if v.what == "confirmed":
+            ev = HeavyHitterEvent("detected", now, v.key, v.rate_bps, watch.high_threshold_bps(),
+                                  f"counted (sFlow suspected it at {v.estimate_bps / 1e6:.1f} Mbit/s)", mode,
+                                  first_seen_s=v.first_seen_s)
+            self._carry_out(self.book.apply(v.port, [ev], now, time.time()))
+        elif v.what == "dropped":
+            watch.detector.forget(v.key)
+        else:  # release: its steering flow counted less than the low threshold over the last second
+            ev = HeavyHitterEvent("released", now, v.key, v.rate_bps, watch.low_threshold_bps(),
+                                  "counted_below_low", mode)
+            self._carry_out(self.book.apply(v.port, [ev], now, time.time()))
+            watch.detector.forget(v.key)
+
+    def counted_on(self, dpid: int) -> list:
+        """The suspects counted on switch dpid (their counting flows go back in on a reconnect)."""
+        return [key for d, key in (self.counting.suspects if self.counting else ()) if d == dpid]
 
     def _carry_out(self, decisions) -> None:
         """The book's decisions to the log and the switches."""
         for d in decisions:
             r = d.record
+            if self.counting is not None:  # the steering flow's counter takes over from here
+                if r["decision"] == "steered":
+                    self.counting.steering(r["dpid"], d.flow, (r["dpid"], r["port"]), r["monotonic_s"])
+                else:
+                    self.counting.unsteered(r["dpid"], d.flow)
             if r["decision"] == "steered":
                 self.app.logger.info("heavy hitter steered: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", r["flow"],
                                      r["dpid"], r["port"], r["estimate_bps"] / 1e6,
@@ -222,6 +321,18 @@ class HeavyHitterService:
             waiting.append({"dpid": p.dpid, "port": p.port, "for": what})
         return waiting
 
+    def _counting_report(self, now: float) -> dict | None:
+        c = self.counting
+        if c is None:
+            return None
+        return {"max_per_switch": c.max_per_switch,
+                "suspects": [{"flow": flow_dict(key), "dpid": dpid, "port": s.port[1],
+                              "for_s": round(now - s.since, 3), "estimate_bps": round(s.estimate_bps),
+                              "counted_bps": None if s.counter.rate_bps() is None else round(s.counter.rate_bps())}
+                             for (dpid, key), s in c.suspects.items()],
+                "confirmed": c.confirmed_total, "dropped": c.dropped_total,
+                "displaced": c.evicted_total, "waited": c.waited_total}
+
     def report(self) -> dict:
         now = time.monotonic()
         settings = self.settings
@@ -233,7 +344,9 @@ class HeavyHitterService:
             "ports": [w.report(now, self.sampling.get(w.dpid, 0), settings.sampling is None)
                       for w in self.watches.values()],
             "waiting": self._waiting(),
-            "current": self.book.current(self.watches, now),
+            "current": self.book.current(self.watches, now,
+                                         self.counting.counted_bps if self.counting is not None else None),
+            "counting": self._counting_report(now),
             "log": self.book.recent(),
             "collector": self.collector.stats() if self.listener else None,
         }

@@ -155,7 +155,13 @@ SCHEMAS = {
         "min_hold_s": {"type": "number", "minimum": 0, "maximum": 3600},
         "rec_int": {"type": "integer", "minimum": 1, "maximum": 1 << 16},
         "hist_len": {"type": "integer", "minimum": 1, "maximum": 1 << 20},
-        "stat_int": {"type": "integer", "minimum": 1, "maximum": 1 << 20}},
+        "stat_int": {"type": "integer", "minimum": 1, "maximum": 1 << 20},
+        "counting": {"type": "boolean",
+                     "description": "confirm sFlow's suspects with a counting flow's exact rate (detector 'rate')"},
+        "suspect_fraction": {"type": "number", "minimum": 0.1, "maximum": 1,
+                             "description": "sFlow suspects a flow at this fraction of the threshold"},
+        "max_counting_flows": {"type": "integer", "minimum": 1, "maximum": 4096,
+                               "description": "counting flows per switch at once"}},
         description="Set at most one of threshold_bps, capacity_share, fair_share_multiple "
                     "(none: capacity_share 0.5)."),
     "Policy": _obj({

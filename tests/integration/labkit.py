@@ -137,6 +137,9 @@ RELEASE_TIMEOUT_S = 10.0
 # 1-in-64 over a 3 s window: ~40 samples/s, ~120 in the window, a standard error of about
 # 1/sqrt(120) = 9 % (docs/sflow.md); 20-42 Mbit/s is -36/+34 % of the wire rate, ~3.5 sigma.
 PACED_ESTIMATE_BPS = (20e6, 42e6)
+# The same flow as the switch counts it (its steering or counting flow's bytes, coex/counting.py):
+# exact up to iperf3's pacing and the 0.1 s between readings: the wire's 31.4 Mbit/s +-15 %.
+PACED_COUNTED_BPS = (26.5e6, 36.5e6)
 
 
 def steering_flows(bridge: str = "s1") -> list[str]:

@@ -1,5 +1,7 @@
 """Heavy hitters end to end: OVS's sFlow agent -> the controller's embedded collector ->
-detector -> a steering flow into the penalized aggregate -> released when the flow stops.
+detector (a suspect) -> a counting flow on s1 whose counter confirms it (issue 16: sample to
+suspect, count to confirm) -> a steering flow into the penalized aggregate -> released when its
+counter shows the flow has stopped.
 
 Dumbbell, port s1:3 declared as a 50 Mbit/s bottleneck, threshold 30 % of it (15 Mbit/s):
 one paced TCP flow at 30 Mbit/s (60 %) and three at 1 Mbit/s. The flow table is watched for
@@ -13,8 +15,9 @@ from __future__ import annotations
 import re
 
 from ovs_config.sflow import sflow_settings
-from tests.integration.labkit import (PACED_ESTIMATE_BPS, SFLOW_PORT, penalized_actions, run_watching,
-                                      steering_flows, wait_released)
+from ovs_config.private_ovs import ofctl
+from tests.integration.labkit import (PACED_COUNTED_BPS, PACED_ESTIMATE_BPS, SFLOW_PORT, penalized_actions,
+                                      run_watching, steering_flows, wait_released)
 
 
 def test_big_flow_is_steered_and_released_small_ones_never(hh_lab):
@@ -46,8 +49,14 @@ def test_big_flow_is_steered_and_released_small_ones_never(hh_lab):
     assert [d["flow"]["dst_port"] for d in steered] == [5201], steered  # the small ones never
     assert steered[0]["flow"]["src_port"] == connected["local_port"]
     assert steered[0]["estimate_bps"] >= steered[0]["threshold_bps"] == 15e6
-    # While it runs, its estimate tracks the paced 30 Mbit/s within the sampling noise.
+    # Confirmed by its counting flow's counter, not by the samples: the steering's rate is the
+    # switch's count of the flow (exact), and so is the rate shown while it runs.
+    assert steered[0]["reason"].startswith("counted"), steered[0]
+    low, high = PACED_COUNTED_BPS
+    assert low <= steered[0]["estimate_bps"] <= high, steered[0]
     [now] = during["current"]
+    assert now["counted_bps"] is not None and low <= now["counted_bps"] <= high, f"{now}; {run['load']}"
+    # While it runs, sFlow's estimate tracks the paced 30 Mbit/s within the sampling noise.
     low, high = PACED_ESTIMATE_BPS
     assert low <= now["estimate_bps"] <= high, f"{now}; {run['load']}"
     # Released once the flow is gone: the window (3 s) empties, the hold (1 s) has passed.
@@ -57,6 +66,11 @@ def test_big_flow_is_steered_and_released_small_ones_never(hh_lab):
     report = api.ok("GET", "/heavy-hitters")
     assert report["current"] == []
     assert [d["decision"] for d in report["log"]] == ["steered", "released"]
+    assert report["log"][1]["reason"] == "counted_below_low"
+    # The small flows were never suspects (1 Mbit/s, under the 7.5 Mbit/s bar); the big one
+    # was confirmed once, and no counting flow is left on the switch.
+    assert (report["counting"]["confirmed"], report["counting"]["suspects"]) == (1, [])
+    assert "priority=2050" not in ofctl("dump-flows", "s1")
     assert report["collector"]["datagrams_ok"] > 0
     # 15 Mbit/s of MTU frames at 1-in-64: 15e6 / (8 * 1514 * 64) = 19.4 samples/s, enough
     # for sub-second detection; at 1-in-256 it would be 4.8 and the controller warns.

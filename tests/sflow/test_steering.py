@@ -44,8 +44,11 @@ class Sample:
 
 
 def absolute(**kw) -> HeavyHitters:
-    """A rate policy with an absolute 10 Mbit/s threshold (release below 7 Mbit/s, hold 2 s)."""
-    return HeavyHitters(enabled=True, threshold_bps=10_000_000, capacity_share=None, **kw)
+    """A rate policy with an absolute 10 Mbit/s threshold (release below 7 Mbit/s, hold 2 s),
+    decided by sFlow's estimate alone (counting off; confirmation by counting: test_counting.py
+    and suspects below)."""
+    return HeavyHitters(enabled=True, threshold_bps=10_000_000, capacity_share=None,
+                        **{"counting": False, **kw})
 
 
 def watch(hh: HeavyHitters, ifindex=PORT_IFINDEX, capacity_bps=50_000_000) -> PortWatch:
@@ -269,3 +272,15 @@ def test_a_bridge_samples_for_its_most_demanding_port_and_a_set_sampling_wins():
     assert chosen == {1: min(chosen_sampling(50e6, 100e6), chosen_sampling(10e6, 20e6)),
                       2: chosen_sampling(500e6, 1e9)}
     assert bridge_sampling(HeavyHitters(enabled=True, sampling=256), ports) == {1: 256, 2: 256}
+
+
+def test_counting_puts_the_detectors_bar_at_the_suspect_fraction_and_keeps_the_threshold():
+    """Issue 16, "sample to suspect, count to confirm": with counting on, the detector raises a
+    suspect at suspect_fraction of the threshold; the threshold shown and confirmed against
+    stays the policy's."""
+    w = watch(absolute(counting=True, suspect_fraction=0.5))
+    assert (w.high_threshold_bps(), w.low_threshold_bps()) == (10_000_000, 7_000_000)
+    assert w.detector.high_threshold_bps() == 5_000_000
+    [ev] = rates(w, {ELEPHANT: 6e6}, 0.0)  # above the suspects' bar, below the threshold
+    assert ev.kind == "detected" and ev.threshold_bps == 5_000_000
+    assert watch(absolute(detector="mode", counting=True)).suspect_fraction == 1.0  # the mode detector: no counting
