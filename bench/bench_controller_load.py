@@ -62,7 +62,7 @@ from experiments.lab import Controller, controlled_net, mininet_net, teardown_on
 from experiments.traffic import goodput_bps, iperf3  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
 from ovs_config.private_ovs import PrivateOVS, ofctl  # noqa: E402
-from tests.hostload import HostLoad, vswitchd_pid  # noqa: E402
+from tests.hostload import HostLoad, ProcCpu, vswitchd_pid  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
 
 OF_PORT, REST_PORT = 16791, 18191
@@ -131,34 +131,6 @@ def flow_count(bridge: str) -> int:
 
 def links_known(api) -> int:
     return len(api.ok("GET", "/state")["links"])
-
-
-def proc_ticks(pid) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()
-        return int(rest[11]) + int(rest[12])
-    except (OSError, IndexError, ValueError, TypeError):
-        return 0
-
-
-class ProcCpu:
-    """Each named process's share of one core between __enter__ and __exit__ (/proc/PID/stat)."""
-
-    def __init__(self, pids: dict):
-        self.pids = pids
-        self.core_pct: dict = {}
-
-    def __enter__(self):
-        self.t0 = time.monotonic()
-        self.ticks = {name: proc_ticks(pid) for name, pid in self.pids.items()}
-        return self
-
-    def __exit__(self, *exc):
-        dt = time.monotonic() - self.t0
-        hz = os.sysconf("SC_CLK_TCK")
-        self.core_pct = {name: round(100.0 * (proc_ticks(pid) - self.ticks[name]) / hz / dt, 1)
-                         for name, pid in self.pids.items()}
 
 
 def host_cpu(load: HostLoad) -> dict:

@@ -7,6 +7,8 @@ Sampling alone needs many samples to tell a flow at 2x the threshold from one at
 detector runs at a low bar (`suspect_fraction` of the threshold) and this book judges what it
 suspects: confirmed when the counted rate over at least CONFIRM_WINDOW_S reaches the threshold,
 dropped when it has not within SUSPECT_TIMEOUT_S (and not suspected again for RETRY_AFTER_S).
+A counting flow counts from zero when it goes in, so its first reading already gives a rate
+(the install's few milliseconds make it an underestimate, never an overestimate).
 Counting flows are bounded per switch: when a switch has `max_per_switch`, a new suspect takes
 the place of the one with the smallest sFlow estimate if its own is larger, else waits.
 
@@ -20,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Hashable, Optional
 
-CONFIRM_WINDOW_S = 0.2    # counted at least this long before a suspect is confirmed
+CONFIRM_WINDOW_S = 0.2    # counted at least this long (from its counting flow's install) before it is confirmed
 SUSPECT_TIMEOUT_S = 1.0   # a suspect not confirmed by then is dropped
 RETRY_AFTER_S = 2.0       # a dropped suspect is not counted again sooner
 RELEASE_WINDOW_S = 1.0    # a steered flow's rate over its last second decides release
@@ -109,7 +111,8 @@ class CountingBook:
             del self.suspects[smallest]
             self.evicted_total += 1
             displaced.append(smallest)
-        self.suspects[sf] = Suspect(port, now, estimate_bps, first_seen_s)
+        suspect = self.suspects[sf] = Suspect(port, now, estimate_bps, first_seen_s)
+        suspect.counter.add(now, 0, SUSPECT_TIMEOUT_S)  # the counting flow starts at zero now
         return True, displaced
 
     def forget(self, dpid: int, key) -> None:

@@ -15,6 +15,7 @@ the controller").
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ FEW_SAMPLES_PER_S = 10.0
 # ~2.5 * 10^5 samples/s on one core, so 2000/s per port is under 1 %). Rule: docs/sflow.md.
 SUSPECT_SAMPLES_PER_S = 40.0
 MAX_PORT_SAMPLES_PER_S = 2000.0
+# Confirming by counting, a young flow's sFlow estimate is taken over at least this long (the
+# policy's min_window_s, 1 s by default, if shorter): a flow at 2x the threshold is then a
+# suspect after ~1/16 s of data instead of 1/4 (docs/sflow.md, "Confirmation by counting").
+SUSPECT_MIN_WINDOW_S = 0.25
 # fair_share_multiple's threshold falls as flows join: sampling is chosen for this many.
 SAMPLING_FAIR_SHARE_FLOWS = 8
 
@@ -137,9 +142,13 @@ class PortWatch:
         self.dpid, self.port, self.name, self.ifindex = dpid, port, name, ifindex
         # Confirming by counting, the detector's bar is the suspects' (suspect_fraction of the
         # threshold); the threshold the counter must reach stays the policy's.
-        self.suspect_fraction = hh.suspect_fraction if confirms_by_counting(hh) else 1.0
+        counting = confirms_by_counting(hh)
+        self.suspect_fraction = hh.suspect_fraction if counting else 1.0
         self.release_fraction = hh.release_fraction
-        self.detector = HeavyHitterDetector(detector_config(hh, capacity_bps, self.suspect_fraction))
+        config = detector_config(hh, capacity_bps, self.suspect_fraction)
+        if counting:  # a wrong suspect costs a counting flow for a second, not a wrong steer
+            config = dataclasses.replace(config, min_window_s=min(config.min_window_s, SUSPECT_MIN_WINDOW_S))
+        self.detector = HeavyHitterDetector(config)
         self.mode = mode_detector(hh, self.detector.estimate_bps) if hh.detector == "mode" else None
 
     @property

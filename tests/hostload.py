@@ -79,3 +79,32 @@ class HostLoad:
         elif saturated > CPU_SATURATED_MAX_FRACTION:
             text += f" - LOADED: above {CPU_SATURATED_PCT:g} % busy in {saturated:.0%} of the samples"
         return text
+
+
+def proc_ticks(pid) -> int:
+    """User + system clock ticks the process has used (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[11]) + int(rest[12])
+    except (OSError, IndexError, ValueError, TypeError):
+        return 0
+
+
+class ProcCpu:
+    """Each named process's share of one core between __enter__ and __exit__ (/proc/PID/stat)."""
+
+    def __init__(self, pids: dict):
+        self.pids = pids
+        self.core_pct: dict = {}
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        self.ticks = {name: proc_ticks(pid) for name, pid in self.pids.items()}
+        return self
+
+    def __exit__(self, *exc):
+        dt = time.monotonic() - self.t0
+        hz = os.sysconf("SC_CLK_TCK")
+        self.core_pct = {name: round(100.0 * (proc_ticks(pid) - self.ticks[name]) / hz / dt, 1)
+                         for name, pid in self.pids.items()}
