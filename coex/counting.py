@@ -164,5 +164,8 @@ class CountingBook:
             if rate is not None and s.counter.span_s() >= RELEASE_WINDOW_S * 0.9 and rate < low \
                     and now - s.since >= min_hold_s:
                 del self.steered[sf]
+                # Its samples stay in the detector's window for a while after it stops: not a
+                # suspect again at once on those.
+                self._retry_at[sf] = now + RETRY_AFTER_S
                 out.append(Verdict("release", sf[0], sf[1], s.port, rate, 0.0))
         return out

