@@ -27,7 +27,6 @@ import time
 
 MARKER = b"CKCDLOAD"
 PAYLOAD_BYTES = 32        # marker + 8-byte sequence number + padding
-UDP_OFFSET = 14 + 20 + 8  # where the payload starts in a frame
 
 
 def _checksum(header: bytes) -> int:
