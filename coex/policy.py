@@ -383,12 +383,15 @@ class HeavyHitters:
     counting: bool = True
     suspect_fraction: float = 0.5
     max_counting_flows: int = 32        # per switch
+    # How often OVS credits its counters to the OpenFlow flows (its revalidator interval,
+    # ovs_config/counter_refresh.py), while counting: None leaves the switch hosts' own.
+    counter_refresh_ms: int | None = 100
 
     FIELDS = ("enabled", "source", "collector", "sflow_rt_url", "sampling", "polling_s", "detector",
               "threshold_bps", "capacity_share", "fair_share_multiple", "window_s", "min_window_s",
               "release_fraction",
               "min_hold_s", "rec_int", "hist_len", "stat_int", "counting", "suspect_fraction",
-              "max_counting_flows")
+              "max_counting_flows", "counter_refresh_ms")
 
     @classmethod
     def from_dict(cls, d, field: str) -> "HeavyHitters":
@@ -436,7 +439,9 @@ class HeavyHitters:
                  stat_int=_int(d.get("stat_int", 32), f("stat_int"), 1, 1 << 20),
                  counting=_bool(d.get("counting", True), f("counting")),
                  suspect_fraction=_num(d.get("suspect_fraction", 0.5), f("suspect_fraction"), 0.1, 1.0),
-                 max_counting_flows=_int(d.get("max_counting_flows", 32), f("max_counting_flows"), 1, 4096))
+                 max_counting_flows=_int(d.get("max_counting_flows", 32), f("max_counting_flows"), 1, 4096),
+                 counter_refresh_ms=_int(d.get("counter_refresh_ms", 100), f("counter_refresh_ms"), 10, 10_000,
+                                         optional=True))
         if hh.min_window_s > hh.window_s:
             raise PolicyError("min_window_s must not exceed window_s", f("min_window_s"))
         return hh

@@ -36,10 +36,10 @@ from coex.forwarding import DEFAULT, PENALIZED, PRIO_COUNT, PRIO_STEER, Forwardi
 from coex.policy import Policy, PolicyError
 from coex.recent import Recent
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
-from coex.steering import bridge_sampling
+from coex.steering import bridge_sampling, confirms_by_counting
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
-from ovs_config import aqm, queues, sflow
+from ovs_config import aqm, counter_refresh, queues, sflow
 from ovs_config.ovsdb import LOCAL, Ovsdb, OvsdbError
 from ryu_app import discovery, flows, rest
 from ryu_app.config import CoexConfig
@@ -162,7 +162,27 @@ class CoexController(app_manager.RyuApp):
                     sflow.disable_sflow(bridge, vsctl=db.vsctl)
             except (ValueError, RuntimeError) as err:
                 self.logger.error("sFlow on %s (%s): %s", bridge, db.where, err)
+        self._configure_counter_refresh(hh, sampling)
         self.heavy_hitters.configure(hh, self.policy.ports)
+
+    def _configure_counter_refresh(self, hh, sampling) -> None:
+        """Counting confirms heavy hitters: the switch hosts with bottleneck bridges credit their
+        counters to the OpenFlow flows every counter_refresh_ms (ovs_config/counter_refresh.py);
+        otherwise a value we set there is taken back."""
+        counting = hh.enabled and confirms_by_counting(hh)
+        hosts = {}
+        for dpid in sorted(self.bridge_names):
+            db = self.ovsdb_of(dpid)
+            want = hh.counter_refresh_ms if counting and dpid in sampling else None
+            if hosts.get(db) is None:  # a host with one counting bridge wants it
+                hosts[db] = want
+        for db, ms in hosts.items():
+            try:
+                if counter_refresh.ensure_counter_refresh(db, ms):
+                    self.logger.info("%s: OVS credits its flow counters %s", db.where,
+                                     f"every {ms} ms (max-revalidator)" if ms else "at its own interval again")
+            except (ValueError, RuntimeError) as err:
+                self.logger.error("counter refresh on %s: %s", db.where, err)
 
     def steer(self, key) -> None:
         """Put one flow into the penalized aggregate on every switch (above every rule).

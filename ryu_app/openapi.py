@@ -161,7 +161,11 @@ SCHEMAS = {
         "suspect_fraction": {"type": "number", "minimum": 0.1, "maximum": 1,
                              "description": "sFlow suspects a flow at this fraction of the threshold"},
         "max_counting_flows": {"type": "integer", "minimum": 1, "maximum": 4096,
-                               "description": "counting flows per switch at once"}},
+                               "description": "counting flows per switch at once"},
+        "counter_refresh_ms": _nullable({"type": "integer", "minimum": 10, "maximum": 10000,
+                                         "description": "while counting, the switch hosts' OVS credits flow counters "
+                                                        "this often (other_config:max-revalidator); null: "
+                                                        "their own setting"})},
         description="Set at most one of threshold_bps, capacity_share, fair_share_multiple "
                     "(none: capacity_share 0.5)."),
     "Policy": _obj({
