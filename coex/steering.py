@@ -43,10 +43,14 @@ FEW_SAMPLES_PER_S = 10.0
 # ~2.5 * 10^5 samples/s on one core, so 2000/s per port is under 1 %). Rule: docs/sflow.md.
 SUSPECT_SAMPLES_PER_S = 40.0
 MAX_PORT_SAMPLES_PER_S = 2000.0
-# Confirming by counting, a young flow's sFlow estimate is taken over at least this long (the
-# policy's min_window_s, 1 s by default, if shorter): a flow at 2x the threshold is then a
-# suspect after ~1/16 s of data instead of 1/4 (docs/sflow.md, "Confirmation by counting").
-SUSPECT_MIN_WINDOW_S = 0.25
+# Confirming by counting, a wrong suspect costs a counting flow for a second, not a wrong steer,
+# so suspects are made on little evidence: a young flow's sFlow estimate is taken over at least
+# SUSPECT_MIN_WINDOW_S (the policy's min_window_s, 1 s by default, if shorter) and from
+# SUSPECT_MIN_SAMPLES samples on (min_samples, 4, otherwise). A flow at 2x the threshold is
+# then a suspect after ~1/40 s of data, or its second sample at coarse sampling
+# (docs/sflow.md, "Confirmation by counting").
+SUSPECT_MIN_WINDOW_S = 0.1
+SUSPECT_MIN_SAMPLES = 2
 # fair_share_multiple's threshold falls as flows join: sampling is chosen for this many.
 SAMPLING_FAIR_SHARE_FLOWS = 8
 
@@ -64,6 +68,17 @@ def detector_config(hh: HeavyHitters, capacity_bps: float, scale: float = 1.0) -
         if fields[rule] is not None:
             fields[rule] *= scale
     return HeavyHitterConfig(capacity_bps=None if hh.threshold_bps is not None else capacity_bps, **fields)
+
+
+def rate_detector_config(hh: HeavyHitters, capacity_bps: float) -> HeavyHitterConfig:
+    """The rate detector a PortWatch runs: the policy's, or, confirming by counting, the
+    suspects' (its bar at suspect_fraction of the threshold, SUSPECT_MIN_WINDOW_S and
+    SUSPECT_MIN_SAMPLES: a wrong suspect costs a counting flow for a second, not a wrong steer)."""
+    if not confirms_by_counting(hh):
+        return detector_config(hh, capacity_bps)
+    config = detector_config(hh, capacity_bps, hh.suspect_fraction)
+    return dataclasses.replace(config, min_window_s=min(config.min_window_s, SUSPECT_MIN_WINDOW_S),
+                               min_samples=min(config.min_samples, SUSPECT_MIN_SAMPLES))
 
 
 def confirms_by_counting(hh: HeavyHitters) -> bool:
@@ -142,13 +157,10 @@ class PortWatch:
         self.dpid, self.port, self.name, self.ifindex = dpid, port, name, ifindex
         # Confirming by counting, the detector's bar is the suspects' (suspect_fraction of the
         # threshold); the threshold the counter must reach stays the policy's.
-        counting = confirms_by_counting(hh)
-        self.suspect_fraction = hh.suspect_fraction if counting else 1.0
+        self.suspects_only = confirms_by_counting(hh)
+        self.suspect_fraction = hh.suspect_fraction if self.suspects_only else 1.0
         self.release_fraction = hh.release_fraction
-        config = detector_config(hh, capacity_bps, self.suspect_fraction)
-        if counting:  # a wrong suspect costs a counting flow for a second, not a wrong steer
-            config = dataclasses.replace(config, min_window_s=min(config.min_window_s, SUSPECT_MIN_WINDOW_S))
-        self.detector = HeavyHitterDetector(config)
+        self.detector = HeavyHitterDetector(rate_detector_config(hh, capacity_bps))
         self.mode = mode_detector(hh, self.detector.estimate_bps) if hh.detector == "mode" else None
 
     @property
@@ -159,10 +171,14 @@ class PortWatch:
         return self.ifindex is None or output_ifindex == self.ifindex
 
     def observe_sample(self, sample, now: float, since: Optional[float] = None) -> list:
-        """A decoded flow sample; ``since`` as HeavyHitterDetector.observe takes it."""
+        """A decoded flow sample; ``since`` as HeavyHitterDetector.observe takes it. Making
+        suspects, it is not used: it is the agent's previous datagram, which on a quiet bridge
+        is up to a second back, and a flow that starts there would be divided by that second
+        (measured: 0-0.25 s more to a suspect at 1-in-16); its first datagram's samples are
+        then left out instead, a few milliseconds of samples at the rates that matter."""
         if not self.leaves_by(sample.output_if):
             return []
-        events = self.detector.observe_sample(sample, now, since)
+        events = self.detector.observe_sample(sample, now, None if self.suspects_only else since)
         return events if self.mode is None else self.mode.observe_sample(sample, now)
 
     def observe_active_flows(self, active, now: float) -> list:

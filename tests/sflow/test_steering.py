@@ -281,7 +281,8 @@ def test_counting_puts_the_detectors_bar_at_the_suspect_fraction_and_keeps_the_t
     w = watch(absolute(counting=True, suspect_fraction=0.5))
     assert (w.high_threshold_bps(), w.low_threshold_bps()) == (10_000_000, 7_000_000)
     assert w.detector.high_threshold_bps() == 5_000_000
-    assert w.detector.config.min_window_s == 0.25  # a young flow is judged on a quarter second (policy: 1 s)
+    # A young flow is judged on a tenth of a second (policy: 1 s), from its second sample (policy: 4)
+    assert (w.detector.config.min_window_s, w.detector.config.min_samples) == (0.1, 2)
     [ev] = rates(w, {ELEPHANT: 6e6}, 0.0)  # above the suspects' bar, below the threshold
     assert ev.kind == "detected" and ev.threshold_bps == 5_000_000
     assert watch(absolute(detector="mode", counting=True)).suspect_fraction == 1.0  # the mode detector: no counting
