@@ -5,8 +5,9 @@ counted rate decides steering; once steered, its steering flow's counter decides
 Sampling alone needs many samples to tell a flow at 2x the threshold from one at half of it
 (docs/sflow.md, "How fast detection can be"); a switch counter needs two readings. So the
 detector runs at a low bar (`suspect_fraction` of the threshold) and this book judges what it
-suspects: confirmed when its counter shows the threshold's bytes over a span of at least
-CONFIRM_WINDOW_S plus CONFIRM_SLACK_S (so the further above the threshold, the sooner), dropped
+suspects: confirmed when its counter's changes span at least CONFIRM_WINDOW_S and their bytes
+reach the threshold's over that span plus CONFIRM_SLACK_S (so the further above the threshold,
+the sooner), dropped
 when it is counted below the threshold at SUSPECT_TIMEOUT_S or has not been confirmed by
 SUSPECT_MAX_S (and not suspected again for RETRY_AFTER_S).
 
@@ -16,9 +17,10 @@ new flow goes in, the revalidation it triggers credits it with bytes its 5-tuple
 (up to one revalidator interval of them): a count "since install" overestimates a young flow,
 and a reading between revalidations repeats the last one. So a suspect is judged only on its
 counter's *changes*: from the first value it shows (the baseline, which may hold those older
-bytes) to its latest, each timed when a reading first showed it. Both ends are then late by
-at most one polling interval, which the slack covers (docs/sflow.md, "Fresh counters"). A release is judged on reading times instead: a counter that stops moving
-is a flow that stopped.
+bytes) to its latest, each timed when a reading first showed it. A late time for the latest
+value only lengthens the span; the first value's time is held to at most one reading interval
+after the reading before it, which the slack covers (docs/sflow.md, "Fresh counters"). A
+release is judged on reading times instead: a counter that stops moving is a flow that stopped.
 Counting flows are bounded per switch: when a switch has `max_per_switch`, a new suspect takes
 the place of the one with the smallest sFlow estimate if its own is larger, else waits.
 
@@ -32,13 +34,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Hashable, Optional
 
+READ_INTERVAL_S = 0.05    # a suspect's counter is read this often (ryu_app/heavy_hitters.py)
 CONFIRM_WINDOW_S = 0.1    # its counter's changes span at least this long before it is confirmed ...
 # ... and hold the threshold's bytes over that span and CONFIRM_SLACK_S more: what a flow paced
 # below the threshold sends when it catches up after falling behind (iperf3 and TCP do, at a
-# flow's start beside another) is not a heavy hitter. Measured in the lab (bench_hh_latency):
-# mice paced at 0.7x the threshold showed up to 1.07x over 0.3 s, 0.11 threshold-seconds of
-# surplus; the slack asks for 0.15 more (0.21 at the shortest span). A flow at 2x is
-# confirmed once its span is 0.15 s, one at 1.5x at 0.3 s, at 1.1x at 1.5 s.
+# flow's start beside another) is not a heavy hitter, nor is the up to READ_INTERVAL_S by which
+# the first value's time may be late. Measured in the lab (bench_hh_latency): mice paced at 0.7x
+# the threshold showed up to 1.07x over 0.3 s, 0.11 threshold-seconds above their pace; for a
+# mouse at 0.7x to be confirmed it would take 0.3 * span + 0.15, at least 0.18 threshold-seconds.
+# A flow at 2x is confirmed once its span is 0.15 s, one at 1.5x at 0.3 s, at 1.1x at 1.5 s.
 CONFIRM_SLACK_S = 0.15
 SUSPECT_TIMEOUT_S = 1.0   # a suspect counted below the threshold by then is dropped ...
 SUSPECT_MAX_S = 3.0       # ... one counted above it but not yet confirmed, by then
@@ -53,18 +57,25 @@ class Counter:
     and of its changes the first and the latest value, each with the time a reading first
     showed it."""
 
-    def __init__(self):
+    def __init__(self, start: Optional[float] = None):
         self.readings: deque = deque()
+        self.start = start  # when the flow went in: nothing was credited to it before
         self.first_shown: Optional[tuple[float, int]] = None
         self.last_shown: Optional[tuple[float, int]] = None
 
     def add(self, now: float, byte_count: int, keep_s: float) -> None:
         if self.readings and byte_count < self.readings[-1][1]:
-            self.readings.clear()  # the flow was replaced (a reconnect re-installed it): start again
+            self.start = self.readings[-1][0]  # the flow was replaced (a reconnect re-installed it) since
+            self.readings.clear()
             self.first_shown = self.last_shown = None
         if byte_count > 0 and (self.last_shown is None or byte_count != self.last_shown[1]):
             self.last_shown = (now, byte_count)
-            self.first_shown = self.first_shown or self.last_shown
+            if self.first_shown is None:
+                # Credited after the reading before this one: a reading that came late (a slow switch, a
+                # busy controller) must not shorten the span, so the first value is timed no later than
+                # READ_INTERVAL_S after it. (The latest value's time only lengthens the span if late.)
+                before = self.readings[-1][0] if self.readings else self.start
+                self.first_shown = (now if before is None else min(now, before + READ_INTERVAL_S), byte_count)
         self.readings.append((now, byte_count))
         while len(self.readings) > 2 and now - self.readings[1][0] >= keep_s:
             self.readings.popleft()  # keep one reading at or before the window's start
@@ -149,7 +160,7 @@ class CountingBook:
             del self.suspects[smallest]
             self.evicted_total += 1
             displaced.append(smallest)
-        self.suspects[sf] = Suspect(port, now, estimate_bps, first_seen_s)
+        self.suspects[sf] = Suspect(port, now, estimate_bps, first_seen_s, Counter(start=now))
         return True, displaced
 
     def forget(self, dpid: int, key) -> None:

@@ -26,7 +26,7 @@ import urllib.parse
 
 from ryu.lib import hub
 
-from coex.counting import CountingBook, Verdict
+from coex.counting import READ_INTERVAL_S, CountingBook, Verdict
 from coex.forwarding import PRIO_STEER
 from coex.heavy_hitters import HeavyHitterEvent
 from coex.policy import HeavyHitters
@@ -41,11 +41,10 @@ from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
 TICK_S = 0.5
 # Counting: the counters of the counting and steering flows are read (one flow-stats request per
 # switch with suspects or steered flows; docs/sflow.md, "Confirmation by counting") every
-# SUSPECT_COUNT_INTERVAL_S while a switch has suspects: a suspect's counter is judged by when
-# its values first showed, so the interval bounds the error over the confirm window (25 % of
-# 0.2 s, coex/counting.py). Otherwise every COUNT_INTERVAL_S (releases look at a second). A
-# switch that has not answered within COUNT_TIMEOUT_S is skipped that round.
-SUSPECT_COUNT_INTERVAL_S = 0.05
+# READ_INTERVAL_S while a switch has suspects: a suspect's counter is judged by when its values
+# first showed, and the confirmation's slack covers one interval of lateness (coex/counting.py).
+# Otherwise every COUNT_INTERVAL_S (releases look at a second). A switch that has not answered
+# within COUNT_TIMEOUT_S is skipped that round.
 COUNT_INTERVAL_S = 0.1
 COUNT_TIMEOUT_S = 0.5
 
@@ -242,7 +241,7 @@ class HeavyHitterService:
     def _count_loop(self, gen):
         last_read: dict[int, float] = {}  # dpid -> when its counters were last read
         while gen == self._generation:
-            hub.sleep(SUSPECT_COUNT_INTERVAL_S)
+            hub.sleep(READ_INTERVAL_S)
             book = self.counting
             if book is None:
                 continue

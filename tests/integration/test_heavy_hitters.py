@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from coex.counting import CONFIRM_WINDOW_S, READ_INTERVAL_S
 from ovs_config.ovsdb import LOCAL
 from ovs_config.sflow import sflow_settings
 from ovs_config.private_ovs import ofctl
@@ -53,13 +54,13 @@ def test_big_flow_is_steered_and_released_small_ones_never(hh_lab):
     assert steered[0]["flow"]["src_port"] == connected["local_port"]
     assert steered[0]["estimate_bps"] >= steered[0]["threshold_bps"] == 15e6
     # Confirmed by its counting flow's counter, not by the samples: the steering's rate is the
-    # switch's count of the flow over the span of its counter's changes (>= 0.15 s at the flow's
-    # start: at least the threshold; at most the paced rate's upper tolerance stretched by the
-    # 0.05 s the reading of each end may lag, 36.5 * 0.2 / 0.15 Mbit/s), and the rate shown while
-    # it runs is its steering flow's count over the last second.
+    # switch's count of the flow over the span of its counter's changes (>= CONFIRM_WINDOW_S: at
+    # least the threshold; at most the paced rate's upper tolerance stretched by the READ_INTERVAL_S
+    # the first value's time may lag, 36.5 * 0.15 / 0.1 Mbit/s), and the rate shown while it runs is
+    # its steering flow's count over the last second.
     assert steered[0]["reason"].startswith("counted"), steered[0]
     low, high = PACED_COUNTED_BPS
-    assert steered[0]["estimate_bps"] <= high * 0.2 / 0.15, steered[0]
+    assert steered[0]["estimate_bps"] <= high * (CONFIRM_WINDOW_S + READ_INTERVAL_S) / CONFIRM_WINDOW_S, steered[0]
     assert 0 < steered[0]["counted_for_s"] <= 1.0, steered[0]
     [now] = during["current"]
     assert now["counted_bps"] is not None and low <= now["counted_bps"] <= high, f"{now}; {run['load']}"

@@ -1,7 +1,8 @@
 """coex.counting: sFlow suspects, a switch counter confirms (issue 16: "sample to suspect,
 count to confirm"), the steering flow's counter releases."""
 
-from coex.counting import CONFIRM_SLACK_S, RETRY_AFTER_S, SUSPECT_MAX_S, SUSPECT_TIMEOUT_S, CountingBook
+from coex.counting import (CONFIRM_SLACK_S, READ_INTERVAL_S, RETRY_AFTER_S, SUSPECT_MAX_S, SUSPECT_TIMEOUT_S,
+                           CountingBook)
 
 PORT = (1, 3)
 HIGH, LOW = 15e6, 10.5e6
@@ -12,8 +13,9 @@ def thresholds(port):
     return HIGH, LOW
 
 
-def feed(book, key, rate_bps, start, until, steering=False, step=0.1, dpid=1):
-    """Counter readings every `step` s of a flow at rate_bps from `start`; the verdicts on the way."""
+def feed(book, key, rate_bps, start, until, steering=False, step=READ_INTERVAL_S, dpid=1):
+    """Counter readings every `step` s (the controller's interval) of a flow at rate_bps from
+    `start`; the verdicts on the way."""
     verdicts, t, n = [], start, 0
     while t <= until + 1e-9:
         book.reading(dpid, key, int(rate_bps / 8 * (t - start)), t, steering)
@@ -87,13 +89,13 @@ def test_a_counter_that_restarts_is_read_afresh():
 
 def ovs_counter(rate_bps, install, t, refresh_s, phase_s):
     """An OVS counting flow's bytes as a flow-stats reply shows them at t (ovs_config/counter_refresh.py):
-    credited only when a revalidator runs, every refresh_s (offset phase_s) and at once when the flow
-    goes in, and that first run credits it the bytes its 5-tuple sent since the run before."""
+    credited only when a revalidator runs: at once when the flow goes in, that run crediting it the
+    bytes its 5-tuple sent since the run before (periodic, offset phase_s), then every refresh_s."""
     if t < install:
         return 0
-    runs_before = install - ((install - phase_s) % refresh_s)  # the periodic run before install
-    last_run = max(install, phase_s + ((t - phase_s) // refresh_s) * refresh_s)
-    return int(rate_bps / 8 * (last_run - runs_before))
+    run_before = install - ((install - phase_s) % refresh_s)  # the periodic run before install
+    last_run = install + ((t - install) // refresh_s) * refresh_s
+    return int(rate_bps / 8 * (last_run - run_before))
 
 
 def test_stale_counters_neither_confirm_a_mouse_nor_hold_an_elephant_back():
@@ -131,7 +133,7 @@ def test_a_counter_holding_only_its_install_credit_is_never_confirmed():
     verdicts, t = [], 0.0
     while not verdicts:
         t = round(t + 0.05, 2)
-        book.reading(1, "ended", 5_000_000 if t >= 0.05 else 0, t, steering=False)
+        book.reading(1, "ended", 5_000_000, t, steering=False)
         verdicts = book.judge(t, thresholds, min_hold_s=1.0)
     assert verdicts[0].what == "dropped" and t >= SUSPECT_TIMEOUT_S
 
@@ -177,3 +179,25 @@ def test_the_nearer_the_threshold_the_longer_a_flow_is_counted_but_it_is_confirm
     # Just above it (it would take 7.5 s): dropped at SUSPECT_MAX_S; just below: at SUSPECT_TIMEOUT_S.
     assert judge_flow([(0.0, 1.02 * HIGH)], SUSPECT_MAX_S + 0.2) == ("dropped", SUSPECT_MAX_S)
     assert judge_flow([(0.0, 0.98 * HIGH)], SUSPECT_MAX_S + 0.2) == ("dropped", SUSPECT_TIMEOUT_S)
+
+
+def test_a_late_reading_does_not_shorten_the_span():
+    """Issue 16, precision under load: a counter read late (a slow switch, a busy controller) shows
+    its first value long after it was credited. Timed at that late reading, the span to the next
+    value shrinks and a flow at 0.7x the threshold looks above it; the first value is held to
+    READ_INTERVAL_S after the reading before it (here: the install), so it is not confirmed.
+    OVS at its default 500 ms refresh (counter_refresh_ms null), a mouse at 0.7x."""
+    book = CountingBook(max_per_switch=4)
+    book.suspect(1, "mouse", PORT, 9e6, None, now=0.0)
+    rate = 0.7 * HIGH
+    verdicts = []
+    # Credited at install (0.01 s, 0.1 s of earlier bytes) and at 0.51, 1.01, ...; the first
+    # reading comes only at 0.5 s, then every 0.05 s.
+    t = 0.5
+    while t < 1.3:
+        credited_at = 0.01 + ((t - 0.01) // 0.5) * 0.5
+        book.reading(1, "mouse", int(rate / 8 * (credited_at + 0.1)), t, steering=False)
+        verdicts += book.judge(t, thresholds, min_hold_s=1.0)
+        t = round(t + 0.05, 2)
+    assert [v.what for v in verdicts] == ["dropped"], verdicts
+    assert verdicts[0].rate_bps < HIGH
