@@ -11,8 +11,8 @@ every 0.07-0.12 s at 100 ms (docs/sflow.md, "Fresh counters").
 
 Confirming heavy hitters by counting (coex/counting.py) reads such counters, so the controller
 asks each switch host for a shorter interval (policy heavy_hitters.counter_refresh_ms). The
-setting is the whole vswitchd's, not one bridge's: an operator's interval already as short is
-left alone; otherwise ours is marked in the same row (external_ids:ckcd-coex-max-revalidator,
+setting is the whole vswitchd's, not one bridge's: an operator's interval already as short (or
+OVS's own 500 ms, when ours would be longer) is left alone; otherwise ours is marked in the same row (external_ids:ckcd-coex-max-revalidator,
 and the operator's value it replaced in ...-was), and taking ours back restores theirs. A value
 changed since by someone else is theirs and stays.
 """
@@ -27,6 +27,7 @@ KEY = "max-revalidator"
 MARK = "ckcd-coex-max-revalidator"   # external_ids key: the value ckcd-coex set
 WAS = MARK + "-was"                  # external_ids key: the operator's value ours replaced
 MIN_MS, MAX_MS = 10, 10_000
+OVS_DEFAULT_MS = 500                 # what OVS runs at with the key unset
 
 
 def _check_ms(ms) -> int:
@@ -56,16 +57,16 @@ def ensure_counter_refresh(db: Ovsdb, ms: Optional[int]) -> bool:
         db.vsctl(*forget_mark[1:])  # changed by someone else since: theirs now
         ours = was = None
         changed = True
-    if ms is None:
+    # The interval the host would run at without us: the operator's (the one ours replaced), or OVS's.
+    theirs = (int(was) if was is not None else None) if ours is not None else now
+    if ms is None or (theirs if theirs is not None else OVS_DEFAULT_MS) <= ms:
         if ours is None:
-            return changed
-        restore = ["set", "Open_vSwitch", ".", f"other_config:{KEY}={was}"] if was is not None \
+            return changed  # nothing of ours; theirs is already as short
+        restore = ["set", "Open_vSwitch", ".", f"other_config:{KEY}={theirs}"] if theirs is not None \
             else ["remove", "Open_vSwitch", ".", "other_config", KEY]
         db.vsctl(*restore, *forget_mark)
         return True
-    if ours is None and now is not None and now <= ms:
-        return changed  # the operator's own interval is already as short
-    if now == ms and ours is not None:
+    if ours is not None and now == ms:
         return changed
     keep_was = [] if ours is not None or now is None else \
         ["--", "set", "Open_vSwitch", ".", f"external_ids:{WAS}={now}"]

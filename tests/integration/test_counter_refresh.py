@@ -46,6 +46,20 @@ def test_an_operators_shorter_interval_is_left_and_a_longer_one_restored(db):
     assert (current_ms(db), ext(MARK), ext(WAS)) == (1000, None, None)
 
 
+def test_never_slower_than_what_the_host_would_run_at_without_us(db):
+    # Unset, OVS runs at 500 ms: a longer interval is not written.
+    assert ensure_counter_refresh(db, 1000) is False and other(KEY) is None
+    # The policy lengthens ours past the operator's 150 it replaced: theirs comes back, unmarked.
+    db.vsctl("set", "Open_vSwitch", ".", f"other_config:{KEY}=150")
+    assert ensure_counter_refresh(db, 100) is True and (current_ms(db), ext(WAS)) == (100, "150")
+    assert ensure_counter_refresh(db, 200) is True
+    assert (current_ms(db), ext(MARK), ext(WAS)) == (150, None, None)
+    # ... and past OVS's default when none was set: unset again.
+    db.vsctl("remove", "Open_vSwitch", ".", "other_config", KEY)
+    assert ensure_counter_refresh(db, 100) is True and ext(WAS) is None
+    assert ensure_counter_refresh(db, 800) is True and (other(KEY), ext(MARK)) == (None, None)
+
+
 def test_a_value_changed_by_someone_else_since_is_theirs(db):
     ensure_counter_refresh(db, 100)
     db.vsctl("set", "Open_vSwitch", ".", f"other_config:{KEY}=300")
