@@ -37,6 +37,7 @@ from ovs_config.lablock import lab_lock  # noqa: E402
 from ovs_config.ovsdb import LOCAL  # noqa: E402
 from ovs_config.private_ovs import PrivateOVS, ofctl  # noqa: E402
 from tests.hostload import ProcCpu, vswitchd_pid  # noqa: E402
+from tests.waiting import eventually  # noqa: E402
 from topologies.dumbbell import Dumbbell  # noqa: E402
 
 FLOW_RATE_BPS = 30_000_000
@@ -86,7 +87,8 @@ def change_gaps(h1, h3, port: int) -> list[float]:
 def install_credit(h1, h3, port: int, trials: int = 5) -> list[float]:
     """The first value a new 5-tuple flow shows, in seconds of the running flow's bytes."""
     flow = with_flow(h1, h3, port, 1.0 + trials * 1.0)
-    time.sleep(0.7)
+    before = forwarding_bytes()
+    eventually(lambda: forwarding_bytes() > before + 100_000, timeout_s=5, what="the flow under way")
     credits = []
     for _ in range(trials):
         ofctl("add-flow", "s1", "table=0,cookie=0x77,priority=2050,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.3,"
@@ -97,7 +99,7 @@ def install_credit(h1, h3, port: int, trials: int = 5) -> list[float]:
             if b:
                 first = b
             time.sleep(0.005)
-        credits.append(round((first or 0) * 8 / FLOW_RATE_BPS, 3))
+        credits.append(None if first is None else round(first * 8 / FLOW_RATE_BPS, 3))  # None: no value in 0.8 s
         ofctl("del-flows", "s1", COUNTING_MATCH)
         time.sleep(0.2)
     flow.join()

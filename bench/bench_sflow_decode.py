@@ -51,7 +51,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from coex.counting import CountingBook  # noqa: E402
+from coex.counting import READ_INTERVAL_S, CountingBook  # noqa: E402
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector  # noqa: E402
 from coex.policy import HeavyHitters  # noqa: E402
 from coex.sflow import FlowKey, FlowSample, decode_datagram  # noqa: E402
@@ -78,12 +78,13 @@ SAMPLES_PER_DATAGRAM = 2
 AGENT_TICK_S = 1.0
 # Confirmation by counting (coex/counting.py), simulated: a counting flow's counter is the
 # flow's exact bytes as OVS credits them (ovs_config/counter_refresh.py; measured by
-# bench_counter_refresh.py): at each revalidator run, every COUNTER_REFRESH_S and at once when
-# the counting flow goes in, that run crediting it the bytes since the run before; read every
-# COUNTER_READ_S (the controller's SUSPECT_COUNT_INTERVAL_S). The flows here are constant-rate,
-# so the counter cannot be fooled; the lab benchmark (bench_hh_latency.py) has bursty mice.
+# bench_counter_refresh.py): a revalidator run at once when the counting flow goes in, crediting
+# it the bytes since the run before, and every COUNTER_REFRESH_S after that one (OVS times its
+# next run from the start of the last; the runs other flow-table changes would add are left out);
+# read every COUNTER_READ_S (the controller's). The flows here are constant-rate, so the counter
+# cannot be fooled; the lab benchmark (bench_hh_latency.py) has bursty mice.
 COUNTER_REFRESH_S = 0.1
-COUNTER_READ_S = 0.05
+COUNTER_READ_S = READ_INTERVAL_S
 
 
 def decode_rate(repeat: int, passes_per_round: int = 50) -> dict:
@@ -198,8 +199,8 @@ def credited_bytes(flow: dict, install: float, t: float, phase: float) -> int:
     """A counting flow's bytes as a flow-stats reply at t shows them (COUNTER_REFRESH_S)."""
     def sent(x):
         return flow["rate_bps"] / 8 * min(max(0.0, x - flow["start"]), flow["stop"] - flow["start"])
-    run_before = install - ((install - phase) % COUNTER_REFRESH_S)
-    last_run = max(install, phase + ((t - phase) // COUNTER_REFRESH_S) * COUNTER_REFRESH_S)
+    run_before = install - ((install - phase) % COUNTER_REFRESH_S)  # the periodic run before install
+    last_run = install + ((t - install) // COUNTER_REFRESH_S) * COUNTER_REFRESH_S
     return int(sent(last_run) - sent(run_before))
 
 
