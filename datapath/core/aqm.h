@@ -1,13 +1,14 @@
-/* aqm.h - the queue-discipline interface shared by ckcd-link, ckcd-replay and
- * (later) the kernel qdisc sch_ckcd.
+/* aqm.h - the queue-discipline interface shared by its hosts: ckcd-link,
+ * ckcd-replay, aqm-bench and the kernel qdisc sch_ckcd.
  *
  * The core is freestanding: no libc, no kernel headers, no floating point
  * (a kernel qdisc cannot use the FPU). Clock, random numbers and memory come
  * from the caller through struct aqm_env. Only <stdint.h>/<stddef.h>, which
  * are compiler-provided, are included.
  *
- * A queue is one instance of a discipline ("droptail", "red", "codel",
- * "choke", "ckcd", "bands"). It is created from a text spec such as
+ * A queue is one instance of a discipline (aqm_discipline_names() lists
+ * them: droptail, red, codel, hdcodel, choke, sred, fred, sfb, care, ckcd,
+ * cocoa, bands). It is created from a text spec such as
  *     "ckcd limit=80 delta_ms=100 d_ms=5"
  * parsed and validated in one place (aqm_params.c) against the discipline's
  * parameter table; per-packet code never re-validates.
@@ -71,6 +72,12 @@ struct aqm_env {
 	 * fair share C / I and BDP). 0: the parameter table's default. A band
 	 * inherits its parent's (a band may borrow the whole link). */
 	uint64_t rate_bps;
+	/* The most packets one queue may be configured to hold (for bands, the
+	 * sum of its bands' limits): a spec asking for more is refused with
+	 * AQM_ERR_OVER_CAP before its memory is allocated. 0: no cap. A host
+	 * that cannot trust its spec's author (a kernel) sets one: every packet
+	 * a discipline may hold costs memory when the queue is created. */
+	uint64_t max_pkts;
 };
 
 struct aqm_stats {
@@ -84,10 +91,66 @@ struct aqm_queue; /* opaque */
 
 enum { AQM_QUEUED = 0, AQM_DROPPED = 1 };
 
-/* Create a queue from a spec. On error returns NULL and writes a message
- * naming the offending discipline or parameter into err. */
+/* Why a spec was refused, typed, so that a host chooses its own words (the
+ * kernel's extack messages must be static strings) and a program reads which
+ * parameter was wrong without parsing English. */
+enum aqm_err_code {
+	AQM_ERR_NONE = 0,
+	AQM_ERR_SYNTAX,        /* not "<discipline> key=value ...": empty spec, no '=', empty value */
+	AQM_ERR_UNKNOWN_DISC,  /* no such discipline */
+	AQM_ERR_UNKNOWN_PARAM, /* the discipline has no such parameter */
+	AQM_ERR_TWICE,         /* a parameter given twice */
+	AQM_ERR_NOT_NUMBER,    /* malformed number, too many decimal places, too large */
+	AQM_ERR_RANGE,         /* a number outside the parameter's range */
+	AQM_ERR_VALUE,         /* a text value (list, map, word) the discipline refuses */
+	AQM_ERR_CONFLICT,      /* in range, but clashes with another parameter (param, other) */
+	AQM_ERR_CHILDREN,      /* '|' child specs where none are taken, too many, or none */
+	AQM_ERR_OVER_CAP,      /* the limits add up to more packets than the host allows (env.max_pkts) */
+	AQM_ERR_NOMEM,         /* the host's alloc failed */
+	AQM_ERR_ENV,           /* the host's aqm_env lacks a callback */
+	AQM_ERR_CODES
+};
+
+#define AQM_ERR_TEXT_LEN 200
+
+struct aqm_error {
+	enum aqm_err_code code;
+	const char *disc; /* the discipline the error is in (a static name), or NULL */
+	int param;        /* its index in disc's table (aqm_param_desc), or -1 */
+	int other;        /* AQM_ERR_CONFLICT: the other parameter's index, or -1 */
+	int band;         /* in a child of bands: the band, counted from 0; else -1 */
+	/* The same in English with the value given ("ckcd: parameter 'limit' =
+	 * '0': out of range (allowed 1..1000000 packets)"), cut to fit. */
+	char text[AQM_ERR_TEXT_LEN];
+};
+
+/* A short name of a code ("range", "conflict", ...), for logs and JSON. */
+const char *aqm_err_code_name(enum aqm_err_code code);
+
+/* Create a queue from a spec. On error returns NULL and fills *err. */
+struct aqm_queue *aqm_create_checked(const char *spec, const struct aqm_env *env,
+				     struct aqm_error *err);
+
+/* aqm_create_checked() for a host that only prints the message: on error
+ * returns NULL and writes err->text into err (errlen bytes, NUL-terminated). */
 struct aqm_queue *aqm_create(const char *spec, const struct aqm_env *env,
 			     char *err, size_t errlen);
+
+/* A new queue of q's discipline with q's env and configuration, except the
+ * parameters that `changes` ("key=value ...", no discipline name) gives: the
+ * way a Linux qdisc's change keeps what it is not told. Parameters of bands
+ * apply to bands itself; its children keep their specs. The new queue runs
+ * on env (q's own, or the host's newer one: a changed max_pkts). q is not
+ * touched (hand the result to aqm_replace()). On error returns NULL and
+ * fills *err. */
+struct aqm_queue *aqm_create_changed(const struct aqm_queue *q, const char *changes,
+				     const struct aqm_env *env, struct aqm_error *err);
+
+/* Drop every queued packet (env->drop, reason AQM_DROP_FLUSH) and start the
+ * discipline's state afresh (averages, drop schedules, per-flow state),
+ * keeping its configuration and totals: what a qdisc's reset does. No
+ * allocation and no random numbers: safe where the caller may not sleep. */
+void aqm_flush(struct aqm_queue *q);
 
 /* Replace the discipline/parameters of *q at run time. Queued packets are
  * carried over in order (no AQM decision is made on them). On error *q is
@@ -128,9 +191,32 @@ uint64_t aqm_limit_pkts(const struct aqm_queue *q);
 
 /* Current configuration as a spec string (all parameters, defaults filled
  * in), and discipline-specific state as "key=value ..." (q_avg, count,
- * active flows, ...). Return the length written (always NUL-terminated). */
+ * active flows, and per flow for CKCD: can be long). Both write at most len
+ * bytes, always NUL-terminated, and return the length written.
+ * aqm_describe_len() is the length of the whole spec, NUL not counted:
+ * a host sizes its buffer by it so a spec is never cut. */
 size_t aqm_describe(const struct aqm_queue *q, char *buf, size_t len);
+size_t aqm_describe_len(const struct aqm_queue *q);
 size_t aqm_xstats(const struct aqm_queue *q, char *buf, size_t len);
+
+/* A queue's state as numbers: what a host shows every time it is asked (the
+ * kernel's xstats, ckcd-link's report) without formatting or parsing text.
+ * A field is meaningful when its AQM_XS_ flag is set; a bands queue sums its
+ * bands' active flows and reports the smallest fair share. */
+enum {
+	AQM_XS_FLOWS = 1u << 0,      /* active_flows */
+	AQM_XS_FAIR_SHARE = 1u << 1, /* fair_share_bps */
+	AQM_XS_QAVG = 1u << 2,       /* q_avg_milli */
+};
+
+struct aqm_xstats {
+	uint32_t flags;
+	uint32_t active_flows;   /* flows counted as active now (CKCD's I, FRED's Nactive) */
+	uint64_t fair_share_bps; /* CKCD's C / I */
+	uint64_t q_avg_milli;    /* the averaged queue (RED's avg, CKCD's q_avg), packets x 1000 */
+};
+
+void aqm_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out);
 
 /* Frees the queue; packets still queued go to env->drop with AQM_DROP_FLUSH. */
 void aqm_destroy(struct aqm_queue *q);

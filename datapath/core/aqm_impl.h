@@ -51,7 +51,7 @@ struct aqm_ops {
 	unsigned takes_children; /* spec may contain '|' child specs */
 	/* Set up priv from validated args; may allocate via q->env. Cross-parameter
 	 * checks go here and must name the parameter in err. */
-	int (*init)(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen);
+	int (*init)(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err);
 	int (*enqueue)(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns);
 	struct aqm_pkt *(*dequeue)(struct aqm_queue *q, uint64_t now_ns);
 	/* Reconfiguration/destroy: take the head packet / append one, with no
@@ -66,6 +66,11 @@ struct aqm_ops {
 	const struct aqm_stats *(*band_stats)(const struct aqm_queue *q, unsigned band);
 	uint32_t (*band_qlen)(const struct aqm_queue *q, unsigned band);
 	uint64_t (*limit_pkts)(const struct aqm_queue *q); /* default: the `limit` parameter */
+	/* Optional: the typed state (aqm_get_xstats; out is zeroed), and a
+	 * restart of what estimates the traffic (averages, drop schedules) once
+	 * the queue is empty (aqm_flush); neither may allocate. */
+	void (*get_xstats)(const struct aqm_queue *q, struct aqm_xstats *out);
+	void (*restart)(struct aqm_queue *q);
 };
 
 /* The common queue header; the discipline's private state follows it. */
@@ -97,12 +102,12 @@ extern const struct aqm_ops aqm_sred_ops, aqm_fred_ops, aqm_sfb_ops, aqm_care_op
 /* aqm_params.c */
 const struct aqm_ops *aqm_find_ops(const char *name, size_t len);
 int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **ops,
-		   struct aqm_args *a, char *err, size_t errlen);
+		   struct aqm_args *a, struct aqm_error *err);
 /* Create from a spec of known length (bands creates children this way). */
 /* aqm.c: a queue's describe output appended at pos (bands describes children) */
 size_t aqm_describe_at(const struct aqm_queue *q, char *buf, size_t len, size_t pos);
 struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aqm_env *env,
-			       char *err, size_t errlen);
+			       struct aqm_error *err);
 
 /* ---- drops and FIFO helpers --------------------------------------------- */
 
@@ -218,8 +223,17 @@ size_t aqm_put_kfixed(char *buf, size_t len, size_t pos, const char *key, int64_
 		      unsigned decimals);
 size_t aqm_put_kvi(char *buf, size_t len, size_t pos, const char *key, int64_t v);
 
-/* Error message: "<a><b><c>" truncated to errlen. */
-void aqm_err(char *err, size_t errlen, const char *a, const char *b, const char *c);
+/* Errors (aqm_params.c). AQM_ERR_TEXT(e) is the message buffer for the
+ * aqm_put_* writers; aqm_err() sets the code and the message "<a><b><c>";
+ * aqm_err_at() the code, discipline and parameter indexes (-1: none). */
+#define AQM_ERR_TEXT(e) (e)->text, sizeof((e)->text)
+void aqm_err_clear(struct aqm_error *err);
+void aqm_err(struct aqm_error *err, enum aqm_err_code code, const char *a, const char *b, const char *c);
+void aqm_err_at(struct aqm_error *err, enum aqm_err_code code, const struct aqm_ops *ops, int param,
+		int other);
+int aqm_param_index(const struct aqm_ops *ops, const char *name);
+/* aqm.c: empty the discipline's estimators after a flush (ops->restart) */
+void aqm_restart(struct aqm_queue *q);
 
 size_t aqm_strlen(const char *s);
 int aqm_streqn(const char *a, size_t alen, const char *b); /* a[0..alen) == b */

@@ -146,18 +146,36 @@ size_t aqm_put_kvi(char *buf, size_t len, size_t pos, const char *key, int64_t v
 	return aqm_put_i64(buf, len, pos, v);
 }
 
-void aqm_err(char *err, size_t errlen, const char *a, const char *b, const char *c)
+void aqm_err_clear(struct aqm_error *err)
 {
-	size_t pos = 0;
+	err->code = AQM_ERR_NONE;
+	err->disc = 0;
+	err->param = -1;
+	err->other = -1;
+	err->band = -1;
+	err->text[0] = 0;
+}
 
-	if (!err || !errlen)
-		return;
-	err[0] = 0;
-	pos = aqm_put_str(err, errlen, pos, a);
+void aqm_err(struct aqm_error *err, enum aqm_err_code code, const char *a, const char *b, const char *c)
+{
+	size_t pos;
+
+	err->code = code;
+	err->text[0] = 0;
+	pos = aqm_put_str(AQM_ERR_TEXT(err), 0, a);
 	if (b)
-		pos = aqm_put_str(err, errlen, pos, b);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, b);
 	if (c)
-		aqm_put_str(err, errlen, pos, c);
+		aqm_put_str(AQM_ERR_TEXT(err), pos, c);
+}
+
+void aqm_err_at(struct aqm_error *err, enum aqm_err_code code, const struct aqm_ops *ops, int param,
+		int other)
+{
+	err->code = code;
+	err->disc = ops ? ops->name : 0;
+	err->param = param;
+	err->other = other;
 }
 
 /* ---- the registry -------------------------------------------------------- */
@@ -282,37 +300,36 @@ static int parse_fixed(const char *s, size_t n, unsigned decimals, int64_t *out)
 	return 0;
 }
 
-static size_t put_range(char *err, size_t errlen, size_t pos, const struct aqm_param *p)
+static size_t put_range(struct aqm_error *err, size_t pos, const struct aqm_param *p)
 {
-	pos = aqm_put_str(err, errlen, pos, " (allowed ");
-	pos = aqm_put_fixed(err, errlen, pos, p->min, p->decimals);
-	pos = aqm_put_str(err, errlen, pos, "..");
-	pos = aqm_put_fixed(err, errlen, pos, p->max, p->decimals);
-	pos = aqm_put_str(err, errlen, pos, " ");
-	pos = aqm_put_str(err, errlen, pos, p->unit);
-	return aqm_put_str(err, errlen, pos, ")");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " (allowed ");
+	pos = aqm_put_fixed(AQM_ERR_TEXT(err), pos, p->min, p->decimals);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "..");
+	pos = aqm_put_fixed(AQM_ERR_TEXT(err), pos, p->max, p->decimals);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " ");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, p->unit);
+	return aqm_put_str(AQM_ERR_TEXT(err), pos, ")");
 }
 
-static void param_err(char *err, size_t errlen, const struct aqm_ops *ops,
+static void param_err(struct aqm_error *err, enum aqm_err_code code, const struct aqm_ops *ops,
 		      const struct aqm_param *p, const char *val, size_t vlen, const char *what)
 {
 	size_t pos = 0;
 
-	if (!err || !errlen)
-		return;
-	pos = aqm_put_str(err, errlen, pos, ops->name);
-	pos = aqm_put_str(err, errlen, pos, ": parameter '");
-	pos = aqm_put_str(err, errlen, pos, p->name);
-	pos = aqm_put_str(err, errlen, pos, "' = '");
-	pos = aqm_put_strn(err, errlen, pos, val, vlen);
-	pos = aqm_put_str(err, errlen, pos, "': ");
-	pos = aqm_put_str(err, errlen, pos, what);
+	aqm_err_at(err, code, ops, (int)(p - ops->params), -1);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ops->name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": parameter '");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, p->name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' = '");
+	pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, val, vlen);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "': ");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, what);
 	if (p->kind == AQM_PARAM_INT)
-		put_range(err, errlen, pos, p);
+		put_range(err, pos, p);
 }
 
 int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp,
-		   struct aqm_args *a, char *err, size_t errlen)
+		   struct aqm_args *a, struct aqm_error *err)
 {
 	const char *s = spec, *end = spec + speclen, *tok, *own_end;
 	const struct aqm_ops *ops;
@@ -326,21 +343,22 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 	while (s < end && !is_space(*s) && *s != '|')
 		s++;
 	if (s == tok) {
-		aqm_err(err, errlen, "empty spec: expected a discipline name", 0, 0);
+		aqm_err(err, AQM_ERR_SYNTAX, "empty spec: expected a discipline name", 0, 0);
 		return -1;
 	}
 	ops = aqm_find_ops(tok, (size_t)(s - tok));
 	if (!ops) {
 		const char *const *n = aqm_discipline_names();
 
-		pos = aqm_put_str(err, errlen, 0, "unknown discipline '");
-		pos = aqm_put_strn(err, errlen, pos, tok, (size_t)(s - tok));
-		pos = aqm_put_str(err, errlen, pos, "' (known:");
+		err->code = AQM_ERR_UNKNOWN_DISC;
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "unknown discipline '");
+		pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, tok, (size_t)(s - tok));
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' (known:");
 		for (; *n; n++) {
-			pos = aqm_put_str(err, errlen, pos, " ");
-			pos = aqm_put_str(err, errlen, pos, *n);
+			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " ");
+			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, *n);
 		}
-		aqm_put_str(err, errlen, pos, ")");
+		aqm_put_str(AQM_ERR_TEXT(err), pos, ")");
 		return -1;
 	}
 	/* This discipline's own parameters end at the first '|'. */
@@ -351,7 +369,8 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 		const char *c = own_end;
 
 		if (!ops->takes_children) {
-			aqm_err(err, errlen, ops->name, ": takes no '|' child specs (only bands does)", 0);
+			aqm_err(err, AQM_ERR_CHILDREN, ops->name, ": takes no '|' child specs (only bands does)", 0);
+			err->disc = ops->name;
 			return -1;
 		}
 		while (c < end) {
@@ -360,7 +379,8 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 			while (ce < end && *ce != '|')
 				ce++;
 			if (a->nchild == 8) {
-				aqm_err(err, errlen, ops->name, ": at most 8 bands", 0);
+				aqm_err(err, AQM_ERR_CHILDREN, ops->name, ": at most 8 bands", 0);
+				err->disc = ops->name;
 				return -1;
 			}
 			a->child[a->nchild] = cs;
@@ -370,7 +390,7 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 		}
 	}
 	if (ops->nparams > AQM_MAX_PARAMS) { /* a discipline outgrew the argument arrays */
-		aqm_err(err, errlen, ops->name, ": more parameters than AQM_MAX_PARAMS", 0);
+		aqm_err(err, AQM_ERR_ENV, ops->name, ": more parameters than AQM_MAX_PARAMS", 0);
 		return -1;
 	}
 	for (i = 0; i < ops->nparams; i++) {
@@ -395,10 +415,11 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 		while (eq < s && *eq != '=')
 			eq++;
 		if (eq == s || eq == key) {
-			pos = aqm_put_str(err, errlen, 0, ops->name);
-			pos = aqm_put_str(err, errlen, pos, ": expected key=value, got '");
-			pos = aqm_put_strn(err, errlen, pos, key, (size_t)(s - key));
-			aqm_put_str(err, errlen, pos, "'");
+			aqm_err_at(err, AQM_ERR_SYNTAX, ops, -1, -1);
+			pos = aqm_put_str(AQM_ERR_TEXT(err), 0, ops->name);
+			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": expected key=value, got '");
+			pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, key, (size_t)(s - key));
+			aqm_put_str(AQM_ERR_TEXT(err), pos, "'");
 			return -1;
 		}
 		for (i = 0; i < ops->nparams; i++)
@@ -409,25 +430,26 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 		if (!p) {
 			unsigned j;
 
-			pos = aqm_put_str(err, errlen, 0, ops->name);
-			pos = aqm_put_str(err, errlen, pos, ": unknown parameter '");
-			pos = aqm_put_strn(err, errlen, pos, key, (size_t)(eq - key));
-			pos = aqm_put_str(err, errlen, pos, "' (known:");
+			aqm_err_at(err, AQM_ERR_UNKNOWN_PARAM, ops, -1, -1);
+			pos = aqm_put_str(AQM_ERR_TEXT(err), 0, ops->name);
+			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": unknown parameter '");
+			pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, key, (size_t)(eq - key));
+			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' (known:");
 			for (j = 0; j < ops->nparams; j++) {
-				pos = aqm_put_str(err, errlen, pos, " ");
-				pos = aqm_put_str(err, errlen, pos, ops->params[j].name);
+				pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " ");
+				pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ops->params[j].name);
 			}
-			aqm_put_str(err, errlen, pos, ")");
+			aqm_put_str(AQM_ERR_TEXT(err), pos, ")");
 			return -1;
 		}
 		val = eq + 1;
 		if (a->given & (1u << i)) {
-			param_err(err, errlen, ops, p, val, (size_t)(s - val), "given twice");
+			param_err(err, AQM_ERR_TWICE, ops, p, val, (size_t)(s - val), "given twice");
 			return -1;
 		}
 		a->given |= 1u << i;
 		if (val == s) {
-			param_err(err, errlen, ops, p, val, 0, "empty value");
+			param_err(err, AQM_ERR_SYNTAX, ops, p, val, 0, "empty value");
 			return -1;
 		}
 		if (p->kind == AQM_PARAM_TEXT) {
@@ -439,22 +461,23 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 		case 0:
 			break;
 		case -2:
-			param_err(err, errlen, ops, p, val, (size_t)(s - val), "too many decimal places");
+			param_err(err, AQM_ERR_NOT_NUMBER, ops, p, val, (size_t)(s - val), "too many decimal places");
 			return -1;
 		case -3:
-			param_err(err, errlen, ops, p, val, (size_t)(s - val), "too large");
+			param_err(err, AQM_ERR_NOT_NUMBER, ops, p, val, (size_t)(s - val), "too large");
 			return -1;
 		default:
-			param_err(err, errlen, ops, p, val, (size_t)(s - val), "not a number");
+			param_err(err, AQM_ERR_NOT_NUMBER, ops, p, val, (size_t)(s - val), "not a number");
 			return -1;
 		}
 		if (a->v[i] < p->min || a->v[i] > p->max) {
-			param_err(err, errlen, ops, p, val, (size_t)(s - val), "out of range");
+			param_err(err, AQM_ERR_RANGE, ops, p, val, (size_t)(s - val), "out of range");
 			return -1;
 		}
 	}
 	if (ops->takes_children && !a->nchild) {
-		aqm_err(err, errlen, ops->name, ": needs at least one child spec after '|'", 0);
+		aqm_err(err, AQM_ERR_CHILDREN, ops->name, ": needs at least one child spec after '|'", 0);
+		err->disc = ops->name;
 		return -1;
 	}
 	*opsp = ops;

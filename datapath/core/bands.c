@@ -92,23 +92,28 @@ static int next_num(const char **s, const char *end, int64_t *v)
 	return 0;
 }
 
-static int text_err(char *err, size_t errlen, const char *name, const char *txt, size_t n,
+static int text_err(struct aqm_error *err, unsigned param, const char *txt, size_t n,
 		    const char *what)
 {
-	size_t pos = aqm_put_str(err, errlen, 0, "bands: parameter '");
+	const char *name = aqm_bands_ops.params[param].name;
+	size_t pos;
 
-	pos = aqm_put_str(err, errlen, pos, name);
-	pos = aqm_put_str(err, errlen, pos, "' = '");
-	pos = aqm_put_strn(err, errlen, pos, txt, n);
-	pos = aqm_put_str(err, errlen, pos, "': ");
-	aqm_put_str(err, errlen, pos, what);
+	aqm_err_at(err, AQM_ERR_VALUE, &aqm_bands_ops, (int)param, -1);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "bands: parameter '");
+
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' = '");
+	pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, txt, n);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "': ");
+	aqm_put_str(AQM_ERR_TEXT(err), pos, what);
 	return -1;
 }
 
-static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int bands_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct bands *b = aqm_priv(q);
-	struct aqm_env cenv;
+	struct aqm_env cenv = { 0 };
+	uint64_t used = 0; /* packets the bands created so far may hold */
 	const char *s, *end;
 	unsigned i;
 	size_t pos;
@@ -117,19 +122,21 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	b->def = (unsigned)a->v[P_DEFAULT];
 	b->penalized = (int)a->v[P_PENALIZED];
 	if (b->def >= b->n) {
-		pos = aqm_put_str(err, errlen, 0, "bands: parameter 'default' = ");
-		pos = aqm_put_u64(err, errlen, pos, b->def);
-		pos = aqm_put_str(err, errlen, pos, " is not a band (there are ");
-		pos = aqm_put_u64(err, errlen, pos, b->n);
-		aqm_put_str(err, errlen, pos, " bands, counted from 0)");
+		aqm_err_at(err, AQM_ERR_RANGE, q->ops, P_DEFAULT, -1);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "bands: parameter 'default' = ");
+		pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, b->def);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " is not a band (there are ");
+		pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, b->n);
+		aqm_put_str(AQM_ERR_TEXT(err), pos, " bands, counted from 0)");
 		return -1;
 	}
 	if (b->penalized >= (int)b->n) {
-		pos = aqm_put_str(err, errlen, 0, "bands: parameter 'penalized' = ");
-		pos = aqm_put_u64(err, errlen, pos, (uint64_t)b->penalized);
-		pos = aqm_put_str(err, errlen, pos, " is not a band (there are ");
-		pos = aqm_put_u64(err, errlen, pos, b->n);
-		aqm_put_str(err, errlen, pos, " bands, counted from 0)");
+		aqm_err_at(err, AQM_ERR_RANGE, q->ops, P_PENALIZED, -1);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "bands: parameter 'penalized' = ");
+		pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, (uint64_t)b->penalized);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " is not a band (there are ");
+		pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, b->n);
+		aqm_put_str(AQM_ERR_TEXT(err), pos, " bands, counted from 0)");
 		return -1;
 	}
 	for (i = 0; i < b->n; i++)
@@ -141,7 +148,7 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 			int64_t w;
 
 			if (i == b->n || next_num(&s, end, &w) || w < 1 || w > 1000)
-				return text_err(err, errlen, "weights", a->text[P_WEIGHTS],
+				return text_err(err, P_WEIGHTS, a->text[P_WEIGHTS],
 						a->textlen[P_WEIGHTS],
 						i == b->n ? "more weights than bands"
 							  : "expected integers 1..1000 separated by ','");
@@ -149,11 +156,11 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 			if (s == end)
 				break;
 			if (*s++ != ',')
-				return text_err(err, errlen, "weights", a->text[P_WEIGHTS],
+				return text_err(err, P_WEIGHTS, a->text[P_WEIGHTS],
 						a->textlen[P_WEIGHTS], "expected ','");
 		}
 		if (i + 1 != b->n)
-			return text_err(err, errlen, "weights", a->text[P_WEIGHTS], a->textlen[P_WEIGHTS],
+			return text_err(err, P_WEIGHTS, a->text[P_WEIGHTS], a->textlen[P_WEIGHTS],
 					"needs one weight per band");
 	}
 	for (i = 0; i < 64; i++)
@@ -165,15 +172,15 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 
 		if (next_num(&s, end, &d) || d > 63 || s == end || *s++ != ':' ||
 		    next_num(&s, end, &band))
-			return text_err(err, errlen, "map", a->text[P_MAP], a->textlen[P_MAP],
+			return text_err(err, P_MAP, a->text[P_MAP], a->textlen[P_MAP],
 					"expected dscp:band pairs (dscp 0..63) separated by ','");
 		if (band >= (int64_t)b->n)
-			return text_err(err, errlen, "map", a->text[P_MAP], a->textlen[P_MAP],
+			return text_err(err, P_MAP, a->text[P_MAP], a->textlen[P_MAP],
 					"band out of range");
 		b->map[d] = (uint8_t)band;
 		b->mapped |= UINT64_C(1) << d;
 		if (s != end && *s++ != ',')
-			return text_err(err, errlen, "map", a->text[P_MAP], a->textlen[P_MAP],
+			return text_err(err, P_MAP, a->text[P_MAP], a->textlen[P_MAP],
 					"expected ','");
 	}
 	for (i = 0; i < b->n; i++)
@@ -184,8 +191,9 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	cenv.free = child_free;
 	cenv.drop = child_drop;
 	cenv.rate_bps = q->env.rate_bps;
+	cenv.max_pkts = q->env.max_pkts;
 	for (i = 0; i < b->n; i++) {
-		char cerr[200];
+		struct aqm_error cerr;
 		const char *cs = a->child[i];
 		size_t cl = a->childlen[i];
 
@@ -194,16 +202,34 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 			cl--;
 		}
 		if (cl >= 5 && aqm_streqn(cs, 5, "bands") && (cl == 5 || cs[5] == ' ')) {
-			aqm_err(err, errlen, "bands: a band cannot itself be 'bands'", 0, 0);
+			aqm_err(err, AQM_ERR_CHILDREN, "bands: a band cannot itself be 'bands'", 0, 0);
+			err->disc = q->ops->name;
+			err->band = (int)i;
 			goto fail;
 		}
-		b->child[i] = aqm_create_n(cs, cl, &cenv, cerr, sizeof(cerr));
+		b->child[i] = aqm_create_n(cs, cl, &cenv, &cerr);
 		if (!b->child[i]) {
-			pos = aqm_put_str(err, errlen, 0, "bands: band ");
-			pos = aqm_put_u64(err, errlen, pos, i);
-			pos = aqm_put_str(err, errlen, pos, ": ");
-			aqm_put_str(err, errlen, pos, cerr);
+			/* the child's code, discipline and parameter, in band i */
+			*err = cerr;
+			err->band = (int)i;
+			pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "bands: band ");
+			pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, i);
+			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": ");
+			aqm_put_str(AQM_ERR_TEXT(err), pos, cerr.text);
 			goto fail;
+		}
+		/* The host's cap covers all bands: the next ones get what is left
+		 * (0 would mean no cap, so none left is refused here). */
+		if (q->env.max_pkts) {
+			used += aqm_limit_pkts(b->child[i]);
+			if (i + 1 < b->n && used >= q->env.max_pkts) {
+				aqm_err(err, AQM_ERR_OVER_CAP, "bands: the bands' limits add up to more packets "
+					"than the host allows", 0, 0);
+				err->disc = q->ops->name;
+				err->band = (int)i + 1;
+				goto fail;
+			}
+			cenv.max_pkts = q->env.max_pkts - used;
 		}
 	}
 	return 0;
@@ -417,6 +443,39 @@ static uint64_t bands_limit_pkts(const struct aqm_queue *q)
 	return sum;
 }
 
+/* Empty after a flush: each band's estimators restart, the DRR from band 0. */
+static void bands_restart(struct aqm_queue *q)
+{
+	struct bands *b = aqm_priv(q);
+	unsigned i;
+
+	for (i = 0; i < b->n; i++) {
+		aqm_restart(b->child[i]);
+		b->deficit[i] = 0;
+	}
+	b->cur = 0;
+	b->turn = 0;
+}
+
+/* Flows summed over the bands, the smallest fair share of any band. */
+static void bands_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
+{
+	const struct bands *b = aqm_priv(q);
+	unsigned i;
+
+	for (i = 0; i < b->n; i++) {
+		struct aqm_xstats c;
+
+		aqm_get_xstats(b->child[i], &c);
+		if (c.flags & AQM_XS_FLOWS)
+			out->active_flows += c.active_flows;
+		if ((c.flags & AQM_XS_FAIR_SHARE) &&
+		    (!(out->flags & AQM_XS_FAIR_SHARE) || c.fair_share_bps < out->fair_share_bps))
+			out->fair_share_bps = c.fair_share_bps;
+		out->flags |= c.flags & (AQM_XS_FLOWS | AQM_XS_FAIR_SHARE);
+	}
+}
+
 const struct aqm_ops aqm_bands_ops = {
 	.name = "bands",
 	.params = bands_params,
@@ -435,4 +494,6 @@ const struct aqm_ops aqm_bands_ops = {
 	.band_stats = bands_band_stats,
 	.band_qlen = bands_band_qlen,
 	.limit_pkts = bands_limit_pkts,
+	.get_xstats = bands_get_xstats,
+	.restart = bands_restart,
 };

@@ -42,7 +42,7 @@ struct care {
 	uint64_t fair_drops, refused;
 };
 
-static int care_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int care_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct care *c = aqm_priv(q);
 	uint32_t n = (uint32_t)a->v[P_FLOWS];
@@ -57,13 +57,13 @@ static int care_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	if (n < 2 * c->t)
 		n = 2 * c->t;
 	if (aqm_flow_table_alloc(&c->flows, &q->env, n, sizeof(struct aqm_flow_head))) {
-		aqm_err(err, errlen, "care: out of memory for parameter 'flows'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "care: out of memory for parameter 'flows'", 0, 0);
 		return -1;
 	}
 	c->capture = q->env.alloc(q->env.ctx, (size_t)c->t * sizeof(c->capture[0]));
 	if (!c->capture) {
 		aqm_flow_table_free(&c->flows, &q->env);
-		aqm_err(err, errlen, "care: out of memory for parameter 'captures'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "care: out of memory for parameter 'captures'", 0, 0);
 		return -1;
 	}
 	return 0;

@@ -18,14 +18,14 @@ struct choke {
 	uint64_t matched;
 };
 
-static int choke_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int choke_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct choke *c = aqm_priv(q);
 
-	if (aqm_red_law_init(&c->law, "choke", a, err, errlen))
+	if (aqm_red_law_init(&c->law, "choke", a, err))
 		return -1;
 	if (aqm_ring_alloc(&c->ring, &q->env, c->law.limit)) {
-		aqm_err(err, errlen, "choke: out of memory for parameter 'limit'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "choke: out of memory for parameter 'limit'", 0, 0);
 		return -1;
 	}
 	return 0;
@@ -114,6 +114,16 @@ static size_t choke_xstats(const struct aqm_queue *q, char *buf, size_t len, siz
 	return aqm_red_law_xstats_drops(&c->law, buf, len, pos);
 }
 
+static void choke_restart(struct aqm_queue *q)
+{
+	aqm_red_law_restart(&((struct choke *)aqm_priv(q))->law);
+}
+
+static void choke_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
+{
+	aqm_red_law_get_xstats(&((const struct choke *)aqm_priv(q))->law, out);
+}
+
 const struct aqm_ops aqm_choke_ops = {
 	.name = "choke",
 	.params = aqm_red_params,
@@ -126,4 +136,6 @@ const struct aqm_ops aqm_choke_ops = {
 	.requeue = choke_requeue,
 	.xstats = choke_xstats,
 	.release = choke_release,
+	.get_xstats = choke_get_xstats,
+	.restart = choke_restart,
 };

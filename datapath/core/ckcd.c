@@ -145,7 +145,7 @@ struct ckcd {
 	uint64_t evictions, matched, early_drops, delay_drops;
 };
 
-static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct ckcd *c = aqm_priv(q);
 	uint64_t bdp_bytes, qmin, qmax;
@@ -168,7 +168,8 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->dth_new_ns = a->v[P_NEW_DTH] ? c->d_ns : c->dth_max_ns;
 	c->k_milli = (uint64_t)a->v[P_K];
 	if (c->dth_min_ns > c->dth_max_ns) {
-		aqm_err(err, errlen, "ckcd: parameter 'dth_min_ms' must not exceed 'dth_max_ms'", 0, 0);
+		aqm_err(err, AQM_ERR_CONFLICT, "ckcd: parameter 'dth_min_ms' must not exceed 'dth_max_ms'", 0, 0);
+		aqm_err_at(err, AQM_ERR_CONFLICT, q->ops, P_DTH_MIN, P_DTH_MAX);
 		return -1;
 	}
 	/* BDP in packets of avpkt bytes: rate * rtt / (8 * avpkt) */
@@ -181,10 +182,11 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	qmax = a->v[P_QMAX] ? (uint64_t)a->v[P_QMAX] : 3 * c->bdp_pkts;
 	qmin = a->v[P_QMIN] ? (uint64_t)a->v[P_QMIN] : c->bdp_pkts;
 	if (a->v[P_QMAX] && qmax > c->limit) {
-		pos = aqm_put_str(err, errlen, 0, "ckcd: parameter 'qmax' = ");
-		pos = aqm_put_u64(err, errlen, pos, qmax);
-		pos = aqm_put_str(err, errlen, pos, " must not exceed 'limit' = ");
-		aqm_put_u64(err, errlen, pos, c->limit);
+		aqm_err_at(err, AQM_ERR_CONFLICT, q->ops, P_QMAX, P_LIMIT);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "ckcd: parameter 'qmax' = ");
+		pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, qmax);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " must not exceed 'limit' = ");
+		aqm_put_u64(AQM_ERR_TEXT(err), pos, c->limit);
 		return -1;
 	}
 	if (qmax > c->limit)
@@ -192,10 +194,11 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	if (!a->v[P_QMIN] && qmin > c->limit / 3)
 		qmin = c->limit / 3;
 	if (qmin >= qmax) {
-		pos = aqm_put_str(err, errlen, 0, "ckcd: parameter 'qmin' = ");
-		pos = aqm_put_u64(err, errlen, pos, qmin);
-		pos = aqm_put_str(err, errlen, pos, " must be below q_max = ");
-		aqm_put_u64(err, errlen, pos, qmax);
+		aqm_err_at(err, AQM_ERR_CONFLICT, q->ops, P_QMIN, P_QMAX);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "ckcd: parameter 'qmin' = ");
+		pos = aqm_put_u64(AQM_ERR_TEXT(err), pos, qmin);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " must be below q_max = ");
+		aqm_put_u64(AQM_ERR_TEXT(err), pos, qmax);
 		return -1;
 	}
 	c->qmin = (uint32_t)qmin;
@@ -219,7 +222,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->flows_mem = q->env.alloc(q->env.ctx, (size_t)n * (sizeof(c->flows[0]) + sizeof(c->cold[0])) +
 					      sizeof(c->flows[0]) - 1);
 	if (!c->flows_mem) {
-		aqm_err(err, errlen, "ckcd: out of memory for parameter 'flows'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "ckcd: out of memory for parameter 'flows'", 0, 0);
 		return -1;
 	}
 	c->flows = (struct ckcd_flow *)(((uintptr_t)c->flows_mem + sizeof(c->flows[0]) - 1) &
@@ -227,7 +230,7 @@ static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	c->cold = (struct ckcd_flow_cold *)(c->flows + n);
 	if (aqm_ring_alloc(&c->ring, &q->env, c->limit)) {
 		q->env.free(q->env.ctx, c->flows_mem);
-		aqm_err(err, errlen, "ckcd: out of memory for parameter 'limit'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "ckcd: out of memory for parameter 'limit'", 0, 0);
 		return -1;
 	}
 	c->epoch = 1; /* 0 marks "never" in the flow entries */
@@ -751,7 +754,8 @@ static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_from(struct aqm_qu
 			break;
 		}
 		ckcd_unqueued(q, f, pkt);
-		if (!ckcd_late(c, f, now_ns - pkt->enqueue_ns, flow_dth(c, f), now_ns))
+		/* the last packet is judged but never dropped: see ckcd_dequeue */
+		if (!ckcd_late(c, f, now_ns - pkt->enqueue_ns, flow_dth(c, f), now_ns) || !q->qlen_pkts)
 			break;
 		ckcd_delay_drop(q, c, f, pkt);
 	}
@@ -799,7 +803,12 @@ static struct aqm_pkt *ckcd_dequeue(struct aqm_queue *q, uint64_t now_ns)
 	if (__builtin_expect(f->hash != pkt->flow_hash || !f->used || f->dth_epoch != c->epoch, 0))
 		return ckcd_dequeue_from(q, pkt, now_ns);
 	ckcd_unqueued(q, f, pkt);
-	if (__builtin_expect(ckcd_late(c, f, now_ns - pkt->enqueue_ns, f->dth_ns, now_ns), 0))
+	/* The last packet in the queue is judged (the flow's state moves on) but
+	 * sent whatever its delay, as CoDel never drops its last MTU (RFC 8289,
+	 * 5.4): one packet is no standing queue, and a dequeue that drops always
+	 * hands a packet on, so a parent (HTB) never sees a leaf that had packets
+	 * come back empty. */
+	if (__builtin_expect(ckcd_late(c, f, now_ns - pkt->enqueue_ns, f->dth_ns, now_ns) && q->qlen_pkts, 0))
 		return ckcd_dequeue_drop(q, pkt, f, now_ns);
 	if (!q->qlen_pkts)
 		ckcd_start_idle(c, now_ns);
@@ -870,6 +879,25 @@ static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 	return pos;
 }
 
+/* After a flush: q_avg from zero. Per-flow rates and d_th are kept: they
+ * describe the flows, not the queue, and age out with the windows. */
+static void ckcd_restart(struct aqm_queue *q)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	c->avg.avg_q16 = 0;
+}
+
+static void ckcd_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
+{
+	const struct ckcd *c = aqm_priv(q);
+
+	out->flags = AQM_XS_FLOWS | AQM_XS_FAIR_SHARE | AQM_XS_QAVG;
+	out->active_flows = ckcd_active(c);
+	out->fair_share_bps = c->rate_bps / ckcd_active(c);
+	out->q_avg_milli = (uint64_t)((c->avg.avg_q16 * 1000) >> 16);
+}
+
 const struct aqm_ops aqm_ckcd_ops = {
 	.name = "ckcd",
 	.params = ckcd_params,
@@ -882,4 +910,6 @@ const struct aqm_ops aqm_ckcd_ops = {
 	.requeue = ckcd_requeue,
 	.xstats = ckcd_xstats,
 	.release = ckcd_release,
+	.get_xstats = ckcd_get_xstats,
+	.restart = ckcd_restart,
 };

@@ -84,7 +84,7 @@ struct cocoa {
 	uint64_t limit_hits, enlargements, shrinks, shrink_drops, overflow_pkts;
 };
 
-static int cocoa_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int cocoa_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct cocoa *c = aqm_priv(q);
 
@@ -96,7 +96,7 @@ static int cocoa_init(struct aqm_queue *q, const struct aqm_args *a, char *err, 
 	c->quantum = (int32_t)a->v[P_QUANTUM];
 	c->initial_quantum = (int32_t)a->v[P_INIT_QUANTUM];
 	if (aqm_flow_table_alloc(&c->table, &q->env, (uint32_t)a->v[P_FLOWS], sizeof(struct cocoa_flow))) {
-		aqm_err(err, errlen, "cocoa: out of memory for parameter 'flows'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "cocoa: out of memory for parameter 'flows'", 0, 0);
 		return -1;
 	}
 	c->overflow_slot = c->table.mask + 1;

@@ -52,13 +52,12 @@ size_t aqm_codel_law_xstats(const struct codel_law *l, char *buf, size_t len, si
 	return aqm_put_kv(buf, len, pos, "maxpacket", l->maxpacket);
 }
 
-static int codel_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int codel_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct codel_fifo *c = aqm_priv(q);
 
 	(void)err;
-	(void)errlen;
-	c->limit = (uint32_t)a->v[P_LIMIT];
+		c->limit = (uint32_t)a->v[P_LIMIT];
 	codel_law_init(&c->law, a->v[P_TARGET], a->v[P_INTERVAL]);
 	return 0;
 }
@@ -107,6 +106,11 @@ static size_t codel_xstats(const struct aqm_queue *q, char *buf, size_t len, siz
 	return aqm_codel_law_xstats(&c->law, buf, len, pos);
 }
 
+static void codel_restart(struct aqm_queue *q)
+{
+	codel_law_restart(&((struct codel_fifo *)aqm_priv(q))->law);
+}
+
 const struct aqm_ops aqm_codel_ops = {
 	.name = "codel",
 	.params = codel_params,
@@ -118,4 +122,5 @@ const struct aqm_ops aqm_codel_ops = {
 	.pop_raw = aqm_codel_fifo_pop_raw,
 	.requeue = aqm_codel_fifo_requeue,
 	.xstats = codel_xstats,
+	.restart = codel_restart,
 };

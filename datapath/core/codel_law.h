@@ -59,6 +59,18 @@ static inline void codel_law_init(struct codel_law *l, int64_t target_us, int64_
 	l->invsqrt_q32 = 0xffffffffu;
 }
 
+/* After a flush: out of the dropping state, no sojourn above target yet
+ * (maxpacket, learned from the traffic, stays). */
+static inline void codel_law_restart(struct codel_law *l)
+{
+	l->first_above_ns = 0;
+	l->drop_next_ns = 0;
+	l->count = 0;
+	l->lastcount = 0;
+	l->invsqrt_q32 = 0xffffffffu;
+	l->dropping = 0;
+}
+
 /* Every packet queued (enqueue and carry-over): RFC 8289's maxpacket. */
 static inline void codel_law_queued(struct codel_law *l, const struct aqm_pkt *pkt)
 {

@@ -13,13 +13,12 @@ struct droptail {
 	uint32_t limit;
 };
 
-static int droptail_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int droptail_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct droptail *d = aqm_priv(q);
 
 	(void)err;
-	(void)errlen;
-	d->limit = (uint32_t)a->v[P_LIMIT];
+		d->limit = (uint32_t)a->v[P_LIMIT];
 	return 0;
 }
 

@@ -42,16 +42,16 @@ struct fred {
 	uint64_t untracked;  /* arrivals with no entry free: RED alone decided */
 };
 
-static int fred_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int fred_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct fred *f = aqm_priv(q);
 
-	if (aqm_red_law_init(&f->law, "fred", a, err, errlen))
+	if (aqm_red_law_init(&f->law, "fred", a, err))
 		return -1;
 	f->minq_q16 = a->v[P_MINQ] << 16;
 	/* the table rounds the size up to a power of two */
 	if (aqm_flow_table_alloc(&f->flows, &q->env, (uint32_t)a->v[P_FLOWS], sizeof(struct fred_flow))) {
-		aqm_err(err, errlen, "fred: out of memory for parameter 'flows'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "fred: out of memory for parameter 'flows'", 0, 0);
 		return -1;
 	}
 	return 0;
@@ -205,6 +205,20 @@ static size_t fred_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 	return aqm_red_law_xstats_drops(&f->law, buf, len, pos);
 }
 
+static void fred_restart(struct aqm_queue *q)
+{
+	aqm_red_law_restart(&((struct fred *)aqm_priv(q))->law);
+}
+
+static void fred_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
+{
+	const struct fred *f = aqm_priv(q);
+
+	aqm_red_law_get_xstats(&f->law, out);
+	out->flags |= AQM_XS_FLOWS;
+	out->active_flows = f->nactive;
+}
+
 const struct aqm_ops aqm_fred_ops = {
 	.name = "fred",
 	.params = fred_params,
@@ -217,4 +231,6 @@ const struct aqm_ops aqm_fred_ops = {
 	.requeue = fred_requeue,
 	.xstats = fred_xstats,
 	.release = fred_release,
+	.get_xstats = fred_get_xstats,
+	.restart = fred_restart,
 };

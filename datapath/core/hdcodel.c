@@ -209,18 +209,21 @@ static void observe(struct hdcodel *h, uint32_t key)
 
 /* ---- configuration --------------------------------------------------------- */
 
-static void param_err(char *err, size_t errlen, unsigned param, const char *what)
+static void param_err(struct aqm_error *err, unsigned param, const char *what)
 {
-	size_t pos = aqm_put_str(err, errlen, 0, "hdcodel: parameter '");
+	size_t pos;
 
-	pos = aqm_put_str(err, errlen, pos, hd_params[param].name);
-	pos = aqm_put_str(err, errlen, pos, "' ");
-	aqm_put_str(err, errlen, pos, what);
+	/* each of these clashes with the mode chosen */
+	aqm_err_at(err, AQM_ERR_CONFLICT, &aqm_hdcodel_ops, (int)param, P_MODE);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "hdcodel: parameter '");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, hd_params[param].name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' ");
+	aqm_put_str(AQM_ERR_TEXT(err), pos, what);
 }
 
 /* A TEXT parameter's word, as its index in words; -1 (err set) if none. */
 static int pick_word(const struct aqm_args *a, unsigned param, const char *const *words,
-		     char *err, size_t errlen)
+		     struct aqm_error *err)
 {
 	int i;
 	size_t pos;
@@ -228,17 +231,18 @@ static int pick_word(const struct aqm_args *a, unsigned param, const char *const
 	for (i = 0; words[i]; i++)
 		if (aqm_streqn(a->text[param], a->textlen[param], words[i]))
 			return i;
-	pos = aqm_put_str(err, errlen, 0, "hdcodel: parameter '");
-	pos = aqm_put_str(err, errlen, pos, hd_params[param].name);
-	pos = aqm_put_str(err, errlen, pos, "' = '");
-	pos = aqm_put_strn(err, errlen, pos, a->text[param], a->textlen[param]);
-	pos = aqm_put_str(err, errlen, pos, "': expected ");
-	aqm_put_str(err, errlen, pos, hd_params[param].unit);
+	aqm_err_at(err, AQM_ERR_VALUE, &aqm_hdcodel_ops, (int)param, -1);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "hdcodel: parameter '");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, hd_params[param].name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' = '");
+	pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, a->text[param], a->textlen[param]);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "': expected ");
+	aqm_put_str(AQM_ERR_TEXT(err), pos, hd_params[param].unit);
 	return -1;
 }
 
 static int est_init(struct aqm_queue *q, struct hd_est *e, const struct aqm_args *a,
-		    char *err, size_t errlen)
+		    struct aqm_error *err)
 {
 	uint32_t slots = 2, bits = 1;
 
@@ -255,7 +259,7 @@ static int est_init(struct aqm_queue *q, struct hd_est *e, const struct aqm_args
 	e->counts = q->env.alloc(q->env.ctx, slots * sizeof(*e->counts));
 	e->keys_with = q->env.alloc(q->env.ctx, (e->hist_len + 1) * sizeof(*e->keys_with));
 	if (!e->ring || !e->counts || !e->keys_with) {
-		aqm_err(err, errlen, "hdcodel: out of memory for hist_len records", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "hdcodel: out of memory for hist_len records", 0, 0);
 		return -1;
 	}
 	return 0;
@@ -273,29 +277,29 @@ static void hd_release(struct aqm_queue *q)
 		q->env.free(q->env.ctx, h->est.keys_with);
 }
 
-static int hd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int hd_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct hdcodel *h = aqm_priv(q);
-	int key = pick_word(a, P_KEY, key_words, err, errlen);
-	int mode = key < 0 ? -1 : pick_word(a, P_MODE, mode_words, err, errlen);
-	int thin = mode < 0 ? -1 : pick_word(a, P_THIN, thin_words, err, errlen);
-	int spare = thin < 0 ? -1 : pick_word(a, P_SPARE, spare_words, err, errlen);
+	int key = pick_word(a, P_KEY, key_words, err);
+	int mode = key < 0 ? -1 : pick_word(a, P_MODE, mode_words, err);
+	int thin = mode < 0 ? -1 : pick_word(a, P_THIN, thin_words, err);
+	int spare = thin < 0 ? -1 : pick_word(a, P_SPARE, spare_words, err);
 	uint64_t p = (uint64_t)a->v[P_P];
 	unsigned i;
 
 	if (spare < 0)
 		return -1;
 	if (mode == MODE_STATIC && !(a->given & (1u << P_HEAVY_KEY))) {
-		param_err(err, errlen, P_HEAVY_KEY, "is needed by mode=static: the key it penalizes");
+		param_err(err, P_HEAVY_KEY, "is needed by mode=static: the key it penalizes");
 		return -1;
 	}
 	if (mode == MODE_DYNAMIC && (a->given & (1u << P_HEAVY_KEY))) {
-		param_err(err, errlen, P_HEAVY_KEY, "is for mode=static only (dynamic estimates it)");
+		param_err(err, P_HEAVY_KEY, "is for mode=static only (dynamic estimates it)");
 		return -1;
 	}
 	for (i = P_REC_INT; mode == MODE_STATIC && i <= P_STAT_INT; i++)
 		if (a->given & (1u << i)) {
-			param_err(err, errlen, i, "is for mode=dynamic only (static has no estimator)");
+			param_err(err, i, "is for mode=dynamic only (static has no estimator)");
 			return -1;
 		}
 	h->key = (uint8_t)key;
@@ -312,7 +316,7 @@ static int hd_init(struct aqm_queue *q, const struct aqm_args *a, char *err, siz
 		h->have_heavy = 1;
 		return 0;
 	}
-	if (est_init(q, &h->est, a, err, errlen)) {
+	if (est_init(q, &h->est, a, err)) {
 		hd_release(q); /* aqm_create frees only the queue after a failed init */
 		return -1;
 	}
@@ -416,6 +420,12 @@ static size_t hd_describe(const struct aqm_queue *q, char *buf, size_t len, size
 	return pos;
 }
 
+/* CoDel's law restarts; the estimator's history of the traffic stays. */
+static void hd_restart(struct aqm_queue *q)
+{
+	codel_law_restart(&((struct hdcodel *)aqm_priv(q))->cf.law);
+}
+
 const struct aqm_ops aqm_hdcodel_ops = {
 	.name = "hdcodel",
 	.params = hd_params,
@@ -431,4 +441,5 @@ const struct aqm_ops aqm_hdcodel_ops = {
 	.xstats = hd_xstats,
 	.describe = hd_describe,
 	.release = hd_release,
+	.restart = hd_restart,
 };

@@ -14,36 +14,40 @@ const struct aqm_param aqm_red_params[RED_NPARAMS] = { AQM_RED_PARAM_ROWS };
 
 /* min < max <= limit, or an error naming 'max'. */
 static int check_thresholds(const char *name, int64_t limit, int64_t min, int64_t max,
-			    char *err, size_t errlen)
+			    struct aqm_error *err)
 {
 	size_t pos;
 
 	if (min >= max) {
-		pos = aqm_put_str(err, errlen, 0, name);
-		pos = aqm_put_str(err, errlen, pos, ": parameter 'max' = ");
-		pos = aqm_put_i64(err, errlen, pos, max);
-		pos = aqm_put_str(err, errlen, pos, " must be greater than 'min' = ");
-		aqm_put_i64(err, errlen, pos, min);
+		aqm_err_at(err, AQM_ERR_CONFLICT, 0, RED_P_MAX, RED_P_MIN);
+		err->disc = name;
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, name);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": parameter 'max' = ");
+		pos = aqm_put_i64(AQM_ERR_TEXT(err), pos, max);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " must be greater than 'min' = ");
+		aqm_put_i64(AQM_ERR_TEXT(err), pos, min);
 		return -1;
 	}
 	if (max > limit) {
-		pos = aqm_put_str(err, errlen, 0, name);
-		pos = aqm_put_str(err, errlen, pos, ": parameter 'max' = ");
-		pos = aqm_put_i64(err, errlen, pos, max);
-		pos = aqm_put_str(err, errlen, pos, " must not exceed 'limit' = ");
-		aqm_put_i64(err, errlen, pos, limit);
+		aqm_err_at(err, AQM_ERR_CONFLICT, 0, RED_P_MAX, RED_P_LIMIT);
+		err->disc = name;
+		pos = aqm_put_str(AQM_ERR_TEXT(err), 0, name);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": parameter 'max' = ");
+		pos = aqm_put_i64(AQM_ERR_TEXT(err), pos, max);
+		pos = aqm_put_str(AQM_ERR_TEXT(err), pos, " must not exceed 'limit' = ");
+		aqm_put_i64(AQM_ERR_TEXT(err), pos, limit);
 		return -1;
 	}
 	return 0;
 }
 
 int aqm_red_law_init(struct aqm_red_law *law, const char *name, const struct aqm_args *a,
-		     char *err, size_t errlen)
+		     struct aqm_error *err)
 {
 	const int64_t *v = a->v;
 	uint64_t maxp_q32;
 
-	if (check_thresholds(name, v[RED_P_LIMIT], v[RED_P_MIN], v[RED_P_MAX], err, errlen))
+	if (check_thresholds(name, v[RED_P_LIMIT], v[RED_P_MIN], v[RED_P_MAX], err))
 		return -1;
 	law->limit = (uint32_t)v[RED_P_LIMIT];
 	law->min_q16 = v[RED_P_MIN] << 16;
@@ -62,6 +66,19 @@ size_t aqm_red_law_xstats(const struct aqm_red_law *law, char *buf, size_t len, 
 	return aqm_put_kvi(buf, len, pos, "count", law->mark.count);
 }
 
+void aqm_red_law_restart(struct aqm_red_law *law)
+{
+	law->avg.avg_q16 = 0;
+	law->avg.idle_since_ns = 0;
+	law->mark.count = -1;
+}
+
+void aqm_red_law_get_xstats(const struct aqm_red_law *law, struct aqm_xstats *out)
+{
+	out->flags |= AQM_XS_QAVG;
+	out->q_avg_milli = (uint64_t)((law->avg.avg_q16 * 1000) >> 16);
+}
+
 size_t aqm_red_law_xstats_drops(const struct aqm_red_law *law, char *buf, size_t len, size_t pos)
 {
 	pos = aqm_put_kv(buf, len, pos, "prob_drops", law->prob_drops);
@@ -73,11 +90,11 @@ struct red {
 	struct aqm_red_law law;
 };
 
-static int red_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int red_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct red *r = aqm_priv(q);
 
-	return aqm_red_law_init(&r->law, "red", a, err, errlen);
+	return aqm_red_law_init(&r->law, "red", a, err);
 }
 
 static int red_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns)
@@ -142,6 +159,16 @@ static size_t red_xstats(const struct aqm_queue *q, char *buf, size_t len, size_
 	return aqm_red_law_xstats_drops(&r->law, buf, len, pos);
 }
 
+static void red_restart(struct aqm_queue *q)
+{
+	aqm_red_law_restart(&((struct red *)aqm_priv(q))->law);
+}
+
+static void red_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
+{
+	aqm_red_law_get_xstats(&((const struct red *)aqm_priv(q))->law, out);
+}
+
 const struct aqm_ops aqm_red_ops = {
 	.name = "red",
 	.params = aqm_red_params,
@@ -153,4 +180,6 @@ const struct aqm_ops aqm_red_ops = {
 	.pop_raw = red_pop_raw,
 	.requeue = red_requeue,
 	.xstats = red_xstats,
+	.get_xstats = red_get_xstats,
+	.restart = red_restart,
 };

@@ -37,7 +37,10 @@ struct aqm_red_law {
 /* From checked arguments of aqm_red_params; refuses (naming 'max') unless
  * min < max <= limit. name is the discipline's, for the message. */
 int aqm_red_law_init(struct aqm_red_law *law, const char *name, const struct aqm_args *a,
-		     char *err, size_t errlen);
+		     struct aqm_error *err);
+/* After a flush: q_avg from zero, no drop spacing under way. */
+void aqm_red_law_restart(struct aqm_red_law *law);
+void aqm_red_law_get_xstats(const struct aqm_red_law *law, struct aqm_xstats *out);
 
 /* q_avg is above max: the arrival is dropped (early, "forced"). */
 static inline int aqm_red_law_force(struct aqm_red_law *law, struct aqm_queue *q, struct aqm_pkt *pkt)

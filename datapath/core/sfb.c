@@ -75,7 +75,7 @@ static inline uint32_t sfb_hash(const struct sfb *s, uint32_t flow_hash)
 	return h ? h : 1;
 }
 
-static int sfb_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int sfb_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct sfb *s = aqm_priv(q);
 
@@ -89,8 +89,7 @@ static int sfb_init(struct aqm_queue *q, const struct aqm_args *a, char *err, si
 	s->tokens = s->penalty_burst;
 	s->salt = q->env.random_u32(q->env.ctx);
 	(void)err;
-	(void)errlen;
-	return 0;
+		return 0;
 }
 
 /* Linux's token bucket for non-responsive flows: 1 when the packet must be

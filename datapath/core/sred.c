@@ -51,7 +51,7 @@ static uint32_t ppm_to_q32(int64_t ppm)
 	return v > 0xffffffffu ? 0xffffffffu : (uint32_t)v;
 }
 
-static int sred_init(struct aqm_queue *q, const struct aqm_args *a, char *err, size_t errlen)
+static int sred_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
 {
 	struct sred *s = aqm_priv(q);
 
@@ -61,7 +61,7 @@ static int sred_init(struct aqm_queue *q, const struct aqm_args *a, char *err, s
 	s->overwrite_q32 = ppm_to_q32(a->v[P_OVERWRITE]);
 	s->zombie = q->env.alloc(q->env.ctx, (size_t)s->nzombies * sizeof(s->zombie[0]));
 	if (!s->zombie) {
-		aqm_err(err, errlen, "sred: out of memory for parameter 'zombies'", 0, 0);
+		aqm_err(err, AQM_ERR_NOMEM, "sred: out of memory for parameter 'zombies'", 0, 0);
 		return -1;
 	}
 	return 0;
