@@ -1,7 +1,7 @@
 # ckcd-coex: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup setup-tests test demo bench clean-lab datapath
+.PHONY: setup setup-tests test demo bench clean-lab datapath dkms
 
 setup:            ## install Debian packages, the venv with pinned Ryu, build the datapath
 	@bash scripts/setup.sh
@@ -20,6 +20,9 @@ bench: setup      ## benchmarks: JSON into bench/results/, compared with bench/b
 
 datapath:
 	$(MAKE) -C datapath
+
+dkms:             ## on a switch host, as root: sch_ckcd.ko through DKMS, installed for the running kernel and every later one
+	@bash scripts/dkms.sh $(DKMS_ARGS)
 
 clean-lab:        ## remove what a crashed lab run left behind
 	.venv/bin/ckcd-coex clean

@@ -14,14 +14,14 @@ STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
   build-essential python3-venv python3-dev python3-matplotlib"
 TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
-  prometheus chromium chromium-driver"
+  prometheus chromium chromium-driver dkms shellcheck strace"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }
 say() { echo "setup: $*"; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (Mininet, Open vSwitch and network namespaces need it): sudo make setup"
-command -v apt-get >/dev/null && command -v dpkg-query >/dev/null \
+{ command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; } \
   || die "needs Debian 12 (apt-get/dpkg-query not found); install the packages in scripts/setup.sh by hand"
 [ -x /usr/bin/python3 ] || die "needs /usr/bin/python3 (Debian's python3): apt-get install python3"
 
