@@ -4,7 +4,9 @@
 # libFuzzer runtime, for the fuzz targets of datapath/fuzz/; qemu, busybox-static
 # and the kernel headers for the kernel lab of tests/kernel/, which boots Debian's
 # own kernel to load sch_ckcd.ko: our machines load no modules; prometheus, to
-# scrape a lab's /metrics, and chromium with chromium-driver, to test the dashboard).
+# scrape a lab's /metrics, and chromium with chromium-driver, to test the dashboard;
+# dkms, to build sch_ckcd.ko as a DKMS package; shellcheck, for the root-run scripts;
+# strace, to read the tc plugin's netlink requests).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."

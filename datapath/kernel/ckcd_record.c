@@ -47,6 +47,7 @@ struct ckcd_record {
 	struct ckcd_event *ev;
 	u32 cap, n;   /* n: events written; stops at cap */
 	u32 next_seq; /* the seq of the next arriving packet */
+	bool closed;  /* the qdisc was changed: the record ends (ckcd_record_close) */
 	struct dentry *file;
 };
 
@@ -54,8 +55,8 @@ static struct dentry *ckcd_debugfs_dir;
 
 static void ckcd_record_put(struct ckcd_record *r, struct ckcd_event e)
 {
-	if (r->n == r->cap)
-		return; /* full: the last line says how many */
+	if (r->n == r->cap || r->closed)
+		return; /* full or closed: the last line says how many, and why */
 	r->ev[r->n] = e;
 	smp_store_release(&r->n, r->n + 1);
 }
@@ -65,6 +66,11 @@ u32 ckcd_record_enqueue(struct ckcd_record *r, u64 t_ns, const struct aqm_pkt *p
 	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_ENQUEUE, .t_ns = t_ns, .a = pkt->flow_hash,
 						.b = pkt->len, .c = pkt->host_hash, .dscp = pkt->dscp });
 	return r->next_seq++;
+}
+
+void ckcd_record_close(struct ckcd_record *r)
+{
+	WRITE_ONCE(r->closed, true);
 }
 
 void ckcd_record_dequeue(struct ckcd_record *r, u64 t_ns, u32 seq)
@@ -114,7 +120,8 @@ static int ckcd_record_seq_show(struct seq_file *m, void *v)
 	const struct ckcd_event *e;
 
 	if (i == rd->n) {
-		seq_printf(m, "# events %u of %u\n", rd->n, rd->r->cap);
+		seq_printf(m, "# events %u of %u%s\n", rd->n, rd->r->cap,
+			   READ_ONCE(rd->r->closed) ? " (closed: the qdisc was changed)" : "");
 		return 0;
 	}
 	e = &rd->r->ev[i];
@@ -167,21 +174,33 @@ struct ckcd_record *ckcd_record_create(struct Qdisc *sch)
 {
 	u32 cap = READ_ONCE(record_events);
 	struct ckcd_record *r;
-	char name[IFNAMSIZ + 8];
+	char name[48];
+	struct dentry *file;
 
 	if (!cap || IS_ERR_OR_NULL(ckcd_debugfs_dir))
 		return NULL;
-	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	r = kzalloc(sizeof(*r), GFP_KERNEL_ACCOUNT);
 	if (!r)
 		return NULL;
-	r->ev = kvcalloc(cap, sizeof(*r->ev), GFP_KERNEL | __GFP_NOWARN);
+	r->ev = kvcalloc(cap, sizeof(*r->ev), GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!r->ev) {
 		kfree(r);
 		return NULL;
 	}
 	r->cap = cap;
-	snprintf(name, sizeof(name), "%s-%x", qdisc_dev(sch)->name, TC_H_MAJ(sch->handle) >> 16);
-	r->file = debugfs_create_file(name, 0400, ckcd_debugfs_dir, r, &ckcd_record_fops);
+	/* Device names repeat across network namespaces, ifindexes too: the
+	 * namespace's inode number makes the name one of a kind. */
+	snprintf(name, sizeof(name), "%u-%s-%x", dev_net(qdisc_dev(sch))->ns.inum, qdisc_dev(sch)->name,
+		 TC_H_MAJ(sch->handle) >> 16);
+	file = debugfs_create_file(name, 0400, ckcd_debugfs_dir, r, &ckcd_record_fops);
+	if (IS_ERR(file)) {
+		pr_warn_ratelimited("sch_ckcd: no record for %s: debugfs file %s: error %ld\n",
+				    qdisc_dev(sch)->name, name, PTR_ERR(file));
+		kvfree(r->ev);
+		kfree(r);
+		return NULL;
+	}
+	r->file = file;
 	return r;
 }
 

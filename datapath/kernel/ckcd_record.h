@@ -6,7 +6,9 @@
  * Off unless the module parameter record_events is set (it may change at run
  * time: /sys/module/sch_ckcd/parameters/record_events); a qdisc created while
  * it is N > 0 records its first N events into a buffer allocated at init, and
- * debugfs shows them as text in sch_ckcd/<dev>-<major> (hex), one per line:
+ * debugfs shows them as text in sch_ckcd/<netns>-<dev>-<major> (the network
+ * namespace's inode number, as `ls -L /proc/PID/ns/net -i` shows it; the
+ * handle's major in hex), one per line:
  *
  *   e T FLOW LEN DSCP HOST   a packet arrived at T ns (its seq: the count of e lines before it)
  *   d T SEQ                  the core was asked for a packet at T and gave SEQ ('-': none)
@@ -14,7 +16,9 @@
  *   r VALUE                  the core drew this random number (in the order it drew them)
  *
  * and a last line "# events N of M" (N < M: the buffer filled and recording
- * stopped there). e, d and r are the inputs; d's SEQ and x are the verdicts.
+ * stopped there), with " (closed: the qdisc was changed)" when a change
+ * ended the record: one record holds one configuration's inputs. e, d and r
+ * are the inputs; d's SEQ and x are the verdicts.
  */
 #ifndef CKCD_RECORD_H
 #define CKCD_RECORD_H
@@ -37,6 +41,8 @@ u32 ckcd_record_enqueue(struct ckcd_record *r, u64 t_ns, const struct aqm_pkt *p
 void ckcd_record_dequeue(struct ckcd_record *r, u64 t_ns, u32 seq);
 void ckcd_record_drop(struct ckcd_record *r, u32 seq, unsigned int reason);
 void ckcd_record_random(struct ckcd_record *r, u32 value);
+/* Under the qdisc lock, at change: nothing more is recorded. */
+void ckcd_record_close(struct ckcd_record *r);
 
 int ckcd_record_module_init(void);
 void ckcd_record_module_exit(void);

@@ -31,7 +31,33 @@
 #include "ckcd_record.h"
 #include "ckcd_nl.h"
 
+/* The core divides 64-bit numbers with '/', which a 32-bit kernel cannot
+ * link (it has no __udivdi3): build for 64-bit kernels only. */
+#ifndef CONFIG_64BIT
+#error "sch_ckcd needs a 64-bit kernel"
+#endif
+
 #define CKCD_DEFER_MAX 32
+
+/* Every packet a qdisc may hold costs a descriptor (48 bytes) and core state
+ * (a ring slot, a flow-table share) allocated when it is configured, and on
+ * a host where unprivileged user namespaces may create qdiscs the spec's
+ * author is not trusted: the limits of one qdisc's spec may add up to at most
+ * this many packets. 100000 MTU frames are 150 MB of queue, more than any
+ * port needs; the memory is charged to the creator's memory cgroup. */
+static unsigned int max_packets = 100000;
+
+static int ckcd_max_packets_set(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, 16000000);
+}
+
+static const struct kernel_param_ops ckcd_max_packets_ops = {
+	.set = ckcd_max_packets_set,
+	.get = param_get_uint,
+};
+module_param_cb(max_packets, &ckcd_max_packets_ops, &max_packets, 0644);
+MODULE_PARM_DESC(max_packets, "the most packets one ckcd qdisc's limits may add up to (1..16000000)");
 
 /* A queued skb's core descriptor (struct aqm_pkt) cannot live in skb->cb
  * (qdisc_skb_cb leaves 20 bytes; the descriptor is 48). Descriptors come from
@@ -70,17 +96,17 @@ struct ckcd_sched {
 	struct sk_buff **to_free;
 	struct aqm_pkt *arriving;
 	bool arriving_dropped; /* the skb is gone: enqueue must not touch it */
-	/* Queued packets the core dropped during one call: reported to the
-	 * parents (HTB) with qdisc_tree_reduce_backlog when the call ends. */
+	enum aqm_drop_reason arriving_reason;
+	u32 hash_seed; /* host_hash's jhash seed, this qdisc's own */
+	/* Queued packets the core dropped: reported to the parents (HTB) with
+	 * qdisc_tree_reduce_backlog when the call ends, unless our queue is then
+	 * empty (ckcd_report_dropped says why). */
 	int dropped_queued, dropped_queued_bytes;
 	/* Memory the core frees while we hold the tree lock (aqm_replace frees
 	 * the old queue): freed after unlock, since kvfree may sleep. */
 	void *deferred[CKCD_DEFER_MAX];
 	unsigned int ndeferred;
 	bool defer_free;
-	/* The core's error, describe and xstats text: used only under RTNL
-	 * (init, change, dump, dump_stats), so one buffer per qdisc serves. */
-	char buf[TCA_CKCD_SPEC_LEN];
 };
 
 /* ---- the descriptor pool ------------------------------------------------- */
@@ -106,7 +132,7 @@ static inline void ckcd_desc_put(struct ckcd_pool *p, struct aqm_pkt *d)
 /* A chunk of n descriptors, not yet in any pool (may sleep). */
 static struct ckcd_chunk *ckcd_chunk_alloc(u32 n)
 {
-	struct ckcd_chunk *c = kvzalloc(struct_size(c, descs, n), GFP_KERNEL);
+	struct ckcd_chunk *c = kvzalloc(struct_size(c, descs, n), GFP_KERNEL_ACCOUNT);
 
 	if (c)
 		c->ndescs = n;
@@ -190,8 +216,9 @@ static inline u32 *ckcd_skb_seq(struct sk_buff *skb)
 
 static void *ckcd_alloc(void *ctx, size_t bytes)
 {
-	/* only from aqm_create(), i.e. init/change under RTNL: may sleep */
-	return kvzalloc(bytes, GFP_KERNEL);
+	/* only from aqm_create*(), i.e. init/change under RTNL: may sleep;
+	 * charged to the memory cgroup of whoever configures the qdisc */
+	return kvzalloc(bytes, GFP_KERNEL_ACCOUNT);
 }
 
 static void ckcd_free(void *ctx, void *p)
@@ -219,6 +246,7 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 		ckcd_record_drop(s->rec, *ckcd_skb_seq(skb), why);
 	if (pkt == s->arriving) {
 		s->arriving_dropped = true;
+		s->arriving_reason = why;
 	} else {
 		/* it was counted as queued, here and in every parent */
 		sch->q.qlen--;
@@ -235,10 +263,18 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	}
 }
 
+/* Tell the parents about queued packets the core dropped. Never while our
+ * queue is empty: qdisc_tree_reduce_backlog() would then notify the parent
+ * that this leaf went empty (qlen_notify), and HTB deactivates the class in
+ * the middle of its own dequeue of it; sch_codel and sch_fq_codel defer for
+ * the same reason. Deferred counts go with the next report made while a
+ * packet is queued (the core's disciplines hand a packet on from every
+ * dequeue that drops, so in dequeue that is at once). */
 static void ckcd_report_dropped(struct ckcd_sched *s)
 {
-	if (s->dropped_queued)
-		qdisc_tree_reduce_backlog(s->sch, s->dropped_queued, s->dropped_queued_bytes);
+	if (!s->dropped_queued || !s->sch->q.qlen)
+		return;
+	qdisc_tree_reduce_backlog(s->sch, s->dropped_queued, s->dropped_queued_bytes);
 	s->dropped_queued = 0;
 	s->dropped_queued_bytes = 0;
 }
@@ -252,19 +288,25 @@ static void ckcd_free_deferred(struct ckcd_sched *s)
 
 /* ---- extack messages ------------------------------------------------------
  * An extack message must outlive the request (netlink copies it after RTNL is
- * dropped), so it cannot be the core's error text, written into a buffer that
- * the next request reuses. At load time we build one message per parameter
- * of every discipline from the core's table; an error is mapped to the message
- * of the parameter the core's text names. */
+ * dropped), so it is never built per request. At load time we build one
+ * message per parameter of every discipline from the core's table; a refused
+ * spec comes back from the core typed (struct aqm_error: a code, the
+ * discipline, the parameter's index), which picks the message. */
 
 struct ckcd_param_msg {
-	const char *disc, *param;
 	char msg[112];      /* the value itself is wrong: malformed or out of range */
 	char conflict[112]; /* the value is in range but clashes with another option */
 };
 
-static struct ckcd_param_msg *ckcd_msgs;
-static unsigned int ckcd_nmsgs;
+struct ckcd_disc_msgs {
+	const char *name;
+	unsigned int nparams;
+	struct ckcd_param_msg *param;
+};
+
+static struct ckcd_disc_msgs *ckcd_msgs;
+static unsigned int ckcd_ndiscs;
+static char ckcd_unknown_disc_msg[160]; /* lists aqm_discipline_names() */
 
 static int ckcd_fmt_fixed(char *buf, size_t len, s64 v, unsigned int decimals)
 {
@@ -284,25 +326,48 @@ static int ckcd_fmt_fixed(char *buf, size_t len, s64 v, unsigned int decimals)
 	return scnprintf(buf, len, "%lld.%0*lld", v / p, (int)decimals, v % p);
 }
 
+static void ckcd_free_msgs(void)
+{
+	unsigned int k;
+
+	for (k = 0; ckcd_msgs && k < ckcd_ndiscs; k++)
+		kfree(ckcd_msgs[k].param);
+	kfree(ckcd_msgs);
+	ckcd_msgs = NULL;
+}
+
 static int ckcd_build_msgs(void)
 {
 	const char *const *names = aqm_discipline_names();
 	struct aqm_param_desc d;
 	unsigned int n = 0, i, k;
+	size_t pos;
 
-	for (k = 0; names[k]; k++)
-		for (i = 0; aqm_param_desc(names[k], i, &d); i++)
-			n++;
+	pos = scnprintf(ckcd_unknown_disc_msg, sizeof(ckcd_unknown_disc_msg),
+			"ckcd: unknown discipline in the spec (known:");
+	for (n = 0; names[n]; n++)
+		pos += scnprintf(ckcd_unknown_disc_msg + pos, sizeof(ckcd_unknown_disc_msg) - pos, " %s",
+				 names[n]);
+	scnprintf(ckcd_unknown_disc_msg + pos, sizeof(ckcd_unknown_disc_msg) - pos, ")");
 	ckcd_msgs = kcalloc(n, sizeof(*ckcd_msgs), GFP_KERNEL);
 	if (!ckcd_msgs)
 		return -ENOMEM;
-	for (k = 0; names[k]; k++) {
+	ckcd_ndiscs = n;
+	for (k = 0; k < n; k++) {
+		struct ckcd_disc_msgs *dm = &ckcd_msgs[k];
+
+		dm->name = names[k];
+		while (aqm_param_desc(names[k], dm->nparams, &d))
+			dm->nparams++;
+		dm->param = kcalloc(dm->nparams, sizeof(*dm->param), GFP_KERNEL);
+		if (!dm->param) {
+			ckcd_free_msgs();
+			return -ENOMEM;
+		}
 		for (i = 0; aqm_param_desc(names[k], i, &d); i++) {
-			struct ckcd_param_msg *m = &ckcd_msgs[ckcd_nmsgs++];
+			struct ckcd_param_msg *m = &dm->param[i];
 			char lo[24], hi[24];
 
-			m->disc = names[k];
-			m->param = d.name;
 			scnprintf(m->conflict, sizeof(m->conflict),
 				  "%s: option '%s' conflicts with another option's value", names[k], d.name);
 			if (d.text) {
@@ -319,49 +384,71 @@ static int ckcd_build_msgs(void)
 	return 0;
 }
 
-/* The message for the core's error text err: the first parameter it names.
- * The core writes "<disc>: parameter '<name>' = '<value>': ..." for a bad
- * value, and names two parameters without a value for a cross-check. */
-static const char *ckcd_extack_msg(const char *err)
+static const struct ckcd_param_msg *ckcd_param_msg(const struct aqm_error *e)
 {
-	const char *best = NULL, *at = NULL;
-	bool conflict = !strstr(err, "' = '");
-	unsigned int i;
+	unsigned int k;
 
-	if (strstr(err, "unknown parameter"))
+	for (k = 0; e->disc && e->param >= 0 && k < ckcd_ndiscs; k++)
+		if (!strcmp(ckcd_msgs[k].name, e->disc) && e->param < ckcd_msgs[k].nparams)
+			return &ckcd_msgs[k].param[e->param];
+	return NULL;
+}
+
+/* The message for a refused spec: static, chosen by the core's typed error. */
+static const char *ckcd_extack_msg(const struct aqm_error *e)
+{
+	const struct ckcd_param_msg *m = ckcd_param_msg(e);
+
+	switch (e->code) {
+	case AQM_ERR_UNKNOWN_DISC:
+		return ckcd_unknown_disc_msg;
+	case AQM_ERR_UNKNOWN_PARAM:
 		return "ckcd: unknown option in the spec (tc qdisc add ... ckcd help lists them)";
-	if (strstr(err, "unknown discipline"))
-		return "ckcd: unknown discipline in the spec (droptail red codel hdcodel choke ckcd cocoa bands)";
-	for (i = 0; i < ckcd_nmsgs; i++) {
-		const struct ckcd_param_msg *m = &ckcd_msgs[i];
-		char quoted[40];
-		const char *p;
-
-		if (strncmp(err, m->disc, strlen(m->disc)) || err[strlen(m->disc)] != ':')
-			continue;
-		scnprintf(quoted, sizeof(quoted), "'%s'", m->param);
-		p = strstr(err, quoted);
-		if (p && (!at || p < at)) {
-			at = p;
-			best = conflict ? m->conflict : m->msg;
-		}
+	case AQM_ERR_SYNTAX:
+		return "ckcd: invalid spec: expected a discipline and name=value options";
+	case AQM_ERR_CHILDREN:
+		return "ckcd: invalid bands: 1 to 8 child specs after '|', none of them bands, only under bands";
+	case AQM_ERR_OVER_CAP:
+		return "ckcd: the limits add up to more packets than the module parameter max_packets allows";
+	case AQM_ERR_NOMEM:
+		return "ckcd: out of memory for the queue the spec asks for";
+	case AQM_ERR_CONFLICT:
+		return m ? m->conflict : "ckcd: two options conflict";
+	default:
+		return m ? m->msg : "ckcd: invalid spec";
 	}
-	return best ? best : "ckcd: invalid spec";
 }
 
 /* ---- configuration -------------------------------------------------------- */
 
 static const struct nla_policy ckcd_policy[TCA_CKCD_MAX + 1] = {
 	[TCA_CKCD_SPEC] = { .type = NLA_NUL_STRING, .len = TCA_CKCD_SPEC_LEN - 1 },
+	[TCA_CKCD_DISC] = { .type = NLA_NUL_STRING, .len = 31 },
+	[TCA_CKCD_PARAMS] = { .type = NLA_NUL_STRING, .len = TCA_CKCD_SPEC_LEN - 1 },
 };
 
-/* A new queue from opt's spec (the env of s), or NULL with extack set. */
-static struct aqm_queue *ckcd_new_queue(struct ckcd_sched *s, struct nlattr *opt,
-					struct netlink_ext_ack *extack)
+/* The discipline name of a running queue: the first word of its spec. */
+static bool ckcd_runs(const struct aqm_queue *q, const char *disc)
+{
+	char name[32];
+
+	aqm_describe(q, name, sizeof(name));
+	name[strcspn(name, " |")] = 0;
+	return !strcmp(name, disc);
+}
+
+/* A new queue from opt (ckcd_nl.h says what each attribute does), or an
+ * ERR_PTR with extack set; cur is the running queue at change, NULL at init.
+ * Allocates (may sleep): call without the tree lock. */
+static struct aqm_queue *ckcd_new_queue(struct ckcd_sched *s, const struct aqm_queue *cur,
+					struct nlattr *opt, struct netlink_ext_ack *extack)
 {
 	struct nlattr *tb[TCA_CKCD_MAX + 1] = {};
-	const char *spec = "ckcd";
+	const char *disc = "ckcd", *params = "";
+	struct aqm_error e = {};
 	struct aqm_queue *q;
+	struct nlattr *bad;
+	char *spec;
 	int err;
 
 	if (opt) {
@@ -369,18 +456,46 @@ static struct aqm_queue *ckcd_new_queue(struct ckcd_sched *s, struct nlattr *opt
 		err = nla_parse_nested_deprecated(tb, TCA_CKCD_MAX, opt, ckcd_policy, extack);
 		if (err < 0)
 			return ERR_PTR(err);
-		if (tb[TCA_CKCD_SPEC])
-			spec = nla_data(tb[TCA_CKCD_SPEC]);
 	}
-	q = aqm_create(spec, &s->env, s->buf, sizeof(s->buf));
+	if (cur && !tb[TCA_CKCD_SPEC] && !tb[TCA_CKCD_DISC] && !tb[TCA_CKCD_PARAMS]) {
+		NL_SET_ERR_MSG(extack, "ckcd: change needs options: the ones to change, or disc NAME, or spec");
+		return ERR_PTR(-EINVAL);
+	}
+	if (tb[TCA_CKCD_SPEC] && (tb[TCA_CKCD_DISC] || tb[TCA_CKCD_PARAMS])) {
+		NL_SET_ERR_MSG_ATTR(extack, tb[TCA_CKCD_SPEC], "ckcd: a whole spec comes alone");
+		return ERR_PTR(-EINVAL);
+	}
+	s->env.max_pkts = READ_ONCE(max_packets);
+	if (tb[TCA_CKCD_DISC])
+		disc = nla_data(tb[TCA_CKCD_DISC]);
+	if (tb[TCA_CKCD_PARAMS])
+		params = nla_data(tb[TCA_CKCD_PARAMS]);
+	bad = tb[TCA_CKCD_SPEC] ? tb[TCA_CKCD_SPEC] : tb[TCA_CKCD_PARAMS];
+	if (tb[TCA_CKCD_SPEC]) {
+		q = aqm_create_checked(nla_data(tb[TCA_CKCD_SPEC]), &s->env, &e);
+	} else if (cur && (!tb[TCA_CKCD_DISC] || ckcd_runs(cur, disc))) {
+		/* the running discipline: keep what this change does not give
+		 * (reads cur's configuration, which only change writes, under
+		 * RTNL as we are) */
+		q = aqm_create_changed(cur, params, &s->env, &e);
+	} else {
+		/* a discipline of its own: its defaults and these parameters */
+		spec = kasprintf(GFP_KERNEL, "%s %s", disc, params);
+		if (!spec)
+			return ERR_PTR(-ENOMEM);
+		q = aqm_create_checked(spec, &s->env, &e);
+		kfree(spec);
+		if (!q && e.code == AQM_ERR_UNKNOWN_DISC)
+			bad = tb[TCA_CKCD_DISC];
+	}
 	if (!q) {
 		/* what NL_SET_ERR_MSG_ATTR does, for a message chosen at run
 		 * time among the static ones (the macro takes literals only) */
 		if (extack) {
-			extack->_msg = ckcd_extack_msg(s->buf);
-			extack->bad_attr = tb[TCA_CKCD_SPEC];
+			extack->_msg = ckcd_extack_msg(&e);
+			extack->bad_attr = bad;
 		}
-		return ERR_PTR(strstr(s->buf, "out of memory") ? -ENOMEM : -EINVAL);
+		return ERR_PTR(e.code == AQM_ERR_NOMEM ? -ENOMEM : -EINVAL);
 	}
 	return q;
 }
@@ -393,6 +508,7 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 	int err;
 
 	s->sch = sch;
+	s->hash_seed = get_random_u32();
 	s->env = (struct aqm_env){
 		.ctx = s,
 		.random_u32 = ckcd_random,
@@ -401,7 +517,7 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 		.drop = ckcd_drop,
 		.rate_bps = 0, /* a spec without rate_bps: the table's default */
 	};
-	q = ckcd_new_queue(s, opt, extack);
+	q = ckcd_new_queue(s, NULL, opt, extack);
 	if (IS_ERR(q))
 		return PTR_ERR(q);
 	c = ckcd_pool_grow_for(s, q, &err, extack);
@@ -423,12 +539,18 @@ static int ckcd_change(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext
 	struct aqm_queue *nq;
 	int err;
 
-	if (!opt)
-		return -EINVAL;
+	/* A record holds one configuration's inputs, written by one writer
+	 * under the tree lock; the new queue draws random numbers as it is
+	 * created, outside the lock. So recording ends here, before that. */
+	if (s->rec) {
+		sch_tree_lock(sch);
+		ckcd_record_close(s->rec);
+		sch_tree_unlock(sch);
+	}
 	/* Create first, outside the lock (it allocates), and the descriptors a
 	 * larger limit needs; on error the old queue is untouched and keeps
 	 * running. */
-	nq = ckcd_new_queue(s, opt, extack);
+	nq = ckcd_new_queue(s, s->q, opt, extack);
 	if (IS_ERR(nq))
 		return PTR_ERR(nq);
 	c = ckcd_pool_grow_for(s, nq, &err, extack);
@@ -449,7 +571,7 @@ static int ckcd_change(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext
 
 /* ---- the packet path ------------------------------------------------------ */
 
-static void ckcd_classify(struct sk_buff *skb, struct aqm_pkt *pkt)
+static void ckcd_classify(const struct ckcd_sched *s, struct sk_buff *skb, struct aqm_pkt *pkt)
 {
 	pkt->flow_hash = skb_get_hash(skb);
 	pkt->dscp = 0;
@@ -461,7 +583,7 @@ static void ckcd_classify(struct sk_buff *skb, struct aqm_pkt *pkt)
 
 			pkt->dscp = ipv4_get_dsfield(iph) >> 2;
 			pkt->host_hash = jhash_2words((__force u32)iph->saddr,
-						      (__force u32)iph->daddr, 0);
+						      (__force u32)iph->daddr, s->hash_seed);
 		}
 		break;
 	case htons(ETH_P_IPV6):
@@ -469,7 +591,7 @@ static void ckcd_classify(struct sk_buff *skb, struct aqm_pkt *pkt)
 			const struct ipv6hdr *ip6h = ipv6_hdr(skb);
 
 			pkt->dscp = ipv6_get_dsfield(ip6h) >> 2;
-			pkt->host_hash = jhash2((const u32 *)&ip6h->saddr, 8, 0);
+			pkt->host_hash = jhash2((const u32 *)&ip6h->saddr, 8, s->hash_seed);
 		}
 		break;
 	}
@@ -488,7 +610,7 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 		WARN_ONCE(1, "sch_ckcd: descriptor pool of %u empty\n", s->pool.ndescs);
 		return qdisc_drop(skb, sch, to_free);
 	}
-	ckcd_classify(skb, d);
+	ckcd_classify(s, skb, d);
 	d->len = qdisc_pkt_len(skb);
 	d->frame = skb;
 	now = ktime_get_ns();
@@ -500,13 +622,22 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 	ret = aqm_enqueue(s->q, d, now);
 	s->arriving = NULL;
 	s->to_free = NULL;
-	ckcd_report_dropped(s);
 	/* The core reports AQM_DROPPED when it drops the arriving packet; the
 	 * flag guards the skb against any discipline that would not. */
-	if (ret == AQM_DROPPED || s->arriving_dropped)
-		return NET_XMIT_DROP; /* the core handed it to ckcd_drop: freed, counted */
+	if (ret == AQM_DROPPED || s->arriving_dropped) {
+		/* the core handed it to ckcd_drop: freed, counted */
+		ckcd_report_dropped(s);
+		if (s->arriving_reason == AQM_DROP_OVERFLOW)
+			return NET_XMIT_DROP;
+		/* An AQM's own decision, not a full buffer: congestion, as
+		 * sch_red, sch_choke and sch_sfb answer, so the sender's
+		 * stack backs off rather than counting a loss. */
+		qdisc_qstats_overlimit(sch);
+		return NET_XMIT_CN;
+	}
 	sch->q.qlen++;
 	qdisc_qstats_backlog_inc(sch, skb);
+	ckcd_report_dropped(s);
 	return NET_XMIT_SUCCESS;
 }
 
@@ -519,6 +650,7 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 
 	if (unlikely(s->rec))
 		ckcd_record_dequeue(s->rec, now, pkt ? *ckcd_skb_seq(pkt->frame) : CKCD_RECORD_NO_PKT);
+	/* before the packet handed on leaves our count: see ckcd_report_dropped */
 	ckcd_report_dropped(s);
 	if (!pkt)
 		return NULL;
@@ -530,27 +662,20 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 	return skb;
 }
 
-/* Under the qdisc lock (device going down, or a parent's reset). No
- * allocation is allowed here, so the queue is not re-created: its packets
- * leave through the core's own dequeue and are freed. The core's totals
- * count them as dequeued; the qdisc's counters are zeroed by qdisc_reset. */
+/* Under the qdisc lock (device going down, or a parent's reset): every
+ * queued packet is freed with no AQM decision and no random draw
+ * (aqm_flush), the discipline's estimators start afresh, and qdisc_reset
+ * zeroes the qdisc's own counters; the parents reset themselves. */
 static void ckcd_reset(struct Qdisc *sch)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
-	struct aqm_pkt *pkt;
 
 	if (!s->q)
 		return;
-	while (aqm_qlen_pkts(s->q) && (pkt = aqm_dequeue(s->q, ktime_get_ns()))) {
-		struct sk_buff *skb = pkt->frame;
-
-		ckcd_desc_put(&s->pool, pkt);
-		kfree_skb(skb);
-	}
+	aqm_flush(s->q); /* through ckcd_drop: qlen and backlog go to 0 */
 	s->dropped_queued = 0;
 	s->dropped_queued_bytes = 0;
-	sch->q.qlen = 0;
-	sch->qstats.backlog = 0;
+	WARN_ON_ONCE(sch->q.qlen || sch->qstats.backlog);
 }
 
 static void ckcd_destroy(struct Qdisc *sch)
@@ -570,36 +695,23 @@ static void ckcd_destroy(struct Qdisc *sch)
 
 /* ---- dump ----------------------------------------------------------------- */
 
+/* The running spec, whole: the attribute is sized from it, never cut. */
 static int ckcd_dump(struct Qdisc *sch, struct sk_buff *skb)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
-	struct nlattr *opts;
+	size_t len = aqm_describe_len(s->q) + 1;
+	struct nlattr *opts, *spec;
 
-	aqm_describe(s->q, s->buf, sizeof(s->buf));
 	opts = nla_nest_start_noflag(skb, TCA_OPTIONS);
-	if (!opts || nla_put_string(skb, TCA_CKCD_SPEC, s->buf)) {
+	if (!opts)
+		return -EMSGSIZE;
+	spec = len <= U16_MAX - NLA_HDRLEN ? nla_reserve(skb, TCA_CKCD_SPEC, len) : NULL;
+	if (!spec) {
 		nla_nest_cancel(skb, opts);
 		return -EMSGSIZE;
 	}
+	aqm_describe(s->q, nla_data(spec), len);
 	return nla_nest_end(skb, opts);
-}
-
-/* "key=<u64>" in the core's xstats text, 0 if absent. */
-static u64 ckcd_xstat(const char *text, const char *key)
-{
-	size_t klen = strlen(key);
-	const char *p = text;
-	u64 v = 0;
-
-	while ((p = strstr(p, key))) {
-		if ((p == text || p[-1] == ' ') && p[klen] == '=') {
-			for (p += klen + 1; *p >= '0' && *p <= '9'; p++)
-				v = v * 10 + (*p - '0');
-			return v;
-		}
-		p += klen;
-	}
-	return 0;
 }
 
 static int ckcd_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
@@ -607,23 +719,23 @@ static int ckcd_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	struct ckcd_sched *s = qdisc_priv(sch);
 	struct tc_ckcd_xstats st = { .version = CKCD_XSTATS_VERSION, .nreasons = AQM_DROP_REASONS };
 	const struct aqm_stats *as;
+	struct aqm_xstats xs;
 	unsigned int i;
 
 	BUILD_BUG_ON(AQM_DROP_REASONS > CKCD_XSTATS_REASONS);
+	/* numbers only under the lock: no text is formatted or parsed */
 	sch_tree_lock(sch);
 	as = aqm_get_stats(s->q);
 	for (i = 0; i < AQM_DROP_REASONS; i++)
 		st.drops[i] = as->drops[i];
 	st.enq_pkts = as->enq_pkts;
 	st.deq_pkts = as->deq_pkts;
-	/* The core's text xstats begin with the fixed counters; the per-flow
-	 * list after them may be cut off by the buffer, which is fine here. */
-	aqm_xstats(s->q, s->buf, sizeof(s->buf));
+	aqm_get_xstats(s->q, &xs);
 	sch_tree_unlock(sch);
-	if (strstr(s->buf, " active_flows=")) {
+	if ((xs.flags & (AQM_XS_FLOWS | AQM_XS_FAIR_SHARE)) == (AQM_XS_FLOWS | AQM_XS_FAIR_SHARE)) {
 		st.flags |= CKCD_XSTATS_HAS_FLOWS;
-		st.active_flows = ckcd_xstat(s->buf, "active_flows");
-		st.fair_share_bps = ckcd_xstat(s->buf, "fair_share_bps");
+		st.active_flows = xs.active_flows;
+		st.fair_share_bps = xs.fair_share_bps;
 	}
 	return gnet_stats_copy_app(d, &st, sizeof(st));
 }
@@ -654,7 +766,7 @@ static int __init ckcd_module_init(void)
 		err = register_qdisc(&ckcd_qdisc_ops);
 	if (err) {
 		ckcd_record_module_exit();
-		kfree(ckcd_msgs);
+		ckcd_free_msgs();
 	}
 	return err;
 }
@@ -663,7 +775,7 @@ static void __exit ckcd_module_exit(void)
 {
 	unregister_qdisc(&ckcd_qdisc_ops);
 	ckcd_record_module_exit();
-	kfree(ckcd_msgs);
+	ckcd_free_msgs();
 }
 
 module_init(ckcd_module_init);
