@@ -19,7 +19,6 @@ this machine's. Other ports are refused with a message that says why.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -214,15 +213,30 @@ def _await_agent(port_name: str, db: Ovsdb, done, what: str, error_fails: bool) 
 
 
 REPLAY_BINARY = Path(__file__).resolve().parent.parent / "datapath" / "build" / "ckcd-replay"
-_QUOTED_PARAM = re.compile(r"parameter '([a-z_]+)'")
 
 
 class AqmSpecError(ValueError):
-    """The core refuses a discipline spec; `param` names the parameter when it says which."""
+    """The core refuses a discipline spec, typed (its struct aqm_error, as ckcd-replay
+    --describe prints it): `param` names the parameter when it says which (for an unknown
+    one, the name as given), `code` is the core's short name of why ("range", "conflict",
+    "unknown-parameter", ...), `other` the parameter a conflict clashes with, `band` the
+    band (from 0) of a bands spec the error is in; None when the core does not say."""
 
-    def __init__(self, message: str, param: str | None):
+    def __init__(self, message: str, param: str | None, *, code: str | None = None,
+                 other: str | None = None, band: int | None = None):
         super().__init__(message)
         self.message, self.param = message, param
+        self.code, self.other, self.band = code, other, band
+
+
+def _typed_refusal(stdout: str) -> dict:
+    """ckcd-replay --describe's JSON line of a refused spec ({} if there is none)."""
+    lines = stdout.strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def check_spec(spec: str, rate_bps: int, binary: Path = REPLAY_BINARY) -> None:
@@ -230,7 +244,8 @@ def check_spec(spec: str, rate_bps: int, binary: Path = REPLAY_BINARY) -> None:
     would create it: a rate_bps the spec leaves out is the link's). The relations between
     parameters (RED's min below max, CKCD's qmin against its BDP) are in the disciplines'
     init code only; `ckcd-replay --describe` runs exactly that code, so nothing is written
-    twice. Raises AqmSpecError with the core's message.
+    twice. Raises AqmSpecError with the core's message and its typed fields (the JSON line
+    ckcd-replay prints on stdout for a refused spec; no English is parsed).
 
     A host pair named by address (hdcodel's heavy_key=10.0.0.1>10.0.0.3) is ckcd-link's to
     resolve into its per-run key; ckcd-replay has no addresses, so the check puts a number in
@@ -247,5 +262,7 @@ def check_spec(spec: str, rate_bps: int, binary: Path = REPLAY_BINARY) -> None:
     message = done.stderr.strip().removeprefix("ckcd-replay: ")
     if done.returncode != 2 or not message:
         raise AqmBackendError(f"{binary} failed ({done.returncode}) on {spec!r}: {message}")
-    found = _QUOTED_PARAM.search(message)
-    raise AqmSpecError(message, found.group(1) if found else None)
+    typed = _typed_refusal(done.stdout)
+    band = typed.get("band")
+    raise AqmSpecError(message, typed.get("param"), code=typed.get("code"),
+                       other=typed.get("other"), band=band if isinstance(band, int) else None)

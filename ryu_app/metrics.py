@@ -40,6 +40,23 @@ def parse_xstats(text: str) -> list[dict]:
     return groups
 
 
+TYPED_STATE = ("active_flows", "fair_share_bps")
+
+
+def state_groups(d: dict) -> list[dict]:
+    """The discipline's active flows and fair share from ckcd-link's `stats` of a direction,
+    one dict per band as parse_xstats gives them. A queue without bands: the typed numbers
+    of `state` (the core's aqm_get_xstats, only the fields it gives), else its xstats text.
+    Under bands `state` holds the bands' sum and smallest share, not each band's, so per
+    band the values still come from the text."""
+    groups = parse_xstats(d.get("xstats", ""))
+    state = d.get("state")
+    if isinstance(state, dict) and all(g["band"] is None for g in groups) and not d.get("bands"):
+        groups = [{"band": None, **{k: state[k] for k in TYPED_STATE
+                                    if isinstance(state.get(k), (int, float)) and not isinstance(state[k], bool)}}]
+    return groups
+
+
 def _number(text):
     try:
         return float(text)
@@ -176,7 +193,7 @@ class CoexCollector:
         sojourn.add_sample("coex_port_sojourn_seconds_count", names, count)
         if soj.get("max") is not None:
             f["sojourn_max"].add_metric(labels, soj["max"] / 1e6)
-        for group in parse_xstats(d.get("xstats", "")):
+        for group in state_groups(d):
             active, fair = _number(group.get("active_flows")), _number(group.get("fair_share_bps"))
             band = group["band"] if group["band"] is not None else ""
             if active is not None:

@@ -94,10 +94,27 @@ static void put_late(struct jbuf *b, const char *key, const char *count_key,
  * flow); one buffer, since the daemon runs in one thread. */
 static char text_buf[1 << 17];
 
+/* The discipline's state: "xstats", its text (every detail, CKCD's per-flow
+ * state too), and "state", the numbers the core gives typed (aqm_get_xstats),
+ * only those it flags: {"active_flows": N, "fair_share_bps": N, "q_avg": X}
+ * (q_avg in packets). A bands queue's are its bands' summed (flows) and the
+ * smallest (fair share); per band only the text says. */
 static void put_xstats(struct jbuf *b, const struct aqm_queue *q)
 {
+	struct aqm_xstats xs;
+
 	aqm_xstats(q, text_buf, sizeof(text_buf));
 	jb_kstr(b, "xstats", text_buf);
+	aqm_get_xstats(q, &xs);
+	jb_key(b, "state");
+	jb_obj_open(b);
+	if (xs.flags & AQM_XS_FLOWS)
+		jb_ku64(b, "active_flows", xs.active_flows);
+	if (xs.flags & AQM_XS_FAIR_SHARE)
+		jb_ku64(b, "fair_share_bps", xs.fair_share_bps);
+	if (xs.flags & AQM_XS_QAVG)
+		jb_kdbl(b, "q_avg", (double)xs.q_avg_milli / 1000.0);
+	jb_obj_close(b);
 }
 
 static void put_qdisc(struct jbuf *b, const struct aqm_queue *q)

@@ -21,6 +21,13 @@
  * d's packet) are not read. The same core on the same inputs must give the
  * same verdicts (tests/kernel/test_sch_ckcd.py compares them).
  * Exit 0 on success, 2 on a bad spec, option or trace line (message on stderr).
+ * With --describe, a refused spec also prints one JSON object on stdout, the
+ * core's typed refusal (struct aqm_error), for programs (ovs_config/aqm.py):
+ *   {"error":TEXT,"code":"range","discipline":"ckcd","param":"limit","other":null,"band":null}
+ * code is aqm_err_code_name(); param/other are parameter names from the
+ * discipline's table (other: the parameter a "conflict" clashes with; for
+ * "unknown-parameter", param is the name as given in the spec), band the band
+ * counted from 0; null when the core does not say.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -166,6 +173,76 @@ static void print_json_string(const char *s)
 	putchar('"');
 }
 
+/* A parameter index of discipline disc as a JSON name, or null. */
+static void print_param_name(const char *disc, int i)
+{
+	struct aqm_param_desc d;
+
+	if (disc && i >= 0 && aqm_param_desc(disc, (unsigned)i, &d))
+		print_json_string(d.name);
+	else
+		fputs("null", stdout);
+}
+
+/* "unknown-parameter": the core's table has no index for the key, so the key
+ * is found in the spec (the segment of e->band, or the spec's own): the first
+ * "key=value" whose key disc's table lacks. Printed as a JSON name or null. */
+static void print_unknown_key(const char *spec, const struct aqm_error *e)
+{
+	const char *p = spec;
+	struct aqm_param_desc d;
+
+	for (int b = -1; b < e->band && p; b++)
+		if ((p = strchr(p, '|')))
+			p++;
+	for (int tok = 0; p && *p && *p != '|'; tok++) {
+		size_t n, k;
+		int found = 0;
+
+		p += strspn(p, " \t");
+		n = strcspn(p, " \t|");
+		k = strcspn(p, " \t|=");
+		if (tok && k < n && e->disc) {
+			for (unsigned i = 0; !found && aqm_param_desc(e->disc, i, &d); i++)
+				found = strlen(d.name) == k && !strncmp(d.name, p, k);
+			if (!found) {
+				char key[64];
+
+				snprintf(key, sizeof(key), "%.*s", (int)k, p);
+				print_json_string(key);
+				return;
+			}
+		}
+		p += n;
+	}
+	fputs("null", stdout);
+}
+
+/* --describe: the refusal as one JSON line on stdout (see the top comment). */
+static void print_error_json(const char *spec, const struct aqm_error *e)
+{
+	printf("{\"error\":");
+	print_json_string(e->text);
+	printf(",\"code\":");
+	print_json_string(aqm_err_code_name(e->code));
+	printf(",\"discipline\":");
+	if (e->disc)
+		print_json_string(e->disc);
+	else
+		fputs("null", stdout);
+	printf(",\"param\":");
+	if (e->code == AQM_ERR_UNKNOWN_PARAM && e->param < 0)
+		print_unknown_key(spec, e);
+	else
+		print_param_name(e->disc, e->param);
+	printf(",\"other\":");
+	print_param_name(e->disc, e->other);
+	if (e->band >= 0)
+		printf(",\"band\":%d}\n", e->band);
+	else
+		printf(",\"band\":null}\n");
+}
+
 static void print_reasons(const uint64_t *v)
 {
 	int i;
@@ -267,7 +344,9 @@ static void usage(FILE *to)
 		"                   [--reconfigure T_NS:SPEC]... [--xstats-every-ms N]\n"
 		"                   [--no-packets] [FILE]\n"
 		"       ckcd-replay --qdisc SPEC --events RECORD   (sch_ckcd's record: e/d/r/x lines)\n"
-		"       ckcd-replay --describe --qdisc SPEC\n"
+		"       ckcd-replay --describe --qdisc SPEC   (a refused spec: exit 2, the message on\n"
+		"                   stderr and one JSON line on stdout: {\"error\",\"code\",\"discipline\",\n"
+		"                   \"param\",\"other\",\"band\"}, names or null)\n"
 		"       ckcd-replay --list\n"
 		"       ckcd-replay --catalog\n"
 		"Trace lines: time_ns flow_id length [dscp [host_id]]   ('#' comments; stdin if no FILE)\n");
@@ -450,6 +529,7 @@ int main(int argc, char **argv)
 	struct reconf *rc = g.rc = xalloc(calloc((size_t)argc, sizeof(*rc)));
 	size_t nrc = 0, irc = 0;
 	char err[512];
+	struct aqm_error cerr;
 	struct aqm_host host;
 	struct aqm_env env;
 	struct aqm_queue *q;
@@ -554,9 +634,11 @@ int main(int argc, char **argv)
 	env = aqm_host_env(&host, rate_bps);
 	if (events)
 		env.random_u32 = recorded_random;
-	q = g.q = aqm_create(spec, &env, err, sizeof(err));
+	q = g.q = aqm_create_checked(spec, &env, &cerr);
 	if (!q) {
-		fprintf(stderr, "ckcd-replay: %s\n", err);
+		fprintf(stderr, "ckcd-replay: %s\n", cerr.text);
+		if (describe)
+			print_error_json(spec, &cerr);
 		return 2;
 	}
 	aqm_describe(q, textbuf, sizeof(textbuf));

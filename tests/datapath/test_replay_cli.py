@@ -70,7 +70,48 @@ def test_bad_spec_exits_2_naming_the_parameter(spec, names):
         assert cp.returncode == 2, (spec, cp.stdout)
         for n in names:
             assert n in cp.stderr, (spec, cp.stderr)
-        assert cp.stdout == ""
+        if mode:  # --describe: the typed refusal, one JSON line, the same message
+            [line] = cp.stdout.splitlines()
+            typed = json.loads(line)
+            assert set(typed) == {"error", "code", "discipline", "param", "other", "band"}
+            assert "ckcd-replay: " + typed["error"] == cp.stderr.strip()
+        else:
+            assert cp.stdout == ""
+
+
+def refusal(spec):
+    cp = run_raw(["--describe", "--qdisc", spec])
+    assert cp.returncode == 2 and cp.stderr.startswith("ckcd-replay: "), cp
+    [line] = cp.stdout.splitlines()
+    typed = json.loads(line)
+    assert typed["error"] == cp.stderr.strip().removeprefix("ckcd-replay: ")
+    return {k: v for k, v in typed.items() if k != "error"}
+
+
+@pytest.mark.parametrize("spec,typed", [
+    # unknown parameter: the name as given (the table has no index for it)
+    ("droptail limt=80", dict(code="unknown-parameter", discipline="droptail", param="limt", other=None, band=None)),
+    ("nosuchqdisc", dict(code="unknown-discipline", discipline=None, param=None, other=None, band=None)),
+    # range
+    ("ckcd limit=0", dict(code="range", discipline="ckcd", param="limit", other=None, band=None)),
+    ("red max_p=1.5", dict(code="range", discipline="red", param="max_p", other=None, band=None)),
+    # a conflict names both parameters
+    ("red min=60 max=20", dict(code="conflict", discipline="red", param="max", other="min", band=None)),
+    ("ckcd dth_min_ms=10 dth_max_ms=5",
+     dict(code="conflict", discipline="ckcd", param="dth_min_ms", other="dth_max_ms", band=None)),
+    # in a band: the band's discipline and index
+    ("bands | droptail limit=0 | droptail",
+     dict(code="range", discipline="droptail", param="limit", other=None, band=0)),
+    ("bands | droptail | red limit=20 foo=3",
+     dict(code="unknown-parameter", discipline="red", param="foo", other=None, band=1)),
+    ("bands | droptail | red min=60 max=20",
+     dict(code="conflict", discipline="red", param="max", other="min", band=1)),
+    # a text value the discipline refuses; bands' own parameter: no band
+    ("bands weights=1,0 | droptail | droptail",
+     dict(code="value", discipline="bands", param="weights", other=None, band=None)),
+])
+def test_describe_prints_the_typed_refusal_as_json(spec, typed):
+    assert refusal(spec) == typed
 
 
 @pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd", "hdcodel", "sred", "fred", "sfb", "care",

@@ -78,6 +78,21 @@ def test_relations_between_parameters_are_the_cores_to_check(spec, param):
     assert e.value.param == param
 
 
+@pytest.mark.parametrize("spec,typed", [
+    ("droptail limt=80", {"param": "limt", "code": "unknown-parameter", "other": None, "band": None}),
+    ("red max_p=1.5", {"param": "max_p", "code": "range", "other": None, "band": None}),
+    ("red min=60 max=20", {"param": "max", "code": "conflict", "other": "min", "band": None}),
+    ("bands | droptail | droptail limit=0", {"param": "limit", "code": "range", "other": None, "band": 1}),
+    ("nosuch", {"param": None, "code": "unknown-discipline", "other": None, "band": None}),
+])
+def test_check_spec_reads_the_cores_typed_refusal(spec, typed):
+    """check_spec reads ckcd-replay's JSON line, not the English message."""
+    with pytest.raises(AqmSpecError) as e:
+        check_spec(spec, 100_000_000)
+    assert {k: getattr(e.value, k) for k in typed} == typed
+    assert e.value.message and not e.value.message.startswith("ckcd-replay:")
+
+
 def described_defaults(name: str) -> dict:
     """The core's own description of the discipline with every default filled in."""
     out = subprocess.run([str(REPO / "datapath" / "build" / "ckcd-replay"), "--describe", "--qdisc", name],

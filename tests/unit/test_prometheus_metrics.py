@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from coex.policy import Policy
 from coex.steering import SteeringBook
 from fake_controller import DPID, FakeController
-from ryu_app.metrics import discipline_name, parse_xstats
+from ryu_app.metrics import discipline_name, parse_xstats, state_groups
 from ryu_app.rest import CoexApi, Raw
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "metrics.md")
@@ -143,6 +143,34 @@ def test_xstats_and_spec_parsing():
     assert discipline_name("ckcd limit=80 delta_ms=100") == ("ckcd", "")
     assert discipline_name(LINK_STATS["qdisc"]) == ("bands", "ckcd,droptail")
     assert discipline_name(None) == ("none", "")
+
+
+CKCD_STATS = {**LINK_STATS, "qdisc": "ckcd limit=80",
+              # the text says otherwise: a queue without bands is read from the typed numbers
+              "xstats": "q_avg=1.5 active_flows=9 fair_share_bps=1 flow.7=mu_bps:1,dth_us:2,dropping:0",
+              "state": {"active_flows": 4, "fair_share_bps": 12_500_000, "q_avg": 1.5}}
+
+
+def test_a_queue_without_bands_is_read_from_the_typed_state(monkeypatch):
+    monkeypatch.setitem(globals(), "LINK_STATS", CKCD_STATS)
+    _, api = make_api()
+    got = scrape(api)
+    port = tuple(sorted(PORT + (("band", ""),)))
+    assert got[("coex_port_ckcd_active_flows", port)] == 4
+    assert got[("coex_port_ckcd_fair_share_bits_per_second", port)] == 12.5e6
+
+
+def test_state_groups_typed_where_it_exists_text_per_band():
+    assert state_groups(CKCD_STATS) == [{"band": None, "active_flows": 4, "fair_share_bps": 12_500_000}]
+    # RED: the core flags q_avg only, so no flows and no fair share
+    assert state_groups({"xstats": "q_avg=3.25 count=1", "state": {"q_avg": 3.25}}) == [{"band": None}]
+    # an older ckcd-link without "state": the text
+    assert state_groups({"xstats": "active_flows=3 fair_share_bps=5"}) == [
+        {"band": None, "active_flows": "3", "fair_share_bps": "5"}]
+    # bands: "state" is the bands' sum and smallest share; each band's values from the text
+    banded = {**LINK_STATS, "state": {"active_flows": 2, "fair_share_bps": 12_500_000},
+              "bands": [{"band": 0}, {"band": 1}]}
+    assert state_groups(banded) == parse_xstats(LINK_STATS["xstats"])
 
 
 def test_docs_list_every_metric():
