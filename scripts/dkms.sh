@@ -69,8 +69,8 @@ if [ "$mode" = print ]; then echo "$version"; exit 0; fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (DKMS writes /usr/src, /var/lib/dkms, /lib/modules)"
 command -v dkms >/dev/null || die "dkms not found: apt-get install dkms"
-mkdir -p /run/lock
-exec 9>"/run/lock/$NAME-dkms.lock"
+
+exec 9>"/run/$NAME-dkms.lock"  # root's /run: a user cannot hold or plant it, as in /run/lock
 flock -n 9 || { say "waiting for another run of this script"; flock 9; }
 
 # The versions DKMS has registered ("name/version, kernel, arch: state" or "name/version: added";

@@ -39,12 +39,14 @@
 
 #define CKCD_DEFER_MAX 32
 
-/* Every packet a qdisc may hold costs a descriptor (48 bytes) and core state
- * (a ring slot, a flow-table share) allocated when it is configured, and on
- * a host where unprivileged user namespaces may create qdiscs the spec's
- * author is not trusted: the limits of one qdisc's spec may add up to at most
- * this many packets. 100000 MTU frames are 150 MB of queue, more than any
- * port needs; the memory is charged to the creator's memory cgroup. */
+/* Every packet a qdisc may hold costs a descriptor (48 bytes) and a ring
+ * slot allocated when it is configured, and on a host where unprivileged
+ * user namespaces may create qdiscs the spec's author is not trusted: the
+ * limits of one qdisc's spec may add up to at most this many packets. 100000
+ * MTU frames are 150 MB of queue, more than any port needs. The rest of a
+ * queue's memory is bounded by its parameters' maxima (flow tables of at most
+ * 65536 entries a band, tens of MB for 8 bands at their widest), and all of
+ * it is charged to the memory cgroup of whoever configures the qdisc. */
 static unsigned int max_packets = 100000;
 
 static int ckcd_max_packets_set(const char *val, const struct kernel_param *kp)
@@ -98,6 +100,7 @@ struct ckcd_sched {
 	bool arriving_dropped; /* the skb is gone: enqueue must not touch it */
 	enum aqm_drop_reason arriving_reason;
 	u32 hash_seed; /* host_hash's jhash seed, this qdisc's own */
+	bool resetting; /* in reset: flushed packets are freed, not counted as drops */
 	/* Queued packets the core dropped: reported to the parents (HTB) with
 	 * qdisc_tree_reduce_backlog when the call ends, unless our queue is then
 	 * empty (ckcd_report_dropped says why). */
@@ -244,6 +247,14 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 
 	if (unlikely(s->rec))
 		ckcd_record_drop(s->rec, *ckcd_skb_seq(skb), why);
+	if (unlikely(s->resetting)) {
+		/* reset: counted by the core as flushed, not as qdisc drops */
+		sch->q.qlen--;
+		qdisc_qstats_backlog_dec(sch, skb);
+		ckcd_desc_put(&s->pool, pkt);
+		kfree_skb(skb);
+		return;
+	}
 	if (pkt == s->arriving) {
 		s->arriving_dropped = true;
 		s->arriving_reason = why;
@@ -263,16 +274,18 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	}
 }
 
-/* Tell the parents about queued packets the core dropped. Never while our
- * queue is empty: qdisc_tree_reduce_backlog() would then notify the parent
- * that this leaf went empty (qlen_notify), and HTB deactivates the class in
- * the middle of its own dequeue of it; sch_codel and sch_fq_codel defer for
- * the same reason. Deferred counts go with the next report made while a
- * packet is queued (the core's disciplines hand a packet on from every
- * dequeue that drops, so in dequeue that is at once). */
+/* Tell the parents about queued packets the core dropped. From enqueue and
+ * change at once, as sch_choke and codel_change do (a parent must not keep
+ * an empty leaf's class active). From dequeue only while our queue still
+ * counts a packet: at zero, qdisc_tree_reduce_backlog() would notify the
+ * parent that this leaf went empty (qlen_notify) inside the parent's own
+ * dequeue of it, which sch_fq_codel avoids the same way. Dequeue reports
+ * before the packet it hands on leaves the count, and the core's
+ * disciplines hand a packet on from every dequeue that drops, so a deferral
+ * is a guard, settled by the next enqueue. */
 static void ckcd_report_dropped(struct ckcd_sched *s)
 {
-	if (!s->dropped_queued || !s->sch->q.qlen)
+	if (!s->dropped_queued)
 		return;
 	qdisc_tree_reduce_backlog(s->sch, s->dropped_queued, s->dropped_queued_bytes);
 	s->dropped_queued = 0;
@@ -422,6 +435,7 @@ static const char *ckcd_extack_msg(const struct aqm_error *e)
 /* ---- configuration -------------------------------------------------------- */
 
 static const struct nla_policy ckcd_policy[TCA_CKCD_MAX + 1] = {
+	[TCA_CKCD_UNSPEC] = { .strict_start_type = TCA_CKCD_SPEC }, /* unknown attributes refused */
 	[TCA_CKCD_SPEC] = { .type = NLA_NUL_STRING, .len = TCA_CKCD_SPEC_LEN - 1 },
 	[TCA_CKCD_DISC] = { .type = NLA_NUL_STRING, .len = 31 },
 	[TCA_CKCD_PARAMS] = { .type = NLA_NUL_STRING, .len = TCA_CKCD_SPEC_LEN - 1 },
@@ -619,9 +633,17 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 	s->to_free = to_free;
 	s->arriving = d;
 	s->arriving_dropped = false;
+	s->arriving_reason = AQM_DROP_OVERFLOW;
 	ret = aqm_enqueue(s->q, d, now);
 	s->arriving = NULL;
 	s->to_free = NULL;
+	if (unlikely(ret == AQM_DROPPED && !s->arriving_dropped)) {
+		/* a discipline broke the contract (aqm.h): the skb is still ours */
+		WARN_ONCE(1, "sch_ckcd: the core dropped a packet without handing it back\n");
+		ckcd_desc_put(&s->pool, d);
+		ckcd_report_dropped(s);
+		return qdisc_drop(skb, sch, to_free);
+	}
 	/* The core reports AQM_DROPPED when it drops the arriving packet; the
 	 * flag guards the skb against any discipline that would not. */
 	if (ret == AQM_DROPPED || s->arriving_dropped) {
@@ -651,7 +673,8 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 	if (unlikely(s->rec))
 		ckcd_record_dequeue(s->rec, now, pkt ? *ckcd_skb_seq(pkt->frame) : CKCD_RECORD_NO_PKT);
 	/* before the packet handed on leaves our count: see ckcd_report_dropped */
-	ckcd_report_dropped(s);
+	if (sch->q.qlen)
+		ckcd_report_dropped(s);
 	if (!pkt)
 		return NULL;
 	skb = pkt->frame;
@@ -664,18 +687,21 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 
 /* Under the qdisc lock (device going down, or a parent's reset): every
  * queued packet is freed with no AQM decision and no random draw
- * (aqm_flush), the discipline's estimators start afresh, and qdisc_reset
- * zeroes the qdisc's own counters; the parents reset themselves. */
+ * (aqm_flush; the core counts them as flushed, the qdisc not as drops), the
+ * discipline's estimators start afresh, and qdisc_reset zeroes qlen and
+ * backlog (with a peeked skb in gso_skb, which it purges after us). */
 static void ckcd_reset(struct Qdisc *sch)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
 
 	if (!s->q)
 		return;
-	aqm_flush(s->q); /* through ckcd_drop: qlen and backlog go to 0 */
+	s->resetting = true;
+	aqm_flush(s->q); /* through ckcd_drop: our qlen and backlog go down */
+	s->resetting = false;
+	/* nothing is owed to the parents: they reset themselves */
 	s->dropped_queued = 0;
 	s->dropped_queued_bytes = 0;
-	WARN_ON_ONCE(sch->q.qlen || sch->qstats.backlog);
 }
 
 static void ckcd_destroy(struct Qdisc *sch)
