@@ -404,6 +404,10 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)  # qemu and nothing else: its own session
             raw, _ = proc.communicate()
+        except BaseException:  # interrupted: qemu goes with us
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         seconds = time.monotonic() - t0
     console = raw.decode(errors="replace").replace("\r\n", "\n")
     status = None
@@ -489,11 +493,20 @@ class Vm:
         with open(self.console_path, "wb") as console:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
+        try:
+            self._await_ready(time.monotonic() + timeout_s)
+        except BaseException:
+            # an interrupted or failed boot (Ctrl-C, a test run stopped) must not leave qemu behind
+            self.stop()
+            raise
+        say(f"VM up in {time.monotonic() - self.t0:.1f} s")
+        return self
+
+    def _await_ready(self, deadline: float) -> None:
+        """Until the guest's command server answers; raises if qemu exits or time runs out."""
         while READY_MARK not in self.console():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 tail = self.console()[-3000:]
-                self.stop()
                 raise RuntimeError(f"the lab VM did not come up (qemu exit {self.proc.returncode}):\n{tail}")
             time.sleep(0.2)
         # qemu accepts on the forwarded port at once and resets the connection while nothing
@@ -505,11 +518,8 @@ class Vm:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                self.stop()
                 raise RuntimeError("the lab VM's command server does not answer")
             time.sleep(0.2)
-        say(f"VM up in {time.monotonic() - self.t0:.1f} s")
-        return self
 
     def console(self) -> str:
         with open(self.console_path, "rb") as f:
