@@ -8,7 +8,8 @@
  * it is N > 0 records its first N events into a buffer allocated at init, and
  * debugfs shows them as text in sch_ckcd/<netns>-<dev>-<major> (the network
  * namespace's inode number, as `ls -L /proc/PID/ns/net -i` shows it; the
- * handle's major in hex), one per line:
+ * handle's major in hex; "~2", "~3"... after it for a second qdisc of one
+ * handle on one device), one per line:
  *
  *   e T FLOW LEN DSCP HOST   a packet arrived at T ns (its seq: the count of e lines before it)
  *   d T SEQ                  the core was asked for a packet at T and gave SEQ ('-': none)
