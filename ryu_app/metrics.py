@@ -43,17 +43,29 @@ def parse_xstats(text: str) -> list[dict]:
 TYPED_STATE = ("active_flows", "fair_share_bps")
 
 
+def _typed(state: dict) -> dict:
+    return {k: state[k] for k in TYPED_STATE
+            if isinstance(state.get(k), (int, float)) and not isinstance(state[k], bool)}
+
+
 def state_groups(d: dict) -> list[dict]:
     """The discipline's active flows and fair share from ckcd-link's `stats` of a direction,
-    one dict per band as parse_xstats gives them. A queue without bands: the typed numbers
-    of `state` (the core's aqm_get_xstats, only the fields it gives), else its xstats text.
-    Under bands `state` holds the bands' sum and smallest share, not each band's, so per
-    band the values still come from the text."""
+    one dict per band as parse_xstats gives them. The typed numbers win (the core's
+    aqm_get_xstats, only the fields it gives): under bands each entry of `bands` has its own
+    `state` (aqm_band_xstats; the queue's `state` is the bands' sum and smallest share), a
+    queue without bands has `state` beside its xstats. The xstats text is read only when the
+    typed numbers are missing: an older ckcd-link without per-band `state` (or without
+    `state` at all)."""
     groups = parse_xstats(d.get("xstats", ""))
+    bands = d.get("bands")
+    if isinstance(bands, list) and bands:
+        states = [b.get("state") if isinstance(b, dict) else None for b in bands]
+        if all(isinstance(s, dict) for s in states):
+            return [{"band": str(b.get("band", i)), **_typed(s)} for i, (b, s) in enumerate(zip(bands, states))]
+        return groups  # an older ckcd-link: each band's values from the text
     state = d.get("state")
-    if isinstance(state, dict) and all(g["band"] is None for g in groups) and not d.get("bands"):
-        groups = [{"band": None, **{k: state[k] for k in TYPED_STATE
-                                    if isinstance(state.get(k), (int, float)) and not isinstance(state[k], bool)}}]
+    if isinstance(state, dict) and all(g["band"] is None for g in groups):
+        return [{"band": None, **_typed(state)}]
     return groups
 
 

@@ -458,6 +458,18 @@ void aqm_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
 		q->ops->get_xstats(q, out);
 }
 
+void aqm_band_xstats(const struct aqm_queue *q, unsigned band, struct aqm_xstats *out)
+{
+	if (q->ops->band_xstats) {
+		aqm_zero(out, sizeof(*out));
+		q->ops->band_xstats(q, band, out);
+	} else if (band == 0) {
+		aqm_get_xstats(q, out);
+	} else {
+		aqm_zero(out, sizeof(*out));
+	}
+}
+
 void aqm_restart(struct aqm_queue *q)
 {
 	q->carried_pkts = 0;

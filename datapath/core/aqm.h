@@ -218,6 +218,11 @@ struct aqm_xstats {
 
 void aqm_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out);
 
+/* Bands only: band's own state (band < aqm_nbands(q)), its discipline's
+ * aqm_get_xstats(). For a non-band discipline band 0 is the queue; out is
+ * zeroed (no flag set) for a band out of range. */
+void aqm_band_xstats(const struct aqm_queue *q, unsigned band, struct aqm_xstats *out);
+
 /* Frees the queue; packets still queued go to env->drop with AQM_DROP_FLUSH. */
 void aqm_destroy(struct aqm_queue *q);
 

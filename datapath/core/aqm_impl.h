@@ -71,6 +71,9 @@ struct aqm_ops {
 	 * the queue is empty (aqm_flush); neither may allocate. */
 	void (*get_xstats)(const struct aqm_queue *q, struct aqm_xstats *out);
 	void (*restart)(struct aqm_queue *q);
+	/* bands only (optional): a band's typed state (aqm_band_xstats; out is
+	 * zeroed, band may be out of range) */
+	void (*band_xstats)(const struct aqm_queue *q, unsigned band, struct aqm_xstats *out);
 };
 
 /* The common queue header; the discipline's private state follows it. */

@@ -476,6 +476,15 @@ static void bands_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
 	}
 }
 
+/* A band's state: its child's. */
+static void bands_band_xstats(const struct aqm_queue *q, unsigned band, struct aqm_xstats *out)
+{
+	const struct bands *b = aqm_priv(q);
+
+	if (band < b->n)
+		aqm_get_xstats(b->child[band], out);
+}
+
 const struct aqm_ops aqm_bands_ops = {
 	.name = "bands",
 	.params = bands_params,
@@ -496,4 +505,5 @@ const struct aqm_ops aqm_bands_ops = {
 	.limit_pkts = bands_limit_pkts,
 	.get_xstats = bands_get_xstats,
 	.restart = bands_restart,
+	.band_xstats = bands_band_xstats,
 };

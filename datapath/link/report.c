@@ -94,11 +94,25 @@ static void put_late(struct jbuf *b, const char *key, const char *count_key,
  * flow); one buffer, since the daemon runs in one thread. */
 static char text_buf[1 << 17];
 
+/* "state": the numbers the core gives typed (aqm_get_xstats, or a band's
+ * aqm_band_xstats), only those it flags: {"active_flows": N,
+ * "fair_share_bps": N, "q_avg": X} (q_avg in packets). */
+static void put_state(struct jbuf *b, const struct aqm_xstats *xs)
+{
+	jb_key(b, "state");
+	jb_obj_open(b);
+	if (xs->flags & AQM_XS_FLOWS)
+		jb_ku64(b, "active_flows", xs->active_flows);
+	if (xs->flags & AQM_XS_FAIR_SHARE)
+		jb_ku64(b, "fair_share_bps", xs->fair_share_bps);
+	if (xs->flags & AQM_XS_QAVG)
+		jb_kdbl(b, "q_avg", (double)xs->q_avg_milli / 1000.0);
+	jb_obj_close(b);
+}
+
 /* The discipline's state: "xstats", its text (every detail, CKCD's per-flow
- * state too), and "state", the numbers the core gives typed (aqm_get_xstats),
- * only those it flags: {"active_flows": N, "fair_share_bps": N, "q_avg": X}
- * (q_avg in packets). A bands queue's are its bands' summed (flows) and the
- * smallest (fair share); per band only the text says. */
+ * state too), and "state" (put_state). A bands queue's are its bands' summed
+ * (flows) and the smallest (fair share); each entry of "bands" has its own. */
 static void put_xstats(struct jbuf *b, const struct aqm_queue *q)
 {
 	struct aqm_xstats xs;
@@ -106,15 +120,7 @@ static void put_xstats(struct jbuf *b, const struct aqm_queue *q)
 	aqm_xstats(q, text_buf, sizeof(text_buf));
 	jb_kstr(b, "xstats", text_buf);
 	aqm_get_xstats(q, &xs);
-	jb_key(b, "state");
-	jb_obj_open(b);
-	if (xs.flags & AQM_XS_FLOWS)
-		jb_ku64(b, "active_flows", xs.active_flows);
-	if (xs.flags & AQM_XS_FAIR_SHARE)
-		jb_ku64(b, "fair_share_bps", xs.fair_share_bps);
-	if (xs.flags & AQM_XS_QAVG)
-		jb_kdbl(b, "q_avg", (double)xs.q_avg_milli / 1000.0);
-	jb_obj_close(b);
+	put_state(b, &xs);
 }
 
 static void put_qdisc(struct jbuf *b, const struct aqm_queue *q)
@@ -226,6 +232,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 	jb_obj_open(b);
 	for (int i = 0; i < 2; i++) {
 		struct link_dir *d = &l->dir[i];
+		struct aqm_xstats bxs;
 		unsigned nb;
 
 		if (!(dir_mask & (1 << i)))
@@ -260,6 +267,8 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 				jb_ku64(b, "band", k);
 				jb_ku64(b, "qlen_pkts", aqm_band_qlen_pkts(d->q, k));
 				put_aqm_stats(b, aqm_band_stats(d->q, k));
+				aqm_band_xstats(d->q, k, &bxs);
+				put_state(b, &bxs);
 				jb_obj_close(b);
 			}
 			jb_arr_close(b);

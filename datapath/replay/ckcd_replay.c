@@ -266,12 +266,45 @@ static void print_stats_obj(const struct aqm_stats *s)
 
 static char textbuf[1 << 20];
 
+/* The typed state as ckcd-link's report gives it: only the flagged fields,
+ * q_avg in packets. */
+static void print_state(const struct aqm_xstats *xs)
+{
+	const char *sep = "";
+
+	putchar('{');
+	if (xs->flags & AQM_XS_FLOWS) {
+		printf("\"active_flows\":%" PRIu32, xs->active_flows);
+		sep = ",";
+	}
+	if (xs->flags & AQM_XS_FAIR_SHARE) {
+		printf("%s\"fair_share_bps\":%" PRIu64, sep, xs->fair_share_bps);
+		sep = ",";
+	}
+	if (xs->flags & AQM_XS_QAVG)
+		printf("%s\"q_avg\":%" PRIu64 ".%03u", sep, xs->q_avg_milli / 1000,
+		       (unsigned)(xs->q_avg_milli % 1000));
+	putchar('}');
+}
+
 static void print_xstats(const struct aqm_queue *q, uint64_t t_ns)
 {
+	struct aqm_xstats xs;
+
 	aqm_xstats(q, textbuf, sizeof(textbuf));
 	printf("{\"type\":\"xstats\",\"t_ns\":%" PRIu64 ",\"xstats\":", t_ns);
 	print_json_string(textbuf);
-	printf("}\n");
+	printf(",\"state\":");
+	aqm_get_xstats(q, &xs);
+	print_state(&xs);
+	printf(",\"band_state\":[");
+	for (unsigned b = 0; b < aqm_nbands(q); b++) {
+		if (b)
+			putchar(',');
+		aqm_band_xstats(q, b, &xs);
+		print_state(&xs);
+	}
+	printf("]}\n");
 }
 
 /* The core's tables as one JSON object: the disciplines in registry order,

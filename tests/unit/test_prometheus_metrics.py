@@ -167,10 +167,34 @@ def test_state_groups_typed_where_it_exists_text_per_band():
     # an older ckcd-link without "state": the text
     assert state_groups({"xstats": "active_flows=3 fair_share_bps=5"}) == [
         {"band": None, "active_flows": "3", "fair_share_bps": "5"}]
-    # bands: "state" is the bands' sum and smallest share; each band's values from the text
+    # bands from an older ckcd-link without per-band "state" ("state" is the bands' sum and
+    # smallest share): each band's values from the text
     banded = {**LINK_STATS, "state": {"active_flows": 2, "fair_share_bps": 12_500_000},
               "bands": [{"band": 0}, {"band": 1}]}
     assert state_groups(banded) == parse_xstats(LINK_STATS["xstats"])
+
+
+BANDED_STATS = {**LINK_STATS,
+                # the text says otherwise: each band is read from its typed "state"
+                "state": {"active_flows": 5, "fair_share_bps": 4_000_000},
+                "bands": [{"band": 0, "qlen_pkts": 3, "state": {"active_flows": 3, "fair_share_bps": 4_000_000,
+                                                                "q_avg": 2.5}},
+                          {"band": 1, "qlen_pkts": 9, "state": {"q_avg": 7.0}}]}
+
+
+def test_bands_are_read_from_each_bands_typed_state(monkeypatch):
+    assert state_groups(BANDED_STATS) == [{"band": "0", "active_flows": 3, "fair_share_bps": 4_000_000},
+                                          {"band": "1"}]
+    monkeypatch.setitem(globals(), "LINK_STATS", BANDED_STATS)
+    _, api = make_api()
+    got = scrape(api)
+    band0, band1 = (tuple(sorted(PORT + (("band", b),))) for b in ("0", "1"))
+    # band 0's text says 2 flows and 12.5 Mb/s: the typed numbers win
+    assert got[("coex_port_ckcd_active_flows", band0)] == 3
+    assert got[("coex_port_ckcd_fair_share_bits_per_second", band0)] == 4e6
+    # band 1 (droptail) flags neither
+    assert ("coex_port_ckcd_active_flows", band1) not in got
+    assert ("coex_port_ckcd_fair_share_bits_per_second", band1) not in got
 
 
 def test_docs_list_every_metric():
