@@ -170,13 +170,42 @@ static const struct file_operations ckcd_record_fops = {
 	.release = seq_release_private,
 };
 
+struct dentry *ckcd_debugfs_create(struct Qdisc *sch, const char *suffix, void *data,
+				   const struct file_operations *fops)
+{
+	struct dentry *file = ERR_PTR(-ENOENT);
+	char name[64];
+	unsigned int i;
+
+	if (IS_ERR_OR_NULL(ckcd_debugfs_dir))
+		return file;
+	/* Device names repeat across network namespaces, ifindexes too: the
+	 * namespace's inode number sets them apart. Two qdiscs of one handle
+	 * on one device can still meet (default qdiscs of handle 0, a graft
+	 * whose new qdisc starts before the old one goes): the later gets
+	 * "~2", "~3", ... */
+	for (i = 1; i <= 8; i++) {
+		int n = snprintf(name, sizeof(name), "%u-%s-%x", dev_net(qdisc_dev(sch))->ns.inum,
+				 qdisc_dev(sch)->name, TC_H_MAJ(sch->handle) >> 16);
+
+		if (i > 1)
+			n += snprintf(name + n, sizeof(name) - n, "~%u", i);
+		snprintf(name + n, sizeof(name) - n, "%s", suffix);
+		file = debugfs_create_file(name, 0400, ckcd_debugfs_dir, data, fops);
+		if (PTR_ERR_OR_ZERO(file) != -EEXIST)
+			break;
+	}
+	if (IS_ERR(file))
+		pr_warn_ratelimited("sch_ckcd: no debugfs file %s for %s: error %ld\n", name,
+				    qdisc_dev(sch)->name, PTR_ERR(file));
+	return file;
+}
+
 struct ckcd_record *ckcd_record_create(struct Qdisc *sch)
 {
 	u32 cap = READ_ONCE(record_events);
 	struct ckcd_record *r;
-	char name[56];
 	struct dentry *file;
-	unsigned int i;
 
 	if (!cap || IS_ERR_OR_NULL(ckcd_debugfs_dir))
 		return NULL;
@@ -189,24 +218,8 @@ struct ckcd_record *ckcd_record_create(struct Qdisc *sch)
 		return NULL;
 	}
 	r->cap = cap;
-	/* Device names repeat across network namespaces, ifindexes too: the
-	 * namespace's inode number sets them apart. Two qdiscs of one handle
-	 * on one device can still meet (default qdiscs of handle 0, a graft
-	 * whose new qdisc starts before the old one goes): the later gets
-	 * "~2", "~3", ... */
-	for (i = 1; i <= 8; i++) {
-		int n = snprintf(name, sizeof(name), "%u-%s-%x", dev_net(qdisc_dev(sch))->ns.inum,
-				 qdisc_dev(sch)->name, TC_H_MAJ(sch->handle) >> 16);
-
-		if (i > 1)
-			snprintf(name + n, sizeof(name) - n, "~%u", i);
-		file = debugfs_create_file(name, 0400, ckcd_debugfs_dir, r, &ckcd_record_fops);
-		if (PTR_ERR_OR_ZERO(file) != -EEXIST)
-			break;
-	}
+	file = ckcd_debugfs_create(sch, "", r, &ckcd_record_fops);
 	if (IS_ERR(file)) {
-		pr_warn_ratelimited("sch_ckcd: no record for %s: debugfs file %s: error %ld\n",
-				    qdisc_dev(sch)->name, name, PTR_ERR(file));
 		kvfree(r->ev);
 		kfree(r);
 		return NULL;

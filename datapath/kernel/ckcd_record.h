@@ -45,6 +45,13 @@ void ckcd_record_random(struct ckcd_record *r, u32 value);
 /* Under the qdisc lock, at change: nothing more is recorded. */
 void ckcd_record_close(struct ckcd_record *r);
 
+/* A debugfs file of this qdisc in sch_ckcd/: "<netns>-<dev>-<major>" and
+ * suffix (the record has none, the state ".state"); an ERR_PTR, logged, if
+ * debugfs has none to give. */
+struct file_operations;
+struct dentry *ckcd_debugfs_create(struct Qdisc *sch, const char *suffix, void *data,
+				   const struct file_operations *fops);
+
 int ckcd_record_module_init(void);
 void ckcd_record_module_exit(void);
 

@@ -26,6 +26,8 @@
 #include <net/ip.h>
 #include <net/ipv6.h>
 #include <net/netlink.h>
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
 
 #include "aqm.h"
 #include "ckcd_record.h"
@@ -92,6 +94,7 @@ struct ckcd_sched {
 	struct aqm_env env;
 	struct ckcd_pool pool;
 	struct ckcd_record *rec; /* NULL unless record_events was set at init (ckcd_record.h) */
+	struct dentry *state_file; /* debugfs <name>.state, or an ERR_PTR */
 	/* Set while the core runs inside enqueue: drops then go to the
 	 * caller's to_free list, and the arriving packet is told apart from
 	 * queued ones (only queued ones are in our and our parents' counts). */
@@ -432,6 +435,35 @@ static const char *ckcd_extack_msg(const struct aqm_error *e)
 	}
 }
 
+/* ---- the per-flow state, on demand ----------------------------------------
+ * tc -s shows numbers (dump_stats); the discipline's whole text state (CKCD's
+ * per-flow rates and d_th, a flow table's use) is long and is formatted only
+ * when someone reads debugfs sch_ckcd/<netns>-<dev>-<major>.state (root),
+ * into a bounded buffer allocated before the qdisc lock is taken. */
+
+#define CKCD_STATE_MAX (64 * 1024)
+
+static int ckcd_state_show(struct seq_file *m, void *v)
+{
+	struct Qdisc *sch = m->private;
+	struct ckcd_sched *s = qdisc_priv(sch);
+	char *buf = kvmalloc(CKCD_STATE_MAX, GFP_KERNEL_ACCOUNT);
+	size_t len;
+
+	if (!buf)
+		return -ENOMEM;
+	sch_tree_lock(sch);
+	len = aqm_xstats(s->q, buf, CKCD_STATE_MAX);
+	sch_tree_unlock(sch);
+	seq_puts(m, buf);
+	seq_puts(m, "\n");
+	if (len >= CKCD_STATE_MAX - 1)
+		seq_printf(m, "# cut at %u bytes\n", CKCD_STATE_MAX);
+	kvfree(buf);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ckcd_state);
+
 /* ---- configuration -------------------------------------------------------- */
 
 static const struct nla_policy ckcd_policy[TCA_CKCD_MAX + 1] = {
@@ -543,6 +575,7 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 		ckcd_pool_add(&s->pool, c);
 	s->q = q;
 	s->rec = ckcd_record_create(sch);
+	s->state_file = ckcd_debugfs_create(sch, ".state", sch, &ckcd_state_fops);
 	return 0;
 }
 
@@ -708,6 +741,10 @@ static void ckcd_destroy(struct Qdisc *sch)
 {
 	struct ckcd_sched *s = qdisc_priv(sch);
 
+	/* first: the state file reads s->q (debugfs_remove waits for readers) */
+	if (!IS_ERR_OR_NULL(s->state_file))
+		debugfs_remove(s->state_file);
+	s->state_file = NULL;
 	/* Packets still queued come back through ckcd_drop (reason flush). */
 	if (s->q)
 		aqm_destroy(s->q);

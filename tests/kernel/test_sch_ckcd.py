@@ -133,7 +133,7 @@ step grow_del $TC qdisc del dev v0 root
 # towards b is an HTB class of 20 Mbit/s with the leaf under test; netem delays b's ACKs by
 # 20 ms (the RTT; BDP 33 packets). A forwarded bottleneck, because a sender's own qdisc
 # never overflows (TCP small queues hold the socket back). Offloads off on every veth, so
-# a packet limit counts 1514-byte frames (DESIGN.md).
+# a packet limit counts 1514-byte frames (docs/architecture.md).
 step tcp_setup sh -c '
 for n in a r b; do $IP netns add $n && $IP -n $n link set lo up || exit 1; done
 $IP link add va netns a type veth peer name ra netns r && $IP link add rb netns r type veth peer name vb netns b || exit 1
@@ -196,6 +196,9 @@ step rec_kept cat $REC
 step rec_add leaf_add ckcd limit 16 rate 20mbit rtt 20ms
 echo 0 > $REC
 step rec_flows flows 3
+# the per-flow state on demand, read while two flows run through the same leaf
+state_during() { flows 3 >/dev/null & f=$!; sleep 1.5; cat /sys/kernel/debug/sch_ckcd/*-rb-10.state; wait $f; }
+step rec_state state_during
 step rec_spec $IP netns exec r $TC -j qdisc show dev rb parent 1:1
 step rec_dump sh -c "cat /sys/kernel/debug/sch_ckcd/*-rb-10"
 step rec_del $IP netns exec r $TC qdisc del dev rb root
@@ -458,7 +461,7 @@ def jain(rates):
 
 
 def test_ckcd_fairer_than_pfifo_for_bbr_against_cubic(vm):
-    """Rule (issue 11 item 4): in the same 20 Mbit/s HTB class, ckcd's Jain index of BBR and
+    """Rule: in the same 20 Mbit/s HTB class, ckcd's Jain index of BBR and
     CUBIC beats pfifo's (same 16-packet limit, half a BDP) by at least 0.15.
 
     Measured in this lab (docs/kernel.md): pfifo 0.57-0.66 (BBR takes 15-17 of 19 Mbit/s),
@@ -721,3 +724,11 @@ def test_every_discipline_under_traffic_and_changes_under_load(vm):
         m = re.search(r"Sent \d+ bytes (\d+) pkt", line)
         assert m and int(m.group(1)) > 100, line
     assert "changes 200 failed 0" in step(vm, "churn_done")
+
+
+def test_per_flow_state_on_demand_in_debugfs(vm):
+    """Rule: tc -s carries numbers only; the discipline's per-flow text state is formatted when
+    debugfs <netns>-<dev>-<major>.state is read: CKCD's two flows, each with its rate and d_th."""
+    out = step(vm, "rec_state")
+    flows = re.findall(r"flow\.\d+=mu_bps:(\d+),dth_us:(\d+)", out)
+    assert len(flows) >= 2 and out.startswith("qlen_pkts="), out[:500]
