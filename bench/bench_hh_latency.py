@@ -15,10 +15,10 @@ batching + estimator, and with counting the counter's part, `counted_for_s` in t
 detected -> visible (flow_mod + our polling). Release: from iperf3's
 end (the flow stops) to its steering flow gone from the switch (min_hold_s 1 s; with counting,
 its counter's last second below the low threshold).
-Goal (issue 5): p95 <= 1 s; issue 16: p95 <= 0.5 s with the sampling the controller chooses
+Goal: p95 <= 1 s; with confirmation by counting, p95 <= 0.5 s with the sampling the controller chooses
 ("chosen": the policy leaves `sampling` out), <= 1 s at 1-in-256, precision >= 0.99.
 
-Confirmation by counting (issue 16, the policy's default `counting`): sFlow suspects a flow at
+Confirmation by counting (the policy's default `counting`): sFlow suspects a flow at
 half the threshold and a counting flow's counter confirms it. Beside each elephant a mouse
 runs, paced at 0.7x the threshold (h2 -> h4): above the suspects' bar, so sFlow suspects it
 often, and below the threshold, so steering it is a false positive; precision = elephants

@@ -1,4 +1,4 @@
-"""How long OVS's sFlow agent holds a sample before it sends it (issue 16 item 3).
+"""How long OVS's sFlow agent holds a sample before it sends it.
 
 The agent (OVS 3.1, lib/sflow_receiver.c) fills one datagram of at most 1400 bytes and sends it
 when the next sample would not fit, or at its one-second tick. A sample therefore waits for the

@@ -12,7 +12,7 @@
    sampling), batched as OVS's agent batches them (a datagram leaves when it holds
    SAMPLES_PER_DATAGRAM samples or at the agent's once-a-second tick, and every sample in
    it reaches the detector at that moment), fed to HeavyHitterDetector with tick() every
-   0.25 s. Precision and recall as issue 5 defines them, "for flows >= 2x the threshold",
+   0.25 s. Precision and recall as the goal defines them, "for flows >= 2x the threshold",
    by each flow's true rate r against the threshold T:
      r >= 2T        must be found: recall = found / all of them; each found one is a hit;
      T <= r < 2T    neither: finding one is no error, missing one is none either;
@@ -21,7 +21,7 @@
    and 2T: elephants are 2x-4x, mice at most 0.5x.) The detection latency runs from the
    flow's start (where it crosses the threshold: it starts at full rate) to its "detected"
    event; the rate/T of every false positive is listed, to show how far below T they were.
-   Each case also runs "+counting" (issue 16, the controller's default): the detector makes
+   Each case also runs "+counting" (the controller's default): the detector makes
    suspects (coex.steering.rate_detector_config) and a simulated switch counter confirms them
    through the controller's own CountingBook; the counter is the flow's exact bytes as OVS
    credits them to a counting flow (COUNTER_REFRESH_S, measured by bench_counter_refresh.py).

@@ -1,4 +1,4 @@
-"""Confirmation by counting (issue 16): sFlow makes a flow a *suspect* on few samples, a
+"""Confirmation by counting: sFlow makes a flow a *suspect* on few samples, a
 counting flow on the switch of its bottleneck port then counts its bytes exactly, and the
 counted rate decides steering; once steered, its steering flow's counter decides release.
 

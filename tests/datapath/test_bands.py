@@ -76,7 +76,7 @@ def test_separate_queues_protect_a_light_aggregate():
 
 @pytest.mark.parametrize("band_spec, band_rate", [("ckcd", C), ("ckcd rate_bps=60000000", 60_000_000)])
 def test_a_band_is_given_the_whole_link_rate(band_spec, band_rate):
-    """Issue 15 item 4, checked and kept: a band's rate_bps left out is the link's, not its
+    """Checked and kept: a band's rate_bps left out is the link's, not its
     weighted share. The DRR is work-conserving, so a band alone (or beside idle ones) is
     served at up to the whole link; handing it its share (75 of 100 Mbit/s here) made CKCD
     in a lone band see every flow above C/I and drop the link empty (tests/integration/

@@ -327,7 +327,7 @@ def test_more_flows_than_table_entries_evicts_and_keeps_forwarding(table):
 
 
 def test_mu_net_counts_the_bytes_a_flow_is_served_not_admitted():
-    """docs/ckcd.md section 4, mu_net (issue 15 item 3): mu_i is the flow's "virtual
+    """docs/ckcd.md section 4, mu_net: mu_i is the flow's "virtual
     arrival rate". With mu_net=0 (default) it is the admitted rate, so a flow whose
     admitted packets are dropped again at dequeue (delay drops, match victims) still
     looks as fast as it arrives; with mu_net=1 those bytes leave mu_i, which then follows
@@ -348,7 +348,7 @@ def test_mu_net_counts_the_bytes_a_flow_is_served_not_admitted():
 
 
 def test_mu_gain_smooths_mu_i_from_window_to_window():
-    """docs/ckcd.md section 4, mu_gain (issue 15 item 3): mu_i <- mu_i + gain (last
+    """docs/ckcd.md section 4, mu_gain: mu_i <- mu_i + gain (last
     window's rate - mu_i). gain 1 (default, the paper's one window) jumps to a step at
     once; gain 0.25 moves a quarter of the way each window: 20 -> 30 -> 37.5 Mbit/s."""
     tr = merge(cbr(1, 20e6, 0, SEC, length=1250), cbr(1, 60e6, SEC, 2 * SEC, length=1250))

@@ -1,5 +1,5 @@
 """The datapath under AddressSanitizer + UndefinedBehaviorSanitizer, and its three parsers of
-outside input under libFuzzer (issue 18: "No ASan build or fuzz target exists").
+outside input under libFuzzer.
 
 - `make -C datapath sanitize` builds every program into datapath/build-san/ with
   -fsanitize=address,undefined -fno-sanitize-recover=all: any memory error, leak or

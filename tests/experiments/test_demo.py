@@ -1,4 +1,4 @@
-"""`ckcd-coex demo` tells where to watch it (issue 17): the dashboard's address, printed before
+"""`ckcd-coex demo` tells where to watch it: the dashboard's address, printed before
 the runs start, is the one the runs' controller serves it on."""
 
 from __future__ import annotations

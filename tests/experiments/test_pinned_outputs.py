@@ -1,6 +1,6 @@
 """Characterization tests: what parsing, metrics and the traffic schedule produce today, for fixed
 inputs, compared in full with outputs recorded in tests/experiments/pinned/. They hold behaviour
-still while the code is reshaped (issue 18); a change that means to alter an output rewrites the
+still while the code is reshaped; a change that means to alter an output rewrites the
 recording on purpose (`python -m tests.experiments.test_pinned_outputs`) and the diff shows it."""
 
 from __future__ import annotations

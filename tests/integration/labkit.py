@@ -36,7 +36,7 @@ METERED_FLOW_S = 8
 # One CUBIC flow through that meter, iperf3's receiver goodput. The meter counts frame bytes,
 # iperf3 payload: the meter's ceiling is 20 x 1448/1514 = 19.1 Mbit/s of goodput, plus the
 # bucket spent once (5000 kbit over 8 s: +0.6). Measured here at this burst: 19 Mbit/s
-# (DESIGN.md, coex/planner.py). Lower bound 17: CUBIC halves its window at each policer drop
+# (coex/planner.py). Lower bound 17: CUBIC halves its window at each policer drop
 # and must climb back within the bucket, 2 Mbit/s (10 %) below the measurement leaves room
 # for that on a loaded VM while a collapsed flow (7 Mbit/s at a 1000 kbit burst) fails.
 # Upper bound 21: above the ceiling with its burst (19.7) the meter let more through than its

@@ -197,7 +197,7 @@ def ovsdb_queues_of(port_name: str) -> dict[int, str]:
 
 def test_ovsdb_queue_backend_on_a_switch_that_already_forwards(dumbbell_ovsdb_queues):
     """The kernel-host backend (forced: our bridges are userspace, where set_queue does not
-    classify, DESIGN.md). Turning Separate Queues on, and adding an aggregate, while paths
+    classify, docs/architecture.md). Turning Separate Queues on, and adding an aggregate, while paths
     are installed must give every path flow the set_queue of the *new* plan, and OVSDB the
     QoS/Queue rows OVS turns into linux-htb classes."""
     api = dumbbell_ovsdb_queues.api

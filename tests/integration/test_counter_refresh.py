@@ -1,5 +1,5 @@
 """ovs_config.counter_refresh against the private OVS's real database: the controller shortens
-OVS's revalidator interval while counting confirms heavy hitters (issue 16: the counted rate
+OVS's revalidator interval while counting confirms heavy hitters (the counted rate
 decides, so the counter must be fresh), and never loses an operator's own setting."""
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def test_path_flows_are_on_the_switches(lab):
     lab.net.pingAll(timeout=2)
     out = dict(path_flows("s1"))
     # Forwarding per destination: s1 holds exactly one flow toward each of the four hosts,
-    # not one per pair (issue 19).
+    # not one per pair.
     assert sorted(out) == ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"], out
     assert len(path_flows("s1")) == 4
     # Toward h3 s1 sends to the core (not back to a host port 1 or 2); toward h1 out of h1's port.

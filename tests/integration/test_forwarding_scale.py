@@ -1,4 +1,4 @@
-"""Forwarding state and the packet-in limit at more hosts (issue 19): Mininet's own
+"""Forwarding state and the packet-in limit at more hosts: Mininet's own
 TreeTopo(depth=2, fanout=4), 5 switches and 16 hosts, under the real `ryu-manager ckcd_coex`.
 Its own module: the lab of test_forwarding.py (same switch names) is gone before this starts.
 bench/bench_controller_load.py measures the same at 64 and 256 hosts beside simple_switch_13."""
@@ -65,7 +65,7 @@ def meter_counts(switch: str) -> tuple[int, int]:
 
 
 def test_packet_in_limit_cuts_a_storm_at_the_switch(tree_lab):
-    """Issue 19, protection under load: a host sending frames to 3000 unknown destinations
+    """Protection under load: a host sending frames to 3000 unknown destinations
     at 2000/s (a scan) reaches the controller at the policy's limit, 200/s, not at its own
     rate; the rest is dropped by the switch's meter. Tolerance: the limit x the
     storm's duration + the burst, + 20 % (the meter's token bucket refills in steps)."""

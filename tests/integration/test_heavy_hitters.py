@@ -1,5 +1,5 @@
 """Heavy hitters end to end: OVS's sFlow agent -> the controller's embedded collector ->
-detector (a suspect) -> a counting flow on s1 whose counter confirms it (issue 16: sample to
+detector (a suspect) -> a counting flow on s1 whose counter confirms it (sample to
 suspect, count to confirm) -> a steering flow into the penalized aggregate -> released when its
 counter shows the flow has stopped.
 

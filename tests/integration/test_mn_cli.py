@@ -1,5 +1,5 @@
 """The topologies through Mininet's own command line, against `ryu-manager ckcd_coex` on its
-default port: what README tells a user to type (issue 2: `mn --custom topologies/<file>.py
+default port: what README tells a user to type (`mn --custom topologies/<file>.py
 --topo <name> --switch ovs,datapath=user --controller remote`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Watching a lab: the real Prometheus scrapes the controller's GET /metrics, and headless
-Chromium shows the dashboard (/coex/v1/ui), both against one running lab (issue 17).
+Chromium shows the dashboard (/coex/v1/ui), both against one running lab.
 
 The lab: the real controller, a Mininet dumbbell whose s1-s2 link is ckcd-link (50 Mbit/s,
 5 ms, DropTail 80 packets), s1:3 declared as a 50 Mbit/s bottleneck with heavy-hitter

@@ -1,5 +1,5 @@
 """README's "Running the controller yourself" and "Running the controller with a policy", run as
-written (issue 20): the fenced blocks are read from README.md, never copied here, and run through
+written: the fenced blocks are read from README.md, never copied here, and run through
 bash in an environment without the session's private-OVS variables, the way a user types them.
 
 What the test adds to the user's typing, and why:

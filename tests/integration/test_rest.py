@@ -217,7 +217,7 @@ def test_policy_file_is_applied_at_start_and_only_once(tmp_path):
         api = CoexClient(ctl.rest_url)
         hh = api.ok("GET", "/heavy-hitters/config")
         assert (hh["source"], hh["sampling"], hh["threshold_bps"]) == ("sflow-rt", 256, 40_000_000)
-        # Issue 16: enabled by the file with no switch connected yet reads as enabled, and says
+        # Enabled by the file with no switch connected yet reads as enabled, and says
         # what it waits for (it used to answer "enabled": false, as if the setting was ignored).
         report = api.ok("GET", "/heavy-hitters")
         assert report["enabled"] is True and report["error"] is None, report

@@ -1,6 +1,6 @@
 """The kernel lab: boot Debian 12's own kernel under qemu and run a shell script in it.
 
-Our machines load no kernel modules (DESIGN.md, "The kernel lab"), but qemu can boot a
+Our machines load no kernel modules (docs/kernel.md, "The kernel lab"), but qemu can boot a
 real kernel that does. This module fetches the linux-image package matching the installed
 linux-headers (so a module built against those headers loads), unpacks it into a cache
 outside the repository (never installs it: that would run initramfs and bootloader
@@ -38,7 +38,7 @@ CACHE_DIR = os.environ.get("CKCD_KERNEL_LAB_DIR", "/var/cache/ckcd-coex/kernel-l
 DEFAULT_MODULES = ("veth", "sch_htb", "sch_choke", "sch_codel", "sch_red", "sch_sfb", "sch_netem", "tcp_bbr")  # fq_codel built in
 # Host programs copied into the guest with their libraries. Busybox runs its own tc/ip
 # applets before files on PATH: guest scripts call these by full path ($TC, $IP).
-# ethtool turns the veths' offloads off, so a qdisc's packet limit counts MTU frames (DESIGN.md).
+# ethtool turns the veths' offloads off, so a qdisc's packet limit counts MTU frames (docs/architecture.md).
 HOST_PROGRAMS = ("/usr/sbin/tc", "/usr/sbin/ip", "/usr/bin/kmod", "/usr/bin/iperf3", "/usr/sbin/ethtool")
 BUSYBOX = "/bin/busybox"
 EXIT_MARK = "@@CKCD-LAB-EXIT"
@@ -170,7 +170,7 @@ def ensure_iproute2_src() -> str:
     """An unpacked iproute2 source tree of the installed version (for tc's plugin headers).
 
     apt-get source with its own sources list and lists dir, so the machine's apt
-    configuration is untouched (DESIGN.md, "The kernel lab")."""
+    configuration is untouched (docs/kernel.md, "The kernel lab")."""
     ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "iproute2"], text=True,
                          capture_output=True).stdout.strip()
     upstream = ver.split(":")[-1].rsplit("-", 1)[0]

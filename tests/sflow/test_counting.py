@@ -1,4 +1,4 @@
-"""coex.counting: sFlow suspects, a switch counter confirms (issue 16: "sample to suspect,
+"""coex.counting: sFlow suspects, a switch counter confirms ("sample to suspect,
 count to confirm"), the steering flow's counter releases."""
 
 from coex.counting import (CONFIRM_SLACK_S, READ_INTERVAL_S, RETRY_AFTER_S, SUSPECT_MAX_S, SUSPECT_TIMEOUT_S,
@@ -99,7 +99,7 @@ def ovs_counter(rate_bps, install, t, refresh_s, phase_s):
 
 
 def test_stale_counters_neither_confirm_a_mouse_nor_hold_an_elephant_back():
-    """Issue 16: the counted rate decides, and a counter OVS refreshes only every 0.1 s (and
+    """The counted rate decides, and a counter OVS refreshes only every 0.1 s (and
     credits with earlier bytes at install) must not make a flow at 0.7x the threshold look like
     one above it; a flow at 2x is still confirmed within CONFIRM_SLACK_S and two refreshes.
     Read every 0.05 s: each end of the span is late by up to 0.05 s, which the slack covers."""
@@ -160,7 +160,7 @@ def judge_flow(rates, until, step=0.05):
 
 
 def test_a_mouse_catching_up_is_not_a_heavy_hitter():
-    """Issue 16, precision: a flow paced at 0.7x the threshold that fell behind sends above it
+    """Precision: a flow paced at 0.7x the threshold that fell behind sends above it
     until it has caught up (measured: 1.07x over 0.3 s); over the threshold only by that
     surplus, it is not confirmed (CONFIRM_SLACK_S), and once caught up it is dropped."""
     mouse = [(0.0, 1.07 * HIGH), (0.3, 0.7 * HIGH)]
@@ -182,7 +182,7 @@ def test_the_nearer_the_threshold_the_longer_a_flow_is_counted_but_it_is_confirm
 
 
 def test_a_late_reading_does_not_shorten_the_span():
-    """Issue 16, precision under load: a counter read late (a slow switch, a busy controller) shows
+    """Precision under load: a counter read late (a slow switch, a busy controller) shows
     its first value long after it was credited. Timed at that late reading, the span to the next
     value shrinks and a flow at 0.7x the threshold looks above it; the first value is held to
     READ_INTERVAL_S after the reading before it (here: the install), so it is not confirmed.

@@ -275,7 +275,7 @@ def test_a_bridge_samples_for_its_most_demanding_port_and_a_set_sampling_wins():
 
 
 def test_counting_puts_the_detectors_bar_at_the_suspect_fraction_and_keeps_the_threshold():
-    """Issue 16, "sample to suspect, count to confirm": with counting on, the detector raises a
+    """Sample to suspect, count to confirm: with counting on, the detector raises a
     suspect at suspect_fraction of the threshold; the threshold shown and confirmed against
     stays the policy's."""
     w = watch(absolute(counting=True, suspect_fraction=0.5))

@@ -1,4 +1,4 @@
-"""One source of truth for the queue disciplines (issue 13, part 1): the C core's parameter
+"""One source of truth for the queue disciplines: the C core's parameter
 tables. coex/discipline_table.py is generated from `ckcd-replay --catalog`; the policy
 checks, the REST schema and the experiment runner read it; relations between parameters
 are left to the core's own init, asked through ovs_config.aqm.check_spec. These tests fail
@@ -146,7 +146,7 @@ def test_experiments_write_specs_the_core_takes():
     ({"discipline": "ckcd", "params": {"qmin": 60}}, "ports[0].aqm.params.qmin"),
 ])
 def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
-    # Issue 13: each of these was answered 200 and stored, then failed at every start.
+    # Each of these was answered 200 and stored, then failed at every start.
     app = FakeController()
     api = CoexApi(app)
     assert api.handle("PUT", "/coex/v1/ports/0x42/1", {}, json.dumps({"capacity_bps": 10_000_000}).encode())[0] == 200

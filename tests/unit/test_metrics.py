@@ -12,7 +12,7 @@ def test_one_flow_taking_everything_gives_one_over_n():
 
 
 def test_paper_scale_example():
-    # BBR 84.1 / CUBIC 9.9 Mbit/s (DESIGN.md: DropTail B=80): 94^2 / (2 * 14341.64) = 0.6161
+    # BBR 84.1 / CUBIC 9.9 Mbit/s (docs/architecture.md, the bare forwarder at DropTail B=80): 94^2 / (2 * 14341.64) = 0.6161
     assert jain_index([84.1, 9.9]) == pytest.approx(0.6161, abs=1e-4)
 
 

@@ -1,4 +1,4 @@
-"""Switch hosts across the network (issue 12): the policy's `switches` section, its REST
+"""Switch hosts across the network: the policy's `switches` section, its REST
 endpoints, and ovs_config.ovsdb's errors against real ovs-vsctl. The controller driving a
 real remote switch host is tests/kernel/test_ovs_kernel.py."""
 
