@@ -6,7 +6,8 @@ real `ryu-manager ckcd_coex` on the host reaches it only through qemu's network 
 TCP, OVSDB on TCP). The tests run in file order and build on each other's policy, as an
 operator's session would: forwarding, a discipline attached by PUT .../aqm, DropTail against
 CKCD for BBR and CUBIC, DELETE, Separate Queues through OVSDB queues, a heavy hitter steered,
-a controller restart, a switch reconnect, and wrong or unreachable OVSDB addresses.
+a controller restart, a switch reconnect, Interface rows with hostile names the agent
+skips, and wrong or unreachable OVSDB addresses.
 """
 
 from __future__ import annotations
@@ -256,6 +257,78 @@ def test_switch_reconnect_reapplies_everything(kl):
     eventually(lambda: "qdisc ckcd 10:" in ovs_lab.tc_show(vm), timeout_s=APPLY_TIMEOUT_S,
                what="ckcd re-attached after the reconnect")
     assert " 0% packet loss" in ping(vm)
+
+
+
+# Interface names that are no Linux netdevice name: a path out of the agent's state directory,
+# an embedded newline (two lines of a list), a space (two words), a glob, one byte too long.
+HOSTILE_NAMES = ("../../tmp/victim", "evil\nname", "a b", "*", "s1-eth3-too-long")
+AGENT_STATE = "/run/ckcd-qdisc-agent"  # the agent's default; BOOT sets no CKCD_QDISC_AGENT_STATE
+VICTIM = "/tmp/victim"
+
+
+def test_agent_skips_hostile_interface_names_and_logs_each_once(kl):
+    """Rule (datapath/kernel/ckcd-qdisc-agent, "Interface names"): the agent serves only a name
+    Linux can give a network device (1-15 of A-Z a-z 0-9 . _ -, not . or ..), read from OVSDB
+    as a JSON string; a row with any other name is skipped and logged once per agent process.
+    Managed rows named ../../tmp/victim, with a newline, a space, "*" and 16 bytes, each asking
+    for droptail: /tmp/victim (where the first would put its state file) keeps its content, no
+    state file is named by them, none gets ckcd-qdisc-applied or -error, each is logged exactly
+    once although the agent went through at least two more rounds (counted by its stats on
+    s1-eth3, which it writes back every round after the test removes them), and s1-eth3 keeps
+    the discipline the tests before left on it."""
+    import shlex
+    from ovs_config.ovsdb import _datum
+    vm, _, _ = kl
+    before = eventually(lambda: interface_ids(vm).get("ckcd-qdisc-applied"), timeout_s=APPLY_TIMEOUT_S,
+                        what="s1-eth3's discipline applied, as the tests before left it")
+    assert before and "qdisc ckcd 10:" in ovs_lab.tc_show(vm), (before, ovs_lab.tc_show(vm))
+    content = "victim: not the agent's to write\n"
+    try:
+        vm.check(f"printf '%s' {shlex.quote(content)} > {VICTIM}")
+        for name in HOSTILE_NAMES:
+            q = shlex.quote(name)
+            vm.check(f"ovs-vsctl --no-wait add-port s1 {q} -- set Interface {q} "
+                     "external_ids:ckcd-qdisc-managed=true 'external_ids:ckcd-qdisc=\"droptail limit=16\"'")
+
+        def hostile_rows() -> dict:
+            out = json.loads(vm.check("ovs-vsctl --format=json --columns=name,external_ids "
+                                      "find Interface external_ids:ckcd-qdisc-managed=true"))
+            return {_datum(n): _datum(ids) for n, ids in out["data"] if _datum(n) in HOSTILE_NAMES}
+
+        def log_counts() -> dict:
+            log = vm.check("cat /tmp/agent.log")
+            return {n: log.count(f"skipping Interface {json.dumps(n)}:") for n in HOSTILE_NAMES}
+
+        # vswitchd cannot open such ports, but the rows stay: the agent does see them
+        assert set(hostile_rows()) == set(HOSTILE_NAMES), hostile_rows()
+        eventually(lambda: all(log_counts().values()), timeout_s=APPLY_TIMEOUT_S,
+                   what="the agent logs every hostile name")
+        # Further rounds, no sleeping: the agent writes s1-eth3's stats every round. Each time
+        # they come back after being removed, a round wrote them after the removal; three
+        # times: at least two rounds began after the one that logged the names.
+        for i in range(3):
+            vm.check("ovs-vsctl remove Interface s1-eth3 external_ids ckcd-qdisc-stats")
+            eventually(lambda: interface_ids(vm).get("ckcd-qdisc-stats"), timeout_s=APPLY_TIMEOUT_S,
+                       what=f"the agent's round {i + 1} writes s1-eth3's stats again")
+        assert log_counts() == {n: 1 for n in HOSTILE_NAMES}, log_counts()
+        assert vm.check(f"cat {VICTIM}") == content
+        # the state directory's entries, "/"-separated (no file name holds one)
+        listing = vm.check(f"for f in {AGENT_STATE}/* {AGENT_STATE}/.[!.]* {AGENT_STATE}/..?*; do "
+                           "[ -e \"$f\" ] && printf '%s/' \"${f##*/}\"; done; true").split("/")[:-1]
+        assert "s1-eth3" in listing and not set(listing) & set(HOSTILE_NAMES), listing
+        assert all(re.fullmatch(r"[A-Za-z0-9._-]{1,15}", n) for n in listing), listing
+        rows = hostile_rows()
+        assert set(rows) == set(HOSTILE_NAMES), rows
+        for name, ids in rows.items():
+            assert "ckcd-qdisc-applied" not in ids and "ckcd-qdisc-error" not in ids, (name, ids)
+        ids = interface_ids(vm)
+        assert ids.get("ckcd-qdisc-applied") == before, ids
+        assert "qdisc ckcd 10:" in ovs_lab.tc_show(vm), ovs_lab.tc_show(vm)
+    finally:
+        vm.sh("; ".join(f"ovs-vsctl --if-exists del-port s1 {shlex.quote(n)}" for n in HOSTILE_NAMES)
+              + f"; rm -f {VICTIM}")
+    assert hostile_rows() == {}
 
 
 @pytest.fixture
