@@ -28,6 +28,7 @@
 #include <net/netlink.h>
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
+#include <linux/rtnetlink.h>
 
 #include "aqm.h"
 #include "ckcd_record.h"
@@ -452,9 +453,18 @@ static int ckcd_state_show(struct seq_file *m, void *v)
 
 	if (!buf)
 		return -ENOMEM;
+	/* The tree lock is found under RTNL (qdisc_root_sleeping_lock). Only
+	 * try it: destroy holds RTNL while debugfs_remove waits for this
+	 * reader, so waiting here could deadlock; the read restarts instead,
+	 * as net-sysfs's attributes do. */
+	if (!rtnl_trylock()) {
+		kvfree(buf);
+		return restart_syscall();
+	}
 	sch_tree_lock(sch);
 	len = aqm_xstats(s->q, buf, CKCD_STATE_MAX);
 	sch_tree_unlock(sch);
+	rtnl_unlock();
 	seq_puts(m, buf);
 	seq_puts(m, "\n");
 	if (len >= CKCD_STATE_MAX - 1)
