@@ -1,7 +1,7 @@
 # ckcd-coex: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup setup-tests test demo bench clean-lab datapath dkms
+.PHONY: setup setup-tests test check demo bench clean-lab datapath dkms
 
 setup:            ## install Debian packages, the venv with pinned Ryu, build the datapath
 	@bash scripts/setup.sh
@@ -9,8 +9,13 @@ setup:            ## install Debian packages, the venv with pinned Ryu, build th
 setup-tests:      ## setup, plus what only the tests need (clang for the fuzz targets)
 	@bash scripts/setup.sh --tests
 
-test: setup-tests ## unit, algorithm (also under ASan/UBSan and libFuzzer) and integration tests (real OVS, ryu-manager, Mininet, iperf3)
+test: setup-tests ## every test: unit, algorithm (also under ASan/UBSan and libFuzzer), integration (real OVS, ryu-manager, Mininet, iperf3, ckcd-link) and the kernel lab (sch_ckcd, OVS's kernel datapath in a qemu VM); what CI runs
 	$(PY) -m pytest
+
+check:            ## the inner loop: unit, algorithm and replay tests, no root, no lab, no VM (pytest -m "not lab and not slow")
+	@test -x $(PY) || { echo "no .venv yet: run make test (or make setup) once"; exit 1; }
+	@$(MAKE) -s -C datapath all >/dev/null
+	$(PY) -m pytest -q -m "not lab and not slow"
 
 demo: setup       ## short lab run: dumbbell, controller, BBR vs CUBIC, printed table and report
 	.venv/bin/ckcd-coex demo

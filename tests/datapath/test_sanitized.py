@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds and runs every program under sanitizers and libFuzzer: minutes
+
 REPO = Path(__file__).resolve().parents[2]
 DATAPATH = REPO / "datapath"
 SAN = DATAPATH / "build-san"

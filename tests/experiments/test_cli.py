@@ -57,6 +57,7 @@ def test_only_picks_one_member_of_a_sweep():
     (["run", "no_such_scenario"], "no_such_scenario"),
     (["run", "bbr_cubic", "--duration", "-5"], "duration_s"),
 ])
+@pytest.mark.lab  # the CLI checks for root before it reads its arguments
 def test_refusals_exit_2_before_any_lab(argv, message, capsys):
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err

@@ -13,6 +13,8 @@ from experiments.report import write_report
 from experiments.runner import run_batch
 from experiments.scenario import parse_scenario
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 LINK = {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80}
 
 

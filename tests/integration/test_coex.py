@@ -23,6 +23,8 @@ from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 from topologies.two_paths import TwoPaths
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 OF_PORT, REST_PORT = 16653, 18080
 # Wire bytes per payload byte on a link that carries one aggregate's iperf3 flow: 1514/1448 =
 # 1.046 for MTU frames, plus what TCP retransmitted (counted on the wire, once by iperf3) and

@@ -9,6 +9,8 @@ import pytest
 from ovs_config.counter_refresh import KEY, MARK, WAS, current_ms, ensure_counter_refresh
 from ovs_config.ovsdb import LOCAL
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 
 def other(key: str):
     return LOCAL.get("Open_vSwitch", ".", f"other_config:{key}")

@@ -18,6 +18,8 @@ from ryu_app import flows
 from tests.integration.test_forwarding import OF_PORT, REST_PORT, Lab, path_flows
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 TREE_HOSTS = 16  # Mininet's TreeTopo(depth=2, fanout=4): root s1, edge switches s2-s5, 4 hosts each
 
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from coex.counting import CONFIRM_WINDOW_S, READ_INTERVAL_S
 from ovs_config.ovsdb import LOCAL
 from ovs_config.sflow import sflow_settings
 from ovs_config.private_ovs import ofctl
 from tests.integration.labkit import (PACED_COUNTED_BPS, PACED_ESTIMATE_BPS, SFLOW_PORT, penalized_actions,
                                       run_watching, steering_flows, wait_released)
+
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 
 
 def test_big_flow_is_steered_and_released_small_ones_never(hh_lab):

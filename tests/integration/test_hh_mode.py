@@ -12,8 +12,12 @@ the big one gone they would become the mode in turn, as the paper intends.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.integration.labkit import (PACED_ESTIMATE_BPS, SFLOW_PORT, penalized_actions, run_watching,
                                       steering_flows, wait_released)
+
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 
 
 def test_mode_detector_steers_the_heaviest_flow_alone(hh_lab):

@@ -25,6 +25,8 @@ from tests.integration.labkit import RELEASE_TIMEOUT_S, parse_steering, penalize
 from tests.sflow.sflowrt_stub import StubSFlowRT, active_flow_entry
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 STUB_SFLOW_PORT = 16345
 BIG = ["10.0.0.1", "10.0.0.3", 6, 40001, 5201]
 SMALL = ["10.0.0.2", "10.0.0.4", 6, 40002, 5202]

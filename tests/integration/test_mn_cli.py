@@ -12,6 +12,8 @@ import pytest
 
 from experiments.lab import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, Controller, _port_open
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # LLDP discovery must have found the topology's links before the first ping: the CLI's --pre
 # script waits for them on the controller's REST API, in mn's own Python (tests/waiting.py

@@ -28,6 +28,8 @@ from ovs_config.private_ovs import ofctl
 from tests.integration.labkit import SFLOW_PORT, dumbbell_through_link
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 OF_PORT, REST_PORT = 16713, 18120  # REST_PORT is the target in prometheus.yml
 PROM_PORT = 19190
 LINK_BPS = 50_000_000

@@ -15,6 +15,8 @@ from ovs_config.link_daemon import LinkControl
 from tests.hostload import HostLoad
 from tests.integration.labkit import RULES, dumbbell_through_link, weight_share_bounds
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 OF_PORT, REST_PORT = 16683, 18100
 LINK_BPS = 20_000_000
 

@@ -12,6 +12,9 @@ import tempfile
 
 from ovs_config.lablock import lab_lock
 from ovs_config.private_ovs import PrivateOVS, _pid_alive, process_alive
+import pytest
+
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -29,6 +29,8 @@ from ovs_config.lablock import lab_lock
 from ovs_config.private_ovs import MANUAL_RUN_DIR, PrivateOVS
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.lab  # needs root, Open vSwitch and Mininet: the README's commands as written
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATE_URL = f"http://127.0.0.1:{RYU_DEFAULT_REST_PORT}/coex/v1/state"
 # The controller imports Ryu and opens both ports within a few seconds; 30 s for a loaded VM.

@@ -14,6 +14,8 @@ from experiments.rest_client import CoexClient
 from ryu_app.openapi import build_openapi
 from tests.integration.labkit import controller_with_bridge
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 OF_PORT, REST_PORT = 16663, 18090
 DPID = 0x42
 

@@ -37,6 +37,8 @@ from coex.policy import MAX_JSON_DEPTH, parse_uint
 from ryu_app.rest import MAX_BODY_BYTES, PLAIN_ROUTES, PREFIX, ROUTES
 from tests.integration.labkit import controller_with_bridge
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 schemathesis.experimental.OPEN_API_3_1.enable()  # our document is OpenAPI 3.1 (3.x of schemathesis: opt-in)
 
 OF_PORT, REST_PORT = 16673, 18095

@@ -11,6 +11,9 @@ from experiments.lab import Controller, mininet_net
 from ovs_config.bottleneck import SwitchLink
 from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
+import pytest
+
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 
 OF_PORT = 16653
 

@@ -26,6 +26,8 @@ import pytest
 from tests.conftest import REPO
 from tests.kernel import lab
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 SCRIPT = os.path.join(REPO, "scripts", "dkms.sh")
 LOCK = "/run/lock/ckcd-coex-dkms-tests.lock"
 

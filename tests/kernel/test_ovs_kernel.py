@@ -27,6 +27,8 @@ from tests.kernel import lab, ovs_lab
 from tests.kernel.ovs_lab import DPID, LINK_BPS, OVSDB_REMOTE
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 PORT = 3  # s1-eth3, towards h3: the bottleneck
 # Agent round (1 s) + the controller's OVSDB calls to a TCG guest: a change shows within seconds.
 APPLY_TIMEOUT_S = 20.0

@@ -21,6 +21,8 @@ from tests.conftest import REPO
 from tests.datapath.replaylib import build as replay_bin
 from tests.kernel import lab
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 SCRIPT = r"""
 export TC_LIB_DIR=/lab
 step() { n=$1; shift; echo "@@BEGIN $n"; "$@" 2>&1; echo "@@END $n rc=$?"; }

@@ -24,6 +24,8 @@ import pytest
 from tests.conftest import REPO
 from tests.kernel import lab
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 TC = "/usr/sbin/tc"
 STRACE = "/usr/bin/strace"
 KDIR = os.path.join(REPO, "datapath", "kernel")

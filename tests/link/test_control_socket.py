@@ -23,6 +23,7 @@ from ovs_config.lablock import lab_lock  # noqa: E402
 from ovs_config.link_daemon import DEFAULT_BINARY, LinkDaemon, LinkDaemonError  # noqa: E402
 
 pytestmark = [
+    pytest.mark.lab,  # needs root: ckcd-link on veths in network namespaces
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
     pytest.mark.skipif(not DEFAULT_BINARY.exists(), reason="make -C datapath first"),
 ]

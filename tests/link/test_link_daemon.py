@@ -52,6 +52,7 @@ CKCD_SPEC = "ckcd limit=80 rate_bps=50000000 rtt_ms=20"
 CKCD_SPEC_HALF_BDP = "ckcd limit=40 rate_bps=50000000 rtt_ms=20"
 
 pytestmark = [
+    pytest.mark.lab,  # needs root: ckcd-link on veths in network namespaces
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
     pytest.mark.skipif(not DEFAULT_BINARY.exists(),
                        reason="datapath/build/ckcd-link not built (make -C datapath)"),

@@ -32,6 +32,8 @@ from tests.hostload import HostLoad
 from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell
 
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
 OF_PORT = 16673
 SAMPLING = 64
 RATE_BPS = 50e6
