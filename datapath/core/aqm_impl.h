@@ -96,7 +96,7 @@ static inline void *aqm_priv(const struct aqm_queue *q)
 	return (void *)q->priv_align;
 }
 
-/* The registry (aqm.c): one line per discipline. */
+/* The disciplines; aqm_params.c lists them in its registry, one line each. */
 extern const struct aqm_ops aqm_droptail_ops, aqm_red_ops, aqm_codel_ops,
 	aqm_choke_ops, aqm_ckcd_ops, aqm_bands_ops, aqm_cocoa_ops;
 extern const struct aqm_ops aqm_hdcodel_ops;
