@@ -1,4 +1,4 @@
-"""The real controller managing a kernel-datapath switch host over the network (issue 12).
+"""The real controller managing a kernel-datapath switch host over the network.
 
 One VM boot for the module (tests/kernel/ovs_lab.py): Open vSwitch 3.1 on Debian 12's kernel
 datapath in the kernel lab, sch_ckcd.ko loaded and ckcd-qdisc-agent running beside it; the
@@ -129,7 +129,7 @@ def test_put_aqm_attaches_the_ckcd_qdisc_to_the_ovs_port(kl):
 
 
 def test_ckcd_on_the_ovs_port_turns_starvation_into_a_fair_share(kl):
-    """Rule (Liu et al., CKCD; issue 12 item 3): BBR against CUBIC through the OVS port.
+    """Rule (Liu et al., CKCD): BBR against CUBIC through the OVS port.
     DropTail with 16 packets (half a BDP at 20 Mbit/s, 20 ms) lets BBR take most of the link;
     CKCD at the same limit, attached by the controller, shares it. Same claim and tolerance as
     the bare-qdisc kernel test (tests/kernel/test_sch_ckcd.py): CKCD's Jain index >= 0.9 and at
