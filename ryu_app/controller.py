@@ -1,11 +1,17 @@
-"""The ckcd-coex controller: events in, flow-mods out.
+"""The ckcd-coex controller's OpenFlow shell: events in, flow-mods, meters and packet-outs out.
 
-Decisions are made by the pure core: coex.topology.NetworkMap (where hosts are, shortest
-paths), coex.policy.Policy (which aggregate a flow belongs to), coex.forwarding.ForwardingPlan
-(aggregate ids, the path of each aggregate, each hop's meter and queue), coex.planner (queue
-plans) and coex.ports (a port's discipline, the record of what was configured on it). This
-module turns OpenFlow events into calls on them and their answers into OpenFlow messages
-(ryu_app/flows.py) and port configuration (ovs_config).
+The controller is three parts (docs/controller.md):
+- this shell, the Ryu app: it turns OpenFlow events into calls on the pure core and the
+  core's answers into OpenFlow messages (ryu_app/flows.py);
+- the switch-host configurator (ovs_config/switch_host.py): queues, disciplines, sFlow
+  agents and counter refresh through OVSDB and the link daemons, and their retry loop;
+- the read-only view (ryu_app/view.py) that REST, /metrics, the dashboard and heavy-hitter
+  detection read.
+
+Decisions are the core's: coex.topology.NetworkMap (where hosts are, shortest paths),
+coex.policy.Policy (which aggregate a flow belongs to), coex.forwarding.ForwardingPlan
+(aggregate ids, the path of each aggregate, each hop's meter and queue), coex.planner and
+coex.ports (what each port gets).
 
 Forwarding model (docs/architecture.md has the details):
 - ARP never floods in the data plane: proxy ARP for known hosts, edge ports otherwise;
@@ -31,19 +37,16 @@ from ryu.lib import hub
 from ryu.lib.packet import arp, ethernet, ipv4, packet
 from ryu.ofproto import ofproto_v1_3
 
-from coex import planner
 from coex.forwarding import DEFAULT, PENALIZED, PRIO_COUNT, PRIO_STEER, ForwardingPlan, Tree
 from coex.policy import Policy, PolicyError
 from coex.recent import Recent
-from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
-from coex.steering import bridge_sampling, confirms_by_counting
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
-from ovs_config import aqm, counter_refresh, queues, sflow
-from ovs_config.ovsdb import LOCAL, Ovsdb, OvsdbError
+from ovs_config.switch_host import SwitchHostConfigurator
 from ryu_app import discovery, flows, rest
 from ryu_app.config import CoexConfig
 from ryu_app.heavy_hitters import HeavyHitterService
+from ryu_app.view import ControllerView, PolicyInForce
 
 LLDP_INTERVAL_S = 1.0
 FLOW_STATS_TIMEOUT_S = 1.0  # a scrape waits this long for the switches' flow counters
@@ -55,7 +58,6 @@ FLOOD_DEDUP_S = 1.0  # the same frame is flooded by the controller at most once 
 PROBE_MAC = "02:c0:e0:00:00:01"
 PROBE_INTERVAL_S = 1.0
 PROBE_BUDGET_PER_S = 50
-SWITCH_HOST_INTERVAL_S = 5.0  # ports in error are retried, kernel qdisc stats re-read, this often
 
 
 class CoexController(app_manager.RyuApp):
@@ -76,31 +78,40 @@ class CoexController(app_manager.RyuApp):
         self.datapaths: dict[int, object] = {}
         self.port_hw: dict[tuple[int, int], str] = {}     # (dpid, port) -> MAC, for LLDP
         self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
-        self.port_state: dict[tuple[int, int], PortState] = {}  # what we configured on each policy port
-        self.link_base_spec: dict[tuple[int, int], str] = {}  # ckcd-link discipline before we changed it
         self.trees: dict[tuple[str, str], Tree] = {}       # (aggregate, dst ip) -> dpid -> out port, installed
         self._recent_floods = Recent(FLOOD_DEDUP_S)       # frames the controller flooded
         self._probed = Recent(PROBE_INTERVAL_S)           # addresses we sent an ARP probe for
-        self.bridge_names: dict[int, str] = {}            # dpid -> OVS bridge name (its LOCAL port)
         self.steered: set = set()                          # flow keys steered into 'penalized'
         self._flow_stats_wait: dict[int, tuple] = {}       # xid -> (hub.Event, entries), flow_stats()
-        self.ovsdb_errors: dict[int, str] = {}             # dpid -> why its OVSDB did not answer last
-        self.heavy_hitters = HeavyHitterService(self)
+        self.switch_hosts = SwitchHostConfigurator(self.port_names, self.config.queue_backend, self.logger)
         self.store = PolicyStore(self.config.db_path)
-        self.policy, self.policy_version = self.store.load()
+        self.in_force = PolicyInForce(*self.store.load())
         self._apply_policy_file()
-        self._plan_policy()
-        rest.register(kwargs["wsgi"], self)
+        self.view = ControllerView(in_force=self.in_force, net=self.net, datapaths=self.datapaths,
+                                   port_names=self.port_names, trees=self.trees, switch_hosts=self.switch_hosts,
+                                   store=self.store, read_path_counters=self.flow_stats)
+        self.heavy_hitters = HeavyHitterService(self.view, self, self.logger)
+        rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
+                                                   self.config.token, self.logger))
         # Detection as the policy says from the start (its collector listening), not only once a
         # bottleneck port's switch connects: GET /heavy-hitters says what it waits for.
         self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
         self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3); policy version %d from %s; "
-                         "REST on http://%s:%s/coex/v1", self.policy_version, self.config.db_path,
+                         "REST on http://%s:%s/coex/v1", self.in_force.version, self.config.db_path,
                          cfg.CONF.wsapi_host, cfg.CONF.wsapi_port)
         hub.spawn(self._discovery_loop)
         # Its own green thread: a switch host's OVSDB that does not answer costs its timeout
-        # here, never LLDP's rhythm (links would expire) nor a packet-in's answer.
-        hub.spawn(self._switch_host_loop)
+        # there, never LLDP's rhythm (links would expire) nor a packet-in's answer.
+        hub.spawn(self.switch_hosts.run_forever, hub.sleep, lambda: self.datapaths.keys(),
+                  self._configure_heavy_hitters)
+
+    @property
+    def policy(self) -> Policy:
+        return self.in_force.policy
+
+    @property
+    def plan(self) -> ForwardingPlan:
+        return self.in_force.plan
 
     # --- policy -------------------------------------------------------------------
 
@@ -117,19 +128,15 @@ class CoexController(app_manager.RyuApp):
             self.logger.error("%s%s", err.message, field)
             raise SystemExit(2) from None
         if wanted is not None and wanted.to_dict() != self.policy.to_dict():
-            self.policy_version = self.store.save(wanted, f"policy file {self.config.policy_path}")
-            self.policy = wanted
-
-    def _plan_policy(self) -> None:
-        self.plan = ForwardingPlan(self.policy)
+            self.in_force.replace(wanted, self.store.save(wanted, f"policy file {self.config.policy_path}"))
 
     def apply_policy(self, new: Policy, summary: str) -> int:
         """Store a validated policy (committed before this returns) and enforce it everywhere."""
         version = self.store.save(new, summary)
-        self.policy, self.policy_version = new, version
-        self._plan_policy()
+        self.in_force.replace(new, version)
         self.logger.info("policy version %d: %s", version, summary)
-        old, self.trees = self.trees, {}
+        old = dict(self.trees)
+        self.trees.clear()
         for agg, dst_ip in old:  # replanned here, installed by _sync_switch below
             dst = self.net.host_by_ip(dst_ip)
             if self.plan.knows(agg) and dst is not None:
@@ -137,52 +144,19 @@ class CoexController(app_manager.RyuApp):
                     self.trees[(agg, dst_ip)] = self.plan.tree(self.net, agg, dst)
                 except NoPath:
                     pass
-        self._configure_ports()  # queues exist before flows send into them
+        self.switch_hosts.configure_ports(new)  # queues exist before flows send into them
         for dp in list(self.datapaths.values()):
             self._sync_switch(dp)
         self._configure_heavy_hitters()
         return version
 
     def _configure_heavy_hitters(self) -> None:
-        """sFlow agents on the bridges of the bottleneck ports, sending to `collector` (the
-        embedded collector, or sFlow-RT's sFlow port); detectors on the ports."""
-        hh = self.policy.heavy_hitters
-        sampling = bridge_sampling(hh, self.policy.ports)  # dpid -> 1-in-N
-        for dpid, bridge in sorted(self.bridge_names.items()):
-            db = self.ovsdb_of(dpid)
-            host = self.policy.switch_host(dpid)
-            collector = host.collector if host is not None and host.collector else hh.collector
-            try:
-                if hh.enabled and dpid in sampling:
-                    if sflow.ensure_sflow(bridge, sampling=sampling[dpid], polling_s=hh.polling_s,
-                                          target=sflow.validate_target(collector), vsctl=db.vsctl):
-                        self.logger.info("sFlow agent on %s (%s) samples 1-in-%d, sends to %s (%s)", bridge,
-                                         db.where, sampling[dpid], collector, hh.source)
-                elif sflow.sflow_settings(bridge, vsctl=db.vsctl) is not None:
-                    sflow.disable_sflow(bridge, vsctl=db.vsctl)
-            except (ValueError, RuntimeError) as err:
-                self.logger.error("sFlow on %s (%s): %s", bridge, db.where, err)
-        self._configure_counter_refresh(hh, sampling)
-        self.heavy_hitters.configure(hh, self.policy.ports)
+        """The bridges' sFlow agents and counter refresh (ovs_config.switch_host), then the
+        detectors on the ports."""
+        self.switch_hosts.configure_sampling(self.policy)
+        self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
 
-    def _configure_counter_refresh(self, hh, sampling) -> None:
-        """Counting confirms heavy hitters: the switch hosts with bottleneck bridges credit their
-        counters to the OpenFlow flows every counter_refresh_ms (ovs_config/counter_refresh.py);
-        otherwise a value we set there is taken back."""
-        counting = hh.enabled and confirms_by_counting(hh)
-        hosts = {}
-        for dpid in sorted(self.bridge_names):
-            db = self.ovsdb_of(dpid)
-            want = hh.counter_refresh_ms if counting and dpid in sampling else None
-            if hosts.get(db) is None:  # a host with one counting bridge wants it
-                hosts[db] = want
-        for db, ms in hosts.items():
-            try:
-                if counter_refresh.ensure_counter_refresh(db, ms):
-                    self.logger.info("%s: OVS credits its flow counters %s", db.where,
-                                     f"every {ms} ms (max-revalidator)" if ms else "at its own interval again")
-            except (ValueError, RuntimeError) as err:
-                self.logger.error("counter refresh on %s: %s", db.where, err)
+    # --- what heavy-hitter detection asks of the switches (ryu_app.heavy_hitters.SwitchActions)
 
     def steer(self, key) -> None:
         """Put one flow into the penalized aggregate on every switch (above every rule).
@@ -208,8 +182,6 @@ class CoexController(app_manager.RyuApp):
     def _install_steering(self, dp, key) -> None:
         flows.add_classify_flow(dp, self.plan.steer_flow(key))
 
-    # --- counting flows: heavy-hitter suspects counted on their bottleneck's switch --------
-
     def install_counting(self, dpid: int, key) -> bool:
         """A counting flow for one suspect (coex/counting.py) on switch dpid; False if the switch
         is not connected or the flow's 5-tuple cannot say how the rules would treat it."""
@@ -232,138 +204,6 @@ class CoexController(app_manager.RyuApp):
             return None
         return [(e.priority, flows.flow_key_of(e.match), e.byte_count) for e in entries
                 if e.priority in (PRIO_COUNT, PRIO_STEER)]
-
-    def ovsdb_of(self, dpid: int) -> Ovsdb:
-        """The switch host's OVSDB: its policy entry's remote, else this machine's."""
-        host = self.policy.switch_host(dpid)
-        return Ovsdb(host.ovsdb) if host is not None else LOCAL
-
-    def _configure_ports(self) -> None:
-        """Queues (Separate Queues) and disciplines on every policy port whose switch is
-        known; clear the rest."""
-        wanted = {(p.dpid, p.port): p for p in self.policy.ports}
-        for key in list(self.port_state):
-            if key not in wanted:
-                self._clear_port(key)
-        for key, port in wanted.items():
-            name = self.port_names.get(key)
-            old = self.port_state.get(key, PortState())
-            state = PortState(name=name)
-            if name is not None:
-                self._configure_port(key, port, state, old)
-            self.port_state[key] = state
-
-    def _configure_port(self, key, port, state: PortState, old: PortState) -> None:
-        """Queues first, then the discipline; a backend error stops there and is the status,
-        so GET /state says how far the port got. The same error is logged once, not at each
-        retry."""
-        db = self.ovsdb_of(key[0])
-        try:
-            state.aqm_backend = aqm.backend_of(state.name, db)
-            state.queue_backend = queues.choose_backend(state.name, state.aqm_backend,
-                                                        self.config.queue_backend, db)
-            if self.policy.approaches.separate_queues:
-                self._apply_queues(port, state, db)
-            else:
-                self._clear_queues(state.name, state.queue_backend, db)
-            self._set_discipline(key, port, state, db)
-            state.status = APPLIED
-            self.ovsdb_errors.pop(key[0], None)
-        except (queues.QueueBackendError, aqm.AqmBackendError, OvsdbError) as err:
-            state.status = f"error: {err}"
-            if isinstance(err, OvsdbError):
-                self.ovsdb_errors[key[0]] = str(err)
-            if state.status != old.status:
-                self.logger.error("port %s of switch %016x: %s", state.name, key[0], err)
-        if old.status.startswith("error") and state.status == APPLIED:
-            self.logger.info("port %s of switch %016x: applied (%s)", state.name, key[0], db.where)
-
-    def _apply_queues(self, port, state: PortState, db: Ovsdb) -> None:
-        plan = planner.queue_plan(self.policy, port)
-        if state.queue_backend == "tc-htb":
-            queues.apply_tc_htb(state.name, plan)
-        elif state.queue_backend == "ovsdb-queue":
-            queues.apply_ovsdb_queues(state.name, plan, db)
-        state.queues = plan.classes
-
-    def _set_discipline(self, key, port, state: PortState, db: Ovsdb) -> None:
-        """ckcd-link: what coex.ports.link_discipline decides (bands under Separate Queues).
-        sch_ckcd: the port's AQM as the kernel qdisc, at the root shaped to the port's
-        capacity, or under each of OVS's linux-htb queues when those are the port's QoS."""
-        if state.aqm_backend == aqm.LINK_BACKEND and state.queue_backend == "ckcd-link":
-            if key not in self.link_base_spec:
-                self.link_base_spec[key] = aqm.current_discipline(state.name, db) or LINK_FALLBACK_SPEC
-            spec = link_discipline(self.policy, port, self.link_base_spec[key])
-            aqm.attach_discipline(state.name, spec, db)
-            state.discipline = spec  # only what the link took
-        elif state.aqm_backend == aqm.KERNEL_BACKEND:
-            if port.aqm is None:
-                if "ckcd-qdisc" in aqm.interface_ids(state.name, db):
-                    aqm.detach_kernel(state.name, db)
-                return
-            spec = port.aqm.spec(port.capacity_bps)
-            under_queues = self.policy.approaches.separate_queues and state.queue_backend == "ovsdb-queue"
-            state.qdisc = aqm.attach_discipline(state.name, spec, db, backend=aqm.KERNEL_BACKEND,
-                                                rate_bps=None if under_queues else port.capacity_bps,
-                                                own_root=not under_queues)
-            state.discipline = spec
-        elif port.aqm is not None:
-            raise aqm.AqmBackendError(aqm.no_backend_reason(state.name, db))
-
-    def aqm_backend(self, dpid: int, port: int) -> tuple[str | None, str]:
-        """The port's discipline backend, or None with the reason (for REST's 409)."""
-        name = self.port_names.get((dpid, port))
-        if name is None:
-            return None, f"switch {dpid:#x} has not named port {port} yet"
-        db = self.ovsdb_of(dpid)
-        try:
-            backend = aqm.backend_of(name, db)
-            return backend, "" if backend else aqm.no_backend_reason(name, db)
-        except OvsdbError as err:
-            return None, str(err)
-
-    def _clear_queues(self, name: str, backend: str, db: Ovsdb) -> None:
-        if backend == "tc-htb":
-            queues.clear_tc(name)
-        elif backend == "ovsdb-queue":
-            queues.clear_ovsdb_queues(name, db)
-
-    def _clear_port(self, key) -> None:
-        state = self.port_state.pop(key, PortState())
-        if state.name is None or state.queue_backend is None:
-            return
-        db = self.ovsdb_of(key[0])
-        try:
-            self._clear_queues(state.name, state.queue_backend, db)
-            if key in self.link_base_spec:  # give the link back the discipline it came with
-                aqm.attach_discipline(state.name, self.link_base_spec.pop(key), db)
-            elif state.aqm_backend == aqm.KERNEL_BACKEND and state.discipline is not None:
-                aqm.detach_kernel(state.name, db)
-        except (queues.QueueBackendError, aqm.AqmBackendError, OvsdbError) as err:
-            self.logger.error("port %s: %s", state.name, err)
-
-    def _switch_host_loop(self):
-        """Retry ports whose configuration failed (a switch host's OVSDB that was down comes
-        back; an agent that was not running starts), and re-read the kernel qdiscs' stats
-        for GET /state."""
-        while True:
-            hub.sleep(SWITCH_HOST_INTERVAL_S)
-            for key, state in list(self.port_state.items()):
-                port = self.policy.port(*key)
-                if port is None or state.name is None or key[0] not in self.datapaths:
-                    continue
-                if state.status.startswith("error"):
-                    fresh = PortState(name=state.name)
-                    self._configure_port(key, port, fresh, state)
-                    if self.port_state.get(key) is state:
-                        self.port_state[key] = fresh
-                        if fresh.status == APPLIED:
-                            self._configure_heavy_hitters()
-                elif state.aqm_backend == aqm.KERNEL_BACKEND and state.discipline is not None:
-                    try:
-                        state.qdisc = aqm.kernel_status(state.name, self.ovsdb_of(key[0]))
-                    except OvsdbError as err:
-                        state.qdisc = {"error": str(err)}
 
     # --- switches -------------------------------------------------------------------
 
@@ -412,10 +252,10 @@ class CoexController(app_manager.RyuApp):
                 self._learn_port(dp.id, port)
             elif port.port_no == dp.ofproto.OFPP_LOCAL:
                 name = port.name.decode() if isinstance(port.name, bytes) else port.name
-                self.bridge_names[dp.id] = name
+                self.switch_hosts.bridge_named(dp.id, name)
         self._send_lldp(dp)
         if any(p.dpid == dp.id for p in self.policy.ports):
-            self._configure_ports()
+            self.switch_hosts.configure_ports(self.policy)
             self._configure_heavy_hitters()
 
     def _learn_port(self, dpid: int, port) -> None:
@@ -568,7 +408,7 @@ class CoexController(app_manager.RyuApp):
         if dp is None:
             return
         flows.add_hop_flow(dp, self.plan.hop_flow(agg, dst_ip, dpid, out_port,
-                                                  self.port_state.get((dpid, out_port))))
+                                                  self.switch_hosts.port_state.get((dpid, out_port))))
 
     def _remove_hop(self, agg: str, dst_ip: str, dpid: int) -> None:
         dp = self.datapaths.get(dpid)
@@ -660,26 +500,3 @@ class CoexController(app_manager.RyuApp):
         wait[1].extend(msg.body)
         if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
             wait[0].set()
-
-    # --- what the REST API reads ----------------------------------------------------
-
-    def effective_state(self) -> dict:
-        switches = []
-        for dpid in sorted(set(self.net.ports) | set(self.datapaths)):
-            switches.append({
-                "dpid": dpid, "connected": dpid in self.datapaths, "ovsdb": self.ovsdb_of(dpid).where,
-                **({"ovsdb_error": self.ovsdb_errors[dpid]} if dpid in self.ovsdb_errors else {}),
-                "ports": sorted(self.net.ports.get(dpid, ())),
-                "meters": [vars(m) for m in self.plan.meters if m.dpid == dpid],
-                "forwarding": [{"aggregate": a, "dst": d, "out_port": tree[dpid]}
-                               for (a, d), tree in sorted(self.trees.items()) if dpid in tree],
-            })
-        return {
-            "policy_version": self.policy_version,
-            "switches": switches,
-            "links": [{"a": {"dpid": a[0], "port": a[1]}, "b": {"dpid": b[0], "port": b[1]}}
-                      for a, b in self.net.links()],
-            "hosts": [{"mac": h.mac, "ipv4": h.ipv4, "dpid": h.dpid, "port": h.port}
-                      for h in sorted(self.net.hosts.values(), key=lambda h: h.ipv4 or "")],
-            "ports": [{"dpid": k[0], "port": k[1], **v.to_dict()} for k, v in sorted(self.port_state.items())],
-        }

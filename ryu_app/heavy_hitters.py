@@ -5,8 +5,10 @@ This module only translates. What is decided is coex.steering's: one PortWatch (
 detectors) per bottleneck port (policy `ports`), and the SteeringBook that turns their
 events into steer and release decisions and keeps every decision, with its time and the
 estimate that caused it. Here: the listener or the sFlow-RT poller and the timer run in
-green threads, a steer decision goes to the controller's steer(), an unsteer one to
-unsteer(), and the book's records to the log and to REST.
+green threads, a steer decision goes to the switches' steer() (SwitchActions, which the
+controller's OpenFlow shell implements), an unsteer one to unsteer(), and the book's
+records to the log and to REST. What it reads of the controller comes from its
+ControllerView.
 
 Detectors (policy `detector`): "rate", the windowed rate estimate against a threshold
 (HeavyHitterDetector); "mode", seed 003's mode of the sample history
@@ -21,8 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import logging
 import time
 import urllib.parse
+from typing import Protocol
 
 from ryu.lib import hub
 
@@ -31,12 +35,14 @@ from coex.forwarding import PRIO_STEER
 from coex.heavy_hitters import HeavyHitterEvent
 from coex.policy import HeavyHitters
 from coex.sflow_collector import SFlowCollector
+from coex.sflow import FlowKey
 from coex.sflowrt import PORT_KEYS
 from coex.steering import (PortWatch, SteeringBook, bridge_sampling, confirms_by_counting, flow_dict,
                            threshold_samples_per_s)
 from ovs_config import sflow
 from ryu_app.sflow_listener import SFlowListener
 from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
+from ryu_app.view import ControllerView
 
 TICK_S = 0.5
 # Counting: the counters of the counting and steering flows are read (one flow-stats request per
@@ -58,9 +64,30 @@ def ifindex(port_name: str) -> int | None:
         return None
 
 
+class SwitchActions(Protocol):
+    """What detection asks of the switches (the controller's OpenFlow shell does it)."""
+
+    def steer(self, key: FlowKey) -> None:
+        """Put the flow into the penalized aggregate on every switch."""
+
+    def unsteer(self, key: FlowKey) -> None:
+        """Take the flow's steering flows away again."""
+
+    def install_counting(self, dpid: int, key: FlowKey) -> bool:
+        """A counting flow for the suspect on the switch; False if it cannot be counted there."""
+
+    def remove_counting(self, dpid: int, key: FlowKey) -> None:
+        """Take the suspect's counting flow away."""
+
+    def classify_counters(self, dpid: int, timeout_s: float) -> list[tuple[int, FlowKey, int]] | None:
+        """(priority, flow key, bytes) of the counting and steering flows; None if no answer in time."""
+
+
 class HeavyHitterService:
-    def __init__(self, app):
-        self.app = app  # the CoexController: steer(), unsteer(), port_names, logger
+    def __init__(self, view: ControllerView, switches: SwitchActions, logger: logging.Logger):
+        self.view = view  # port names and which switches are connected
+        self.switches = switches
+        self.logger = logger
         self.settings: HeavyHitters | None = None
         self.ports: list = []  # the policy's bottleneck ports: detection waits for those not watched yet
         self.watches: dict[tuple[int, int], PortWatch] = {}
@@ -91,12 +118,12 @@ class HeavyHitterService:
             # counts (docs/sflow.md): refuse rather than steer by another rule.
             self.error = ("detector 'mode' needs the packet samples of the embedded collector; "
                           "source 'sflow-rt' gives flow rates only: detection is off")
-            self.app.logger.error("heavy hitters: %s", self.error)
+            self.logger.error("heavy hitters: %s", self.error)
             return
         if hh.source == "sflow-rt":
             self._check_sflow_rt_addresses(hh)
         for p in ports:
-            name = self.app.port_names.get((p.dpid, p.port))
+            name = self.view.port_names().get((p.dpid, p.port))
             if name is not None:
                 self._watch(PortWatch(p.dpid, p.port, name, ifindex(name), p.capacity_bps, hh),
                             self.sampling[p.dpid], chosen=hh.sampling is None)
@@ -106,13 +133,13 @@ class HeavyHitterService:
     def _watch(self, watch: PortWatch, sampling: int, chosen: bool) -> None:
         self.watches[watch.key] = watch
         if chosen:
-            self.app.logger.info("heavy hitters on %s: sampling 1-in-%d chosen, %.1f samples/s at the "
+            self.logger.info("heavy hitters on %s: sampling 1-in-%d chosen, %.1f samples/s at the "
                                  "%.1f Mbit/s threshold", watch.name, sampling,
                                  threshold_samples_per_s(watch.high_threshold_bps(), sampling),
                                  watch.high_threshold_bps() / 1e6)
         elif watch.detects_slowly(sampling):
             threshold = watch.high_threshold_bps()
-            self.app.logger.warning(
+            self.logger.warning(
                 "heavy hitters on %s: a flow at the %.1f Mbit/s threshold gives %.1f samples/s at "
                 "1-in-%d; detection will often take more than a second (docs/sflow.md): sample "
                 "more often or raise the threshold", watch.name, threshold / 1e6,
@@ -125,7 +152,7 @@ class HeavyHitterService:
             try:
                 self.listener.open()
             except OSError as err:
-                self.app.logger.error("sFlow collector cannot listen on %s: %s", hh.collector, err)
+                self.logger.error("sFlow collector cannot listen on %s: %s", hh.collector, err)
                 self.listener = None
             else:
                 self._threads.append(hub.spawn(self._serve, gen))
@@ -141,12 +168,12 @@ class HeavyHitterService:
         try:
             target = sflow.validate_target(hh.collector)
         except ValueError as err:
-            self.app.logger.error("heavy hitters: collector %s: %s", hh.collector, err)
+            self.logger.error("heavy hitters: collector %s: %s", hh.collector, err)
             return
         url_host = urllib.parse.urlsplit(hh.sflow_rt_url).hostname or ""
         try:
             if ipaddress.ip_address(url_host) != ipaddress.ip_address(target.rpartition(":")[0].strip("[]")):
-                self.app.logger.warning(
+                self.logger.warning(
                     "heavy hitters: OVS sends sFlow to %s but sFlow-RT's REST API is at %s: set "
                     "`collector` to sFlow-RT's sFlow address (port 6343 by default)", target, hh.sflow_rt_url)
         except ValueError:
@@ -160,7 +187,7 @@ class HeavyHitterService:
         self._carry_out(self.book.release_all("detection stopped", time.monotonic(), time.time()))
         if self.counting is not None:
             for dpid, key in list(self.counting.suspects):
-                self.app.remove_counting(dpid, key)
+                self.switches.remove_counting(dpid, key)
             self.counting = None
         self.watches.clear()
         self._threads.clear()
@@ -188,7 +215,7 @@ class HeavyHitterService:
                     defined = True
                 self.ingest_active_flows(client.active_flows(), time.monotonic())
             except (SFlowRTError, OSError, ValueError) as err:
-                self.app.logger.warning("sFlow-RT at %s: %s", self.settings.sflow_rt_url, err)
+                self.logger.warning("sFlow-RT at %s: %s", self.settings.sflow_rt_url, err)
                 defined = False
             hub.sleep(1.0)
 
@@ -225,9 +252,9 @@ class HeavyHitterService:
             admitted, displaced = self.counting.suspect(watch.dpid, ev.key, watch.key, ev.estimate_bps,
                                                         ev.first_seen_s, now)
             for dpid, key in displaced:
-                self.app.remove_counting(dpid, key)
+                self.switches.remove_counting(dpid, key)
                 watch.detector.forget(key)
-            if admitted and not self.app.install_counting(watch.dpid, ev.key):
+            if admitted and not self.switches.install_counting(watch.dpid, ev.key):
                 self.counting.forget(watch.dpid, ev.key)
                 admitted = False
                 if ev.estimate_bps >= watch.high_threshold_bps():
@@ -251,7 +278,7 @@ class HeavyHitterService:
                    if dpid in with_suspects or started - last_read.get(dpid, 0.0) >= COUNT_INTERVAL_S - 1e-3]
             for dpid in due:
                 last_read[dpid] = started
-                entries = self.app.classify_counters(dpid, COUNT_TIMEOUT_S)
+                entries = self.switches.classify_counters(dpid, COUNT_TIMEOUT_S)
                 now = time.monotonic()
                 for priority, key, nbytes in entries or ():
                     book.reading(dpid, key, nbytes, now, steering=priority == PRIO_STEER)
@@ -270,7 +297,7 @@ class HeavyHitterService:
     def _carry_out_verdict(self, v: Verdict, now: float) -> None:
         watch = self.watches.get(v.port)
         if v.what in ("confirmed", "dropped"):
-            self.app.remove_counting(v.dpid, v.key)
+            self.switches.remove_counting(v.dpid, v.key)
         if watch is None:
             return
         mode = watch.detector.config.mode
@@ -304,16 +331,16 @@ class HeavyHitterService:
                 else:
                     self.counting.unsteered(r["dpid"], d.flow)
             if r["decision"] == "steered":
-                self.app.logger.info("heavy hitter steered: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", r["flow"],
+                self.logger.info("heavy hitter steered: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", r["flow"],
                                      r["dpid"], r["port"], r["estimate_bps"] / 1e6,
                                      (r["threshold_bps"] or 0) / 1e6, r["reason"])
             else:
-                self.app.logger.info("heavy hitter released: %s at %s:%s, %.1f Mbit/s (%s)", r["flow"],
+                self.logger.info("heavy hitter released: %s at %s:%s, %.1f Mbit/s (%s)", r["flow"],
                                      r["dpid"], r["port"], r["estimate_bps"] / 1e6, r["reason"])
             if d.action == "steer":
-                self.app.steer(d.flow)
+                self.switches.steer(d.flow)
             elif d.action == "unsteer":
-                self.app.unsteer(d.flow)
+                self.switches.unsteer(d.flow)
 
     # --- what REST shows ------------------------------------------------------------------
 
@@ -326,7 +353,7 @@ class HeavyHitterService:
         for p in self.ports:
             if (p.dpid, p.port) in self.watches:
                 continue
-            if p.dpid not in self.app.datapaths:
+            if not self.view.is_connected(p.dpid):
                 what = f"switch {p.dpid:#x} to connect"
             else:
                 what = f"port {p.port} on switch {p.dpid:#x}"

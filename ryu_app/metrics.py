@@ -1,7 +1,7 @@
 """GET /metrics: the controller's state in the Prometheus text format (docs/metrics.md).
 
 One custom collector reads everything at scrape time from where it already lives - the
-controller's maps and policy, the steering book, the REST error counts, each ckcd-link's
+controller's view (ryu_app/view.py), the steering book, the REST error counts, each ckcd-link's
 control socket (`stats`), the switches' flow counters (an OFPFlowStatsRequest per switch,
 answered within FLOW_STATS_TIMEOUT_S) - so there is no second copy of any state and no
 thread of its own. Labels carry only names and numbers of ports, aggregates and reasons:
@@ -10,12 +10,15 @@ never the token or rule matches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric)
 
-from coex.steering import LATENCY_BUCKETS_S
+from coex.steering import LATENCY_BUCKETS_S, SteeringBook
 from ovs_config import aqm
 from ovs_config.link_daemon import LinkControl, LinkDaemonError
+from ryu_app.view import ControllerView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PORT_LABELS = ["dpid", "port", "interface"]
@@ -86,10 +89,12 @@ def discipline_name(spec: str | None) -> tuple[str, str]:
 
 
 class CoexCollector:
-    """The prometheus_client collector of one CoexController (and its CoexApi)."""
+    """The prometheus_client collector of one controller: its view, its REST API's error
+    counts (status -> answers, counted as they happen) and its steering book."""
 
-    def __init__(self, app, api, link_ports=aqm.link_ports, link_control=LinkControl):
-        self.app, self.api = app, api
+    def __init__(self, view: ControllerView, rest_errors: Mapping[int, int], book: SteeringBook,
+                 link_ports=aqm.link_ports, link_control=LinkControl):
+        self.view, self.rest_errors, self.book = view, rest_errors, book
         self._link_ports, self._link_control = link_ports, link_control
 
     def collect(self):
@@ -101,26 +106,26 @@ class CoexCollector:
     # --- controller health ---------------------------------------------------------------
 
     def _controller(self):
-        app = self.app
+        view = self.view
         yield GaugeMetricFamily("coex_switches_connected", "OpenFlow switches connected now",
-                                value=len(app.datapaths))
-        yield GaugeMetricFamily("coex_links", "Switch-to-switch links known from LLDP",
-                                value=len(list(app.net.links())))
-        yield GaugeMetricFamily("coex_hosts", "Hosts learned", value=len(app.net.hosts))
-        yield GaugeMetricFamily("coex_policy_version", "Version of the policy in force (moves on every accepted change)",
-                                value=app.policy_version)
+                                value=view.switches_connected())
+        yield GaugeMetricFamily("coex_links", "Switch-to-switch links known from LLDP", value=view.link_count())
+        yield GaugeMetricFamily("coex_hosts", "Hosts learned", value=view.host_count())
+        yield GaugeMetricFamily("coex_policy_version",
+                                "Version of the policy in force (moves on every accepted change)",
+                                value=view.policy_version)
         errors = CounterMetricFamily("coex_rest_errors", "REST answers with a 4xx or 5xx status, by status code",
                                      labels=["code"])
-        for code, n in sorted(self.api.errors.items()):
+        for code, n in sorted(self.rest_errors.items()):
             errors.add_metric([str(code)], n)
         yield errors
 
     # --- bottleneck ports ----------------------------------------------------------------
 
     def _ports(self):
-        app = self.app
-        by_name = {name: key for key, name in app.port_names.items()}
-        declared = {(p.dpid, p.port): p for p in app.policy.ports}
+        port_names = self.view.port_names()
+        by_name = {name: key for key, name in port_names.items()}
+        declared = {(p.dpid, p.port): p for p in self.view.policy.ports}
         try:
             served = self._link_ports()
         except (OSError, ValueError):
@@ -157,9 +162,9 @@ class CoexCollector:
                          "started; quantiles from ckcd-link's histogram (within 1/16)", "summary")
         keys = sorted(set(declared) | {by_name[n] for n in served if n in by_name})
         for key in keys:
-            name = app.port_names.get(key, "")
+            name = port_names.get(key, "")
             labels = [str(key[0]), str(key[1]), name]
-            state = app.port_state.get(key)
+            state = self.view.port_state(key)
             backend = "ckcd-link" if name in served else (state.queue_backend if state else None) or "none"
             spec = None
             if name in served:
@@ -216,7 +221,7 @@ class CoexCollector:
     # --- aggregates (the switches' flow counters) -------------------------------------------
 
     def _aggregates(self):
-        app = self.app
+        view = self.view
         labels = ["aggregate", "dpid"]
         nbytes = CounterMetricFamily("coex_aggregate_bytes", "Bytes the aggregate's forwarding flows forwarded on a switch "
                                      "(flows that expire take their counts with them)", labels=labels)
@@ -226,8 +231,8 @@ class CoexCollector:
                                    "(one per destination host)",
                                    labels=labels)
         totals: dict[tuple[str, int], list] = {}
-        for dpid, entries in sorted(app.flow_stats().items()):
-            for agg in [a.name for a in app.policy.aggregates]:
+        for dpid, entries in sorted(view.path_counters().items()):
+            for agg in [a.name for a in view.policy.aggregates]:
                 totals[(agg, dpid)] = [0, 0, 0]
             for e in entries:
                 fields = dict(e.match.items())
@@ -235,7 +240,7 @@ class CoexCollector:
                     continue  # not a forwarding flow (table 1's miss)
                 meta = fields.get("metadata", 0)
                 meta = meta[0] if isinstance(meta, tuple) else meta
-                t = totals.setdefault((app.plan.aggregate_of(meta & 0xFF), dpid), [0, 0, 0])
+                t = totals.setdefault((view.aggregate_of(meta & 0xFF), dpid), [0, 0, 0])
                 t[0] += e.byte_count
                 t[1] += e.packet_count
                 t[2] += 1
@@ -250,7 +255,7 @@ class CoexCollector:
     # --- heavy hitters -----------------------------------------------------------------------
 
     def _heavy_hitters(self):
-        book = self.app.heavy_hitters.book
+        book = self.book
         yield GaugeMetricFamily("coex_heavy_hitters", "Flows steered into the penalized aggregate now "
                                 "(per flow and port)", value=book.steered_count())
         yield CounterMetricFamily("coex_heavy_hitter_steered", "Heavy hitters steered (detections)",
@@ -270,9 +275,9 @@ class CoexCollector:
         yield latency
 
 
-def registry_for(app, api) -> CollectorRegistry:
+def registry_for(view: ControllerView, rest_errors: Mapping[int, int], book: SteeringBook) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(CoexCollector(app, api))
+    registry.register(CoexCollector(view, rest_errors, book))
     registry.register(ProcessCollector(registry=None))
     return registry
 

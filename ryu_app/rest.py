@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import re
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import webob
 from ryu.app.wsgi import ControllerBase, route
 from ryu.lib import hub
 
-from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, PolicyError, load_json, parse_uint
+from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, Policy, PolicyError, load_json, parse_uint
 from ovs_config import aqm
+from ryu_app.view import ControllerView
 
 PREFIX = "/coex/v1"
 MAX_BODY_BYTES = 1 << 20
@@ -168,8 +171,14 @@ def _read_body(req) -> bytes:
 
 
 class CoexApi:
-    def __init__(self, app):
-        self.app = app  # the CoexController: policy, apply_policy(), effective_state(), ...
+    def __init__(self, view: ControllerView, heavy_hitters, apply_policy: Callable[[Policy, str], int],
+                 token: str | None, logger: logging.Logger):
+        """view: what the controller knows (ryu_app/view.py); heavy_hitters: the detection
+        service (its report() and steering book); apply_policy(new, summary): store and
+        enforce a validated policy, returning its version; token: what mutating calls must
+        present (None: no token)."""
+        self.view, self.heavy_hitters, self.apply_policy = view, heavy_hitters, apply_policy
+        self.token, self.logger = token, logger
         self.lock = hub.Semaphore()  # one read-modify-write of the policy at a time
         self.started = time.time()
         self.errors: Counter = Counter()  # status code -> answers with it (4xx, 5xx), for /metrics
@@ -218,12 +227,12 @@ class CoexApi:
         except PolicyError as err:
             return err.status, {"error": err.message, "field": err.field}, {}
         except Exception as err:  # a bug of ours: say so in JSON, keep the trace in the log
-            self.app.logger.error("REST %s %s failed: %s", method, path, traceback.format_exc())
+            self.logger.error("REST %s %s failed: %s", method, path, traceback.format_exc())
             return 500, {"error": f"internal error: {type(err).__name__}; see the controller log",
                          "field": None}, {}
 
     def _authorize(self, headers) -> None:
-        token = self.app.config.token
+        token = self.token
         if token is None:
             return
         # Bytes, not str: compare_digest refuses str with non-ASCII characters (a TypeError).
@@ -245,26 +254,26 @@ class CoexApi:
         """Validate the edited policy, then (can_apply: raise ApiError if the host cannot
         enforce it) store and enforce it. Input errors come before environment errors."""
         with self.lock:
-            new = self.app.policy.edited(mutate)  # validates; raises PolicyError, changing nothing
-            check_port_disciplines(new, self.app.policy)
+            new = self.view.policy.edited(mutate)  # validates; raises PolicyError, changing nothing
+            check_port_disciplines(new, self.view.policy)
             if can_apply is not None:
                 can_apply()
-            return self.app.apply_policy(new, summary)
+            return self.apply_policy(new, summary)
 
     def _doc(self) -> dict:
-        return self.app.policy.to_dict()
+        return self.view.policy.to_dict()
 
     # --- handlers: each returns (status, JSON object) ---------------------------------
 
     def health(self, _):
-        return 200, {"status": "ok", "policy_version": self.app.policy_version,
-                     "switches_connected": len(self.app.datapaths),
+        return 200, {"status": "ok", "policy_version": self.view.policy_version,
+                     "switches_connected": self.view.switches_connected(),
                      "uptime_s": round(time.time() - self.started, 1)}
 
     def metrics(self, _):
         from ryu_app import metrics
         if self._registry is None:
-            self._registry = metrics.registry_for(self.app, self)
+            self._registry = metrics.registry_for(self.view, self.errors, self.heavy_hitters.book)
         return 200, Raw(metrics.render(self._registry), metrics.CONTENT_TYPE)
 
     def ui(self, _):
@@ -281,10 +290,9 @@ class CoexApi:
         return 200, build_openapi()
 
     def get_policy(self, _):
-        return 200, {"version": self.app.policy_version, "policy": self._doc()}
+        return 200, {"version": self.view.policy_version, "policy": self._doc()}
 
     def put_policy(self, body):
-        from coex.policy import Policy
         if not isinstance(body, dict):
             raise ApiError(400, "the policy must be a JSON object", "body")
         Policy.from_dict(body)  # validate before touching anything
@@ -404,9 +412,9 @@ class CoexApi:
 
     def _known_port(self, dpid_text, port_text) -> tuple[int, int]:
         dpid, port = _parse_dpid(dpid_text), _parse_port(port_text)
-        if dpid not in self.app.datapaths:
+        if not self.view.is_connected(dpid):
             raise ApiError(404, f"switch {dpid:#x} is not connected", "dpid")
-        if port not in self.app.net.ports.get(dpid, ()):
+        if not self.view.has_port(dpid, port):
             raise ApiError(404, f"switch {dpid:#x} has no port {port}", "port")
         return dpid, port
 
@@ -444,7 +452,7 @@ class CoexApi:
                                 f"PUT /ports/{dpid}/{port} with its capacity_bps first", "port")
 
         def has_backend():
-            backend, reason = self.app.aqm_backend(d, p)
+            backend, reason = self.view.aqm_backend(d, p)
             if backend is None:
                 raise ApiError(409, f"port {d}:{p}: {reason}", "port")
         version = self._change(lambda doc: doc["ports"][self._port_index(doc, d, p)].__setitem__("aqm", body),
@@ -461,7 +469,7 @@ class CoexApi:
 
     # heavy hitters
     def get_heavy_hitters(self, _):
-        return 200, self.app.heavy_hitters.report()
+        return 200, self.heavy_hitters.report()
 
     def get_hh_config(self, _):
         return 200, self._doc()["heavy_hitters"]
@@ -505,10 +513,10 @@ class CoexApi:
 
     # state
     def get_state(self, _):
-        return 200, self.app.effective_state()
+        return 200, self.view.effective_state()
 
     def get_changes(self, _):
-        return 200, {"changes": self.app.store.changes()}
+        return 200, {"changes": self.view.changes()}
 
 
 class RestController(ControllerBase):
@@ -540,7 +548,6 @@ class RestController(ControllerBase):
         return res
 
 
-def register(wsgi, app) -> CoexApi:
-    api = CoexApi(app)
+def register(wsgi, api: CoexApi) -> CoexApi:
     wsgi.register(RestController, api)
     return api

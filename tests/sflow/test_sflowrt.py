@@ -180,22 +180,6 @@ def test_port_keys_give_the_output_port_of_each_flow():
     assert parse_active_flows(ACTIVEFLOWS_BODY).flows[0].output_ifindex is None
 
 
-class _App:
-    """What HeavyHitterService needs of the controller."""
-
-    def __init__(self):
-        import logging
-        self.logger = logging.getLogger("test")
-        self.steered: list = []
-        self.port_names, self.bridge_names = {}, {}
-
-    def steer(self, key):
-        self.steered.append(("steer", key))
-
-    def unsteer(self, key):
-        self.steered.append(("unsteer", key))
-
-
 def test_port_watch_keys_sflowrt_flows_by_output_ifindex_not_data_source():
     """A port's detectors take, of one sFlow-RT answer, the flow leaving by that port
     (outputifindex = the port's ifIndex) although its dataSource is the bridge's; the same
@@ -221,9 +205,8 @@ def test_port_watch_keys_sflowrt_flows_by_output_ifindex_not_data_source():
 def test_mode_detector_with_sflowrt_is_refused_not_run():
     """sFlow-RT gives flow rates, not the packet samples the mode of history counts."""
     from coex.policy import HeavyHitters
-    from ryu_app.heavy_hitters import HeavyHitterService
-    app = _App()
-    service = HeavyHitterService(app)
+    from tests.unit.controller_parts import ControllerParts
+    service = ControllerParts().heavy_hitters  # the real service over the real view
     service.configure(HeavyHitters(enabled=True, source="sflow-rt", detector="mode"),
                       [SimpleNamespace(dpid=1, port=3, capacity_bps=50_000_000)])
     report = service.report()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from fake_controller import FakeController
-from ryu_app.rest import UI_DIR, UI_FILES, CoexApi, Raw
+from controller_parts import ControllerParts
+from ryu_app.rest import UI_DIR, UI_FILES, Raw
 
 
 def test_ui_routes_serve_the_files_with_their_types():
-    api = CoexApi(FakeController())
+    api = ControllerParts().api()
     for path, name in (("/coex/v1/ui", "index.html"), ("/coex/v1/ui/", "index.html"),
                        ("/coex/v1/ui/app.js", "app.js"), ("/coex/v1/ui/style.css", "style.css")):
         status, payload, _ = api.handle("GET", path, {}, b"")

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES
-from fake_controller import FakeController
+from controller_parts import ControllerParts
 from coex.policy import Policy, PolicyError
 from experiments.disciplines import KNOWN_PARAMS, discipline_spec
 from ovs_config.aqm import AqmSpecError, check_spec
 from ryu_app.openapi import build_openapi
-from ryu_app.rest import CoexApi
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,8 +146,8 @@ def test_experiments_write_specs_the_core_takes():
 ])
 def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
     # Each of these was answered 200 and stored, then failed at every start.
-    app = FakeController()
-    api = CoexApi(app)
+    app = ControllerParts()
+    api = app.api()
     assert api.handle("PUT", "/coex/v1/ports/0x42/1", {}, json.dumps({"capacity_bps": 10_000_000}).encode())[0] == 200
     before = (app.policy_version, app.policy.to_dict())
     status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {}, json.dumps(aqm).encode())

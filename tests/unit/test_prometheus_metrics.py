@@ -11,8 +11,7 @@ import types
 from prometheus_client.parser import text_string_to_metric_families
 
 from coex.policy import Policy
-from coex.steering import SteeringBook
-from fake_controller import DPID, FakeController
+from controller_parts import DPID, ControllerParts
 from ryu_app.metrics import discipline_name, parse_xstats, state_groups
 from ryu_app.rest import CoexApi, Raw
 
@@ -45,24 +44,22 @@ def flow(metadata, nbytes, npkts):
     return types.SimpleNamespace(match=Match(fields), byte_count=nbytes, packet_count=npkts)
 
 
-class MetricsController(FakeController):
+class MetricsController(ControllerParts):
+    """Switch 0x42 (s1-l0 its port 1, a declared bottleneck served by ckcd-link; s1-eth2 its
+    port 2, linked to switch 7), three hosts, and forwarding-flow counters of two aggregates."""
+
     def __init__(self):
         super().__init__(token=TOKEN)
-        self.policy = Policy.from_dict({
+        self.in_force.replace(Policy.from_dict({
             "rules": [{"name": "bulk", "aggregate": "queue_filling", "match": {"ip_proto": 6, "tp_dst": 5201}}],
-            "ports": [{"dpid": DPID, "port": 1, "capacity_bps": 50_000_000}]})
-        from coex.forwarding import ForwardingPlan
-        self.plan = ForwardingPlan(self.policy)
-        self.net = types.SimpleNamespace(ports={DPID: {1, 2}}, hosts={"a": 1, "b": 2, "c": 3},
-                                         links=lambda: [((DPID, 2), (7, 1))])
-        self.port_names = {(DPID, 1): "s1-l0", (DPID, 2): "s1-eth2"}
-        self.port_state = {}
-        self.heavy_hitters = types.SimpleNamespace(book=SteeringBook())
-        qf = self.plan.agg_id("queue_filling")
-        self.flows = {DPID: [flow(0, 1000, 10), flow(qf, 5000, 5), flow(qf, 100, 1), flow(None, 9, 9)]}
-
-    def flow_stats(self):
-        return self.flows
+            "ports": [{"dpid": DPID, "port": 1, "capacity_bps": 50_000_000}]}), 0)
+        self.net.add_switch(7, (1, 2, 3))
+        self.net.add_link((DPID, 2), (7, 1), now=0.0)
+        for i, (dpid, port) in enumerate([(DPID, 1), (7, 2), (7, 3)], 1):
+            self.net.learn_host(f"00:00:00:00:00:0{i}", f"10.0.0.{i}", dpid, port, now=0.0)
+        self.port_names.update({(DPID, 1): "s1-l0", (DPID, 2): "s1-eth2"})
+        qf = self.in_force.plan.agg_id("queue_filling")
+        self.path_flows = {DPID: [flow(0, 1000, 10), flow(qf, 5000, 5), flow(qf, 100, 1), flow(None, 9, 9)]}
 
 
 def scrape(api) -> dict:
@@ -77,10 +74,10 @@ def scrape(api) -> dict:
 
 def make_api():
     app = MetricsController()
-    api = CoexApi(app)
+    api = app.api()
     from ryu_app import metrics
     api._registry = metrics.CollectorRegistry(auto_describe=False)
-    api._registry.register(metrics.CoexCollector(app, api, link_ports=lambda: {"s1-l0": ("/run/l0.sock", "ab")},
+    api._registry.register(metrics.CoexCollector(app.view, api.errors, app.heavy_hitters.book, link_ports=lambda: {"s1-l0": ("/run/l0.sock", "ab")},
                                                  link_control=FakeLink))
     return app, api
 
@@ -118,7 +115,8 @@ def test_metrics_read_the_controller_the_link_and_the_flow_counters_at_scrape_ti
     assert got[("coex_heavy_hitters", ())] == 0 and got[("coex_heavy_hitter_steered_total", ())] == 0
     assert got[("coex_heavy_hitter_detection_latency_seconds_count", ())] == 0
     # State changes show at the next scrape: nothing is cached.
-    app.policy_version, app.flows = 5, {}
+    app.in_force.replace(app.policy, 5)
+    app.path_flows = {}
     api.handle("PUT", "/coex/v1/approaches", {}, b'{"separate_queues": "yes"}')
     got = scrape(api)
     assert got[("coex_policy_version", ())] == 5

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from fake_controller import DPID, FakeController
-from ryu_app.rest import MAX_BODY_BYTES, CoexApi
+from controller_parts import DPID, ControllerParts
+from ryu_app.rest import MAX_BODY_BYTES
 
 
 def call(api, method, path, body=None, raw=None, headers=None):
@@ -22,13 +22,13 @@ def call(api, method, path, body=None, raw=None, headers=None):
 
 @pytest.fixture
 def api():
-    api = CoexApi(FakeController())
+    api = ControllerParts().api()
     assert call(api, "PUT", "/coex/v1/ports/0x42/1", {"capacity_bps": 10_000_000})[0] == 200
     return api
 
 
 def rejected(api, method, path, body=None, raw=None, headers=None, status=None, field=None):
-    before = (api.app.policy, api.app.policy_version)
+    before = (api.view.policy, api.view.policy_version)
     got, payload = call(api, method, path, body, raw, headers)
     assert 400 <= got < 500, payload
     assert set(payload) == {"error", "field"} and payload["error"]
@@ -36,7 +36,7 @@ def rejected(api, method, path, body=None, raw=None, headers=None, status=None, 
         assert got == status, payload
     if field is not None:
         assert payload["field"] == field, payload
-    assert (api.app.policy, api.app.policy_version) == before
+    assert (api.view.policy, api.view.policy_version) == before
     return payload
 
 
@@ -102,13 +102,13 @@ def test_port_body_may_repeat_the_path_but_not_contradict_it(api):
     "Bearer s\u00e9cret", "Bearer \u00ff", "Bearer \u2603", "Bearer s\udcff", "Basic \u00e9", "\u00e9", "Bearer ",
 ])
 def test_non_ascii_bearer_tokens_are_a_401(authorization):
-    api = CoexApi(FakeController(token="s3cret"))
+    api = ControllerParts(token="s3cret").api()
     rejected(api, "PUT", "/coex/v1/approaches", {"separate_paths": True},
              headers={"Authorization": authorization}, status=401, field="Authorization")
 
 
 def test_a_non_ascii_token_matches_the_bytes_the_client_sent():
-    api = CoexApi(FakeController(token="s\u00e9cret"))
+    api = ControllerParts(token="s\u00e9cret").api()
     # WSGI gives headers as latin-1 text of the raw bytes: the client sent UTF-8.
     sent = "Bearer s\u00e9cret".encode("utf-8").decode("latin-1")
     assert call(api, "PUT", "/coex/v1/approaches", {"separate_paths": True},

@@ -11,9 +11,8 @@ import time
 import pytest
 
 from coex.policy import Policy, PolicyError
-from fake_controller import DPID, FakeController
+from controller_parts import DPID, ControllerParts
 from ovs_config.ovsdb import Ovsdb, OvsdbError
-from ryu_app.rest import CoexApi
 
 
 def call(api, method, path, body=None):
@@ -53,15 +52,15 @@ def test_a_switch_listed_twice_a_bad_collector_and_unknown_keys_are_refused():
 
 
 def test_rest_switch_endpoints_store_change_and_forget_the_setting():
-    api = CoexApi(FakeController())
+    api = ControllerParts().api()
     status, body = call(api, "PUT", "/coex/v1/switches/0x42", {"ovsdb": "tcp:192.0.2.10:6640"})
     assert status == 200 and body["switch"] == {"dpid": DPID, "ovsdb": "tcp:192.0.2.10:6640", "collector": None}
     assert call(api, "GET", "/coex/v1/switches")[1]["switches"] == [body["switch"]]
-    version = api.app.policy_version
+    version = api.view.policy_version
     status, body = call(api, "PUT", "/coex/v1/switches/66", {"ovsdb": "tcp:192.0.2.10:1", "dpid": 67})
-    assert status == 400 and body["field"] == "dpid" and api.app.policy_version == version
+    assert status == 400 and body["field"] == "dpid" and api.view.policy_version == version
     status, body = call(api, "PUT", "/coex/v1/switches/66", {"ovsdb": "192.0.2.10:6640"})
-    assert status == 422 and body["field"] == "switches[0].ovsdb" and api.app.policy_version == version
+    assert status == 422 and body["field"] == "switches[0].ovsdb" and api.view.policy_version == version
     assert call(api, "GET", "/coex/v1/switches/66")[1]["ovsdb"] == "tcp:192.0.2.10:6640"  # unchanged
     assert call(api, "DELETE", "/coex/v1/switches/66")[0] == 200
     assert call(api, "GET", "/coex/v1/switches/66")[0] == 404

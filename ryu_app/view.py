@@ -1,0 +1,130 @@
+"""What the controller knows, read-only: the one thing REST, /metrics, the dashboard and
+heavy-hitter detection read, instead of the controller's own attributes.
+
+The controller (ryu_app/controller.py) owns and changes the state: the policy in force
+(PolicyInForce), the network map, the connected switches, the trees it installed; the
+switch-host configurator (ovs_config/switch_host.py) owns what it configured on each port.
+A ControllerView holds references to them, answers from them at the moment it is asked
+(there is no second copy to go stale) and hands out no way to change them: copies of the
+mutable records, read-only mappings, plain values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable, Mapping
+
+from coex.forwarding import ForwardingPlan, Tree
+from coex.policy import Policy
+from coex.ports import PortState
+from coex.store import PolicyStore
+from coex.topology import HostLocation, NetworkMap
+from ovs_config.switch_host import PortRef, SwitchHostConfigurator
+
+
+class PolicyInForce:
+    """The policy the controller enforces, its stored version and the forwarding plan made
+    from it: replaced together, so a reader never sees a plan of another policy."""
+
+    def __init__(self, policy: Policy, version: int):
+        self.replace(policy, version)
+
+    def replace(self, policy: Policy, version: int) -> None:
+        self.policy, self.version, self.plan = policy, version, ForwardingPlan(policy)
+
+
+class ControllerView:
+    def __init__(self, *, in_force: PolicyInForce, net: NetworkMap, datapaths: Mapping[int, object],
+                 port_names: Mapping[PortRef, str], trees: Mapping[tuple[str, str], Tree],
+                 switch_hosts: SwitchHostConfigurator, store: PolicyStore,
+                 read_path_counters: Callable[[], dict[int, list]]):
+        """read_path_counters: the switches' counters of their table-1 forwarding flows, asked
+        now (dpid -> OFPFlowStats entries; a switch that did not answer in time is left out)."""
+        self._in_force, self._net, self._datapaths = in_force, net, datapaths
+        self._port_names, self._trees, self._switch_hosts = port_names, trees, switch_hosts
+        self._store, self._read_path_counters = store, read_path_counters
+
+    # --- the policy ---------------------------------------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in force (frozen: edits make a new one, coex.policy.Policy.edited)."""
+        return self._in_force.policy
+
+    @property
+    def policy_version(self) -> int:
+        return self._in_force.version
+
+    def aggregate_of(self, agg_id: int) -> str:
+        """The aggregate whose id a forwarding flow carries in its metadata."""
+        return self._in_force.plan.aggregate_of(agg_id)
+
+    def changes(self) -> list[dict]:
+        """The latest accepted policy changes, newest first (coex.store)."""
+        return self._store.changes()
+
+    # --- switches, ports, links, hosts ---------------------------------------------------
+
+    def switches_connected(self) -> int:
+        return len(self._datapaths)
+
+    def is_connected(self, dpid: int) -> bool:
+        return dpid in self._datapaths
+
+    def has_port(self, dpid: int, port: int) -> bool:
+        """Whether the switch has reported this port (and it has not gone down)."""
+        return port in self._net.ports.get(dpid, ())
+
+    def link_count(self) -> int:
+        return len(self._net.links())
+
+    def host_count(self) -> int:
+        return len(self._net.hosts)
+
+    def port_names(self) -> Mapping[PortRef, str]:
+        """(dpid, port) -> the interface name its switch gave it."""
+        return types.MappingProxyType(self._port_names)
+
+    def port_state(self, key: PortRef) -> PortState | None:
+        """A copy of what was configured on a policy port (None for other ports)."""
+        state = self._switch_hosts.port_state.get(key)
+        return None if state is None else dataclasses.replace(state)
+
+    def aqm_backend(self, dpid: int, port: int) -> tuple[str | None, str]:
+        """The port's discipline backend, or None with the reason (asks the switch host)."""
+        return self._switch_hosts.aqm_backend(dpid, port)
+
+    def path_counters(self) -> dict[int, list]:
+        return self._read_path_counters()
+
+    # --- GET /state ---------------------------------------------------------------------------
+
+    def effective_state(self) -> dict:
+        """What is installed on which switch, with which backend: the GET /state document
+        (docs/rest.md)."""
+        plan, net, switch_hosts = self._in_force.plan, self._net, self._switch_hosts
+        switches = []
+        for dpid in sorted(set(net.ports) | set(self._datapaths)):
+            error = switch_hosts.ovsdb_errors.get(dpid)
+            switches.append({
+                "dpid": dpid, "connected": dpid in self._datapaths, "ovsdb": switch_hosts.ovsdb_of(dpid).where,
+                **({"ovsdb_error": error} if error is not None else {}),
+                "ports": sorted(net.ports.get(dpid, ())),
+                "meters": [dict(vars(m)) for m in plan.meters if m.dpid == dpid],
+                "forwarding": [{"aggregate": a, "dst": d, "out_port": tree[dpid]}
+                               for (a, d), tree in sorted(self._trees.items()) if dpid in tree],
+            })
+        return {
+            "policy_version": self.policy_version,
+            "switches": switches,
+            "links": [{"a": {"dpid": a[0], "port": a[1]}, "b": {"dpid": b[0], "port": b[1]}}
+                      for a, b in net.links()],
+            "hosts": [_host_dict(h) for h in sorted(net.hosts.values(), key=lambda h: h.ipv4 or "")],
+            "ports": [{"dpid": k[0], "port": k[1], **v.to_dict()}
+                      for k, v in sorted(switch_hosts.port_state.items())],
+        }
+
+
+def _host_dict(h: HostLocation) -> dict:
+    return {"mac": h.mac, "ipv4": h.ipv4, "dpid": h.dpid, "port": h.port}
