@@ -20,6 +20,8 @@ from coex.discipline_table import TABLE
 # A text parameter's value goes into a space-separated spec: one token, no '|' (which
 # separates the bands of `bands`) and no '=' (which separates a name from its value).
 _TEXT_RE = re.compile(r"[A-Za-z0-9_.,:+-]{1,128}")
+# The form of a host pair (host_pair_problem checks the addresses themselves).
+_HOST_PAIR_PATTERN = "^([0-9.]{7,15}>[0-9.]{7,15}|[0-9A-Fa-f:]{2,39}>[0-9A-Fa-f:]{2,39})$"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +50,22 @@ class Param:
         if abs(scaled - round(scaled)) > 1e-6 * max(1.0, abs(scaled)):
             return f"takes at most {self.decimals} decimals, got {value!r}"
         return None
+
+    def json_schema(self) -> dict:
+        """The JSON Schema of what problem() accepts (the REST API's OpenAPI document), but
+        for the decimals, which the schema says in words."""
+        if self.kind == "text":
+            return {"type": "string", "pattern": f"^{_TEXT_RE.pattern}$", "description": self.unit,
+                    "default": self.default}
+        desc = self.unit + (f", at most {self.decimals} decimals" if self.decimals else ", an integer")
+        if self.name == "rate_bps":
+            desc += "; at most the port's capacity_bps, which it defaults to"
+        number = {"type": "number", "minimum": self.min, "maximum": self.max, "default": self.default,
+                  "description": desc}
+        if self.unit == "key":
+            return {"oneOf": [number, {"type": "string", "pattern": _HOST_PAIR_PATTERN,
+                                       "description": "a host pair, sender>receiver: 10.0.0.1>10.0.0.3"}]}
+        return number
 
     def format(self, value) -> str:
         """The value as the core's spec grammar takes it: no exponent, no trailing zeros."""

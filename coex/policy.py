@@ -6,6 +6,11 @@ SQLite store and the controller alike. Invalid input raises PolicyError naming t
 field (e.g. "rules[2].match.tp_dst"), and nothing is half-applied: callers build a new
 Policy and swap it in only when it validated.
 
+Each part of the document declares its fields once, in a FIELDS table (type, range,
+default, description); the validator reads them, and so does the REST API's OpenAPI
+document (part_schema, ryu_app/openapi.py), so the two cannot disagree. Rules between
+fields are code: the part's from_dict, and Policy.check for the whole document.
+
 Aggregates follow Hock et al. (seed 001): low-delay flows, queue-filling flows, plus a
 penalized aggregate for heavy hitters and the default for everything else.
 """
@@ -26,8 +31,11 @@ AQM_DISCIPLINES = PORT_DISCIPLINES  # from the core's own table (coex/discipline
 _NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _MAC_RE = re.compile(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}")
 _HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+_PORT_NUMBER = "(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"  # 1-65535
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?")
 _DECIMAL_RE = re.compile(r"[0-9]{1,20}")
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_DOTTED = _OCTET + "(\\." + _OCTET + "){3}"
 _HEX_RE = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
 MATCH_FIELDS = ("ipv4_src", "ipv4_dst", "ip_proto", "tp_src", "tp_dst", "dscp", "eth_src")
 MAX_RULES = 1000
@@ -161,28 +169,238 @@ def _mac(value, field: str) -> str | None:
     return value.lower()
 
 
+# --- field definitions: each field's check and its JSON Schema in one place --------------
+# The REST API's OpenAPI document (ryu_app/openapi.py) is generated from these, so what the
+# schema says and what the validator takes cannot drift apart. Patterns are written once, in
+# the dialect both Python's re (fullmatch) and ECMA-262 (the schema's "^...$") read alike.
+
+REQUIRED = object()  # a field without a default
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    default: object = REQUIRED
+    description: str | None = None
+
+    def check(self, value, where: str):
+        """The value as the policy keeps it; PolicyError naming `where` if it is not one."""
+        raise NotImplementedError
+
+    def json_schema(self) -> dict:
+        raise NotImplementedError
+
+    def schema(self) -> dict:
+        out = self.json_schema()
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+
+def _or_null(schema: dict) -> dict:
+    if "type" in schema and "enum" not in schema:
+        return {**schema, "type": [schema["type"], "null"]}
+    return {"oneOf": [schema, {"type": "null"}]}
+
+
+@dataclasses.dataclass(frozen=True)
+class IntField(Field):
+    lo: int = 0
+    hi: int = 0
+    nullable: bool = False
+
+    def check(self, value, where):
+        return _int(value, where, self.lo, self.hi, optional=self.nullable)
+
+    def json_schema(self):
+        out = {"type": "integer", "minimum": self.lo, "maximum": self.hi}
+        return _or_null(out) if self.nullable else out
+
+
+@dataclasses.dataclass(frozen=True)
+class NumField(Field):
+    lo: float = 0.0
+    hi: float = 0.0
+    nullable: bool = False
+
+    def check(self, value, where):
+        return _num(value, where, self.lo, self.hi, optional=self.nullable)
+
+    def json_schema(self):
+        out = {"type": "number", "minimum": self.lo, "maximum": self.hi}
+        return _or_null(out) if self.nullable else out
+
+
+@dataclasses.dataclass(frozen=True)
+class BoolField(Field):
+    def check(self, value, where):
+        return _bool(value, where)
+
+    def json_schema(self):
+        return {"type": "boolean"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ChoiceField(Field):
+    choices: tuple[str, ...] = ()
+
+    def check(self, value, where):
+        if value not in self.choices:
+            raise PolicyError(f"{where} must be {' or '.join(repr(c) for c in self.choices)}", where)
+        return value
+
+    def json_schema(self):
+        return {"type": "string", "enum": list(self.choices)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NameField(Field):
+    def check(self, value, where):
+        return _name(value, where)
+
+    def json_schema(self):
+        return {"type": "string", "pattern": f"^{_NAME_RE.pattern}$"}
+
+
+@dataclasses.dataclass(frozen=True)
+class TextField(Field):
+    """A string that fullmatches `pattern` (or null, when nullable)."""
+    pattern: str = ""
+    message: str = ""            # what the field must be, after its name
+    nullable: bool = False
+    example: str | None = None
+
+    def check(self, value, where):
+        if value is None and self.nullable:
+            return None
+        if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
+            raise PolicyError(f"{where} must be {self.message}", where)
+        return value
+
+    def json_schema(self):
+        out = {"type": ["string", "null"] if self.nullable else "string", "pattern": f"^(?:{self.pattern})$"}
+        if self.example is not None:
+            out["example"] = self.example
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefixField(Field):
+    """An IPv4 address or prefix (a netmask allowed), kept as the network it names."""
+    def check(self, value, where):
+        return _prefix(value, where)
+
+    def json_schema(self):
+        return {"type": ["string", "null"], "pattern": f"^{_DOTTED}(/((3[0-2]|[12]?[0-9])|{_DOTTED}))?$",
+                "example": "10.0.0.1/32", "description": "IPv4 address or prefix, e.g. 10.0.0.0/24 (or with a "
+                                                         "netmask, 10.0.0.0/255.255.255.0)"}
+
+
+@dataclasses.dataclass(frozen=True)
+class MacField(Field):
+    def check(self, value, where):
+        return _mac(value, where)
+
+    def json_schema(self):
+        return {"type": ["string", "null"], "pattern": f"^{_MAC_RE.pattern}$"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PartField(Field):
+    """A part of the document with fields of its own (a class with from_dict); in the
+    schema a reference to that part's schema, named after the class."""
+    part: type | None = None
+    nullable: bool = False
+
+    def check(self, value, where):
+        if value is None and self.nullable:
+            return None
+        return self.part.from_dict(value, where)
+
+    def json_schema(self):
+        ref = {"$ref": f"#/components/schemas/{self.part.__name__}"}
+        return {"oneOf": [ref, {"type": "null"}]} if self.nullable else ref
+
+
+@dataclasses.dataclass(frozen=True)
+class ListField(Field):
+    """A list of parts, each named by its index in errors (rules[2].match.tp_dst)."""
+    part: type | None = None
+    max_items: int | None = None
+
+    def check(self, value, where):
+        if not isinstance(value, list):
+            raise PolicyError(f"{where} must be a list", where)
+        if self.max_items is not None and len(value) > self.max_items:
+            raise PolicyError(f"at most {self.max_items} {where}", where)
+        return tuple(self.part.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value))
+
+    def json_schema(self):
+        out = {"type": "array", "items": {"$ref": f"#/components/schemas/{self.part.__name__}"}}
+        if self.max_items is not None:
+            out["maxItems"] = self.max_items
+        return out
+
+
+def _read(d, where: str, fields: dict[str, Field], skip: tuple[str, ...] = ()) -> dict:
+    """The object's fields checked, a default where one was left out; required fields first
+    found missing. `skip`: fields the caller checks itself."""
+    d = _obj(d, where, tuple(fields), tuple(k for k, f in fields.items() if f.default is REQUIRED))
+    out = {}
+    for key, spec in fields.items():
+        if key in skip:
+            continue
+        value = d.get(key, spec.default)
+        out[key] = spec.check(value, f"{where}.{key}" if where else key)
+    return out
+
+
+def object_schema(fields: dict[str, Field], **more) -> dict:
+    """A JSON object with exactly these fields (unknown ones are refused, as _obj does)."""
+    required = [k for k, f in fields.items() if f.default is REQUIRED]
+    properties = {}
+    for k, f in fields.items():
+        schema = f.schema()
+        if f.default is not REQUIRED and f.default is not None and not isinstance(f, PartField):
+            schema["default"] = f.default
+        properties[k] = schema
+    return {"type": "object", "additionalProperties": False, "properties": properties,
+            **({"required": required} if required else {}), **more}
+
+
 # --- the parts ----------------------------------------------------------------------
 
-def _host_port(value, field: str, example: str) -> str:
-    host, _, port = value.rpartition(":") if isinstance(value, str) else ("", "", "")
-    port_number = parse_uint(port)
-    if not _HOST_RE.fullmatch(host) or port_number is None or not 0 < port_number < 65536:
-        raise PolicyError(f"{field} must be host:port (an IPv4 address or host name, a port "
-                          f"1-65535), e.g. {example}", field)
-    return value
+def _host_port(example: str, **more) -> TextField:
+    """host:port, where OVS's sFlow agents send (an IPv4 address or host name, a port 1-65535)."""
+    return TextField(pattern=_HOST_RE.pattern + ":" + _PORT_NUMBER, example=example,
+                     message=f"host:port (an IPv4 address or host name, a port 1-65535), e.g. {example}", **more)
 
 
 # An OVSDB remote as ovs-vsctl --db takes it: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT.
-_OVSDB_REMOTE_RE = re.compile(r"unix:/[^\s,]{1,255}|(?:tcp|ssl):[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?:[0-9]{1,5}")
+_OVSDB_REMOTE_RE = re.compile(r"unix:/[^\s,]{1,255}|(?:tcp|ssl):" + _HOST_RE.pattern + ":" + _PORT_NUMBER)
 
 
 def ovsdb_remote_problem(remote) -> str | None:
     """Why `remote` is not an OVSDB remote, or None when it is one."""
     if isinstance(remote, str) and _OVSDB_REMOTE_RE.fullmatch(remote):
-        if remote.startswith("unix:") or 0 < int(remote.rsplit(":", 1)[1]) < 65536:
-            return None
+        return None
     return (f"{remote!r} is not an OVSDB remote: use tcp:HOST:PORT or ssl:HOST:PORT (OVS listens on "
             "6640), or unix:/path/to/db.sock")
+
+
+@dataclasses.dataclass(frozen=True)
+class OvsdbRemoteField(Field):
+    def check(self, value, where):
+        problem = ovsdb_remote_problem(value)
+        if problem:
+            raise PolicyError(f"{where}: {problem}", where)
+        return value
+
+    def json_schema(self):
+        return {"type": "string", "pattern": f"^(?:{_OVSDB_REMOTE_RE.pattern})$", "example": "tcp:192.0.2.10:6640",
+                "description": "the switch host's OVSDB remote, as ovs-vsctl --db takes it; port 1-65535"}
+
+
+DPID_FIELD = IntField(lo=1, hi=2**64 - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,16 +414,21 @@ class Match:
     dscp: int | None = None
     eth_src: str | None = None  # the ingress host
 
+    FIELDS = {"ipv4_src": PrefixField(default=None), "ipv4_dst": PrefixField(default=None),
+              "ip_proto": IntField(lo=0, hi=255, nullable=True, default=None),
+              "tp_src": IntField(lo=0, hi=65535, nullable=True, default=None),
+              "tp_dst": IntField(lo=0, hi=65535, nullable=True, default=None),
+              "dscp": IntField(lo=0, hi=63, nullable=True, default=None),
+              "eth_src": MacField(default=None)}
+    SCHEMA_NOTES = {
+        "description": "Unset (or null) fields match anything; tp_src/tp_dst need ip_proto 6 or 17.",
+        # the cross-field rule of from_dict: tp_src or tp_dst set -> ip_proto is 6 or 17
+        "if": {"anyOf": [{"required": [k], "properties": {k: {"type": "integer"}}} for k in ("tp_src", "tp_dst")]},
+        "then": {"required": ["ip_proto"], "properties": {"ip_proto": {"enum": [6, 17]}}}}
+
     @classmethod
     def from_dict(cls, d, field: str) -> "Match":
-        d = _obj(d, field, MATCH_FIELDS)
-        m = cls(ipv4_src=_prefix(d.get("ipv4_src"), f"{field}.ipv4_src"),
-                ipv4_dst=_prefix(d.get("ipv4_dst"), f"{field}.ipv4_dst"),
-                ip_proto=_int(d.get("ip_proto"), f"{field}.ip_proto", 0, 255, optional=True),
-                tp_src=_int(d.get("tp_src"), f"{field}.tp_src", 0, 65535, optional=True),
-                tp_dst=_int(d.get("tp_dst"), f"{field}.tp_dst", 0, 65535, optional=True),
-                dscp=_int(d.get("dscp"), f"{field}.dscp", 0, 63, optional=True),
-                eth_src=_mac(d.get("eth_src"), f"{field}.eth_src"))
+        m = cls(**_read(d, field, cls.FIELDS))
         if (m.tp_src is not None or m.tp_dst is not None) and m.ip_proto not in (6, 17):
             raise PolicyError("tp_src/tp_dst need ip_proto 6 (TCP) or 17 (UDP)", f"{field}.ip_proto")
         return m
@@ -250,13 +473,12 @@ class Rule:
     match: Match
     priority: int = 0  # among rules; higher wins
 
+    FIELDS = {"name": NameField(), "aggregate": NameField(), "match": PartField(part=Match),
+              "priority": IntField(lo=0, hi=1000, default=0)}
+
     @classmethod
     def from_dict(cls, d, field: str) -> "Rule":
-        d = _obj(d, field, ("name", "aggregate", "match", "priority"), required=("name", "aggregate", "match"))
-        return cls(name=_name(d["name"], f"{field}.name"),
-                   aggregate=_name(d["aggregate"], f"{field}.aggregate"),
-                   match=Match.from_dict(d["match"], f"{field}.match"),
-                   priority=_int(d.get("priority", 0), f"{field}.priority", 0, 1000))
+        return cls(**_read(d, field, cls.FIELDS))
 
     def to_dict(self) -> dict:
         return {"name": self.name, "aggregate": self.aggregate, "priority": self.priority,
@@ -270,15 +492,18 @@ class Aggregate:
     queue_weight: int    # share of the bottleneck under Separate Queues
     own_path: bool       # routed over its own (disjoint) path under Separate Paths
 
+    # The defaults of an aggregate of our own; the built-in ones default to DEFAULT_AGGREGATES.
+    FIELDS = {"dscp": IntField(lo=0, hi=63, default=0), "queue_weight": IntField(lo=1, hi=1000, default=1),
+              "own_path": BoolField(default=False)}
+    SCHEMA_NOTES = {"description": "Fields left out keep their value; a new aggregate starts from the "
+                                   "defaults shown, a built-in one from its own (docs/rest.md)."}
+
     @classmethod
     def from_dict(cls, name: str, d, field: str) -> "Aggregate":
-        d = _obj(d, field, ("dscp", "queue_weight", "own_path"))
-        base = DEFAULT_AGGREGATES.get(name, {"dscp": 0, "queue_weight": 1, "own_path": False})
-        return cls(name=name,
-                   dscp=_int(d.get("dscp", base["dscp"]), f"{field}.dscp", 0, 63),
-                   queue_weight=_int(d.get("queue_weight", base["queue_weight"]),
-                                     f"{field}.queue_weight", 1, 1000),
-                   own_path=_bool(d.get("own_path", base["own_path"]), f"{field}.own_path"))
+        base = DEFAULT_AGGREGATES.get(name)
+        fields = cls.FIELDS if base is None else \
+            {k: dataclasses.replace(f, default=base[k]) for k, f in cls.FIELDS.items()}
+        return cls(name=name, **_read(d, field, fields))
 
     def to_dict(self) -> dict:
         return {"dscp": self.dscp, "queue_weight": self.queue_weight, "own_path": self.own_path}
@@ -294,6 +519,21 @@ DEFAULT_AGGREGATES = {
 
 
 @dataclasses.dataclass(frozen=True)
+class AggregatesField(Field):
+    """The aggregates by name: the built-in ones always there (changed where the document
+    says), others added; kept sorted by name."""
+    def check(self, value, where):
+        aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
+        for name, body in _obj(value, where, None).items():
+            aggs[_name(name, f"{where}.{name}")] = Aggregate.from_dict(name, body, f"{where}.{name}")
+        return tuple(aggs[n] for n in sorted(aggs))
+
+    def json_schema(self):
+        return {"type": "object", "propertyNames": NameField().json_schema(),
+                "additionalProperties": {"$ref": "#/components/schemas/Aggregate"}}
+
+
+@dataclasses.dataclass(frozen=True)
 class LimitedQueue:
     """Seed 001's Limited Queue: a meter on one aggregate at a fraction of the port."""
     enabled: bool = False
@@ -303,16 +543,16 @@ class LimitedQueue:
     burst_ms: float | None = None   # burst as time at the meter rate; None: from rtt_ms (planner)
     rtt_ms: float = 20.0            # the aggregate's round-trip time without queueing
 
+    FIELDS = {"enabled": BoolField(default=False), "aggregate": NameField(default="queue_filling"),
+              "fraction": NumField(lo=0.01, hi=1.0, default=0.5),
+              "rate_bps": IntField(lo=8000, hi=MAX_CAPACITY_BPS, nullable=True, default=None,
+                                   description="at most the capacity of every bottleneck port"),
+              "burst_ms": NumField(lo=1.0, hi=10_000.0, nullable=True, default=None),
+              "rtt_ms": NumField(lo=0.01, hi=5_000.0, default=20.0)}
+
     @classmethod
     def from_dict(cls, d, field: str) -> "LimitedQueue":
-        d = _obj(d, field, ("enabled", "aggregate", "fraction", "rate_bps", "burst_ms", "rtt_ms"))
-        return cls(enabled=_bool(d.get("enabled", False), f"{field}.enabled"),
-                   aggregate=_name(d.get("aggregate", "queue_filling"), f"{field}.aggregate"),
-                   fraction=_num(d.get("fraction", 0.5), f"{field}.fraction", 0.01, 1.0),
-                   rate_bps=_int(d.get("rate_bps"), f"{field}.rate_bps", 8000, MAX_CAPACITY_BPS,
-                                 optional=True),
-                   burst_ms=_num(d.get("burst_ms"), f"{field}.burst_ms", 1.0, 10_000.0, optional=True),
-                   rtt_ms=_num(d.get("rtt_ms", 20.0), f"{field}.rtt_ms", 0.01, 5_000.0))
+        return cls(**_read(d, field, cls.FIELDS))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -324,12 +564,12 @@ class Approaches:
     separate_queues: bool = False
     limited_queue: LimitedQueue = LimitedQueue()
 
+    FIELDS = {"separate_paths": BoolField(default=False), "separate_queues": BoolField(default=False),
+              "limited_queue": PartField(part=LimitedQueue, default={})}
+
     @classmethod
     def from_dict(cls, d, field: str) -> "Approaches":
-        d = _obj(d, field, ("separate_paths", "separate_queues", "limited_queue"))
-        return cls(separate_paths=_bool(d.get("separate_paths", False), f"{field}.separate_paths"),
-                   separate_queues=_bool(d.get("separate_queues", False), f"{field}.separate_queues"),
-                   limited_queue=LimitedQueue.from_dict(d.get("limited_queue", {}), f"{field}.limited_queue"))
+        return cls(**_read(d, field, cls.FIELDS))
 
     def to_dict(self) -> dict:
         return {"separate_paths": self.separate_paths, "separate_queues": self.separate_queues,
@@ -342,15 +582,17 @@ class PacketIn:
     its table-miss flow): a port scan, an ARP sweep or a burst of new flows is cut at the
     switch, so the controller keeps up and traffic that has flows never waits for it.
     limit_pps None: no meter. The default leaves headroom under what one controller core
-    handles (docs/architecture.md, bench/bench_controller_load.py)."""
+    handles (docs/controller.md, "Load"; bench/bench_controller_load.py)."""
     limit_pps: int | None = 1000
     burst: int = 1000               # packets let through at once above the rate
 
+    FIELDS = {"limit_pps": IntField(lo=10, hi=10_000_000, nullable=True, default=1000,
+                                    description="packets/s each switch may send the controller; null: no limit"),
+              "burst": IntField(lo=1, hi=10_000_000, default=1000)}
+
     @classmethod
     def from_dict(cls, d, field: str) -> "PacketIn":
-        d = _obj(d, field, ("limit_pps", "burst"))
-        return cls(limit_pps=_int(d.get("limit_pps", 1000), f"{field}.limit_pps", 10, 10_000_000, optional=True),
-                   burst=_int(d.get("burst", 1000), f"{field}.burst", 1, 10_000_000))
+        return cls(**_read(d, field, cls.FIELDS))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -387,61 +629,59 @@ class HeavyHitters:
     # ovs_config/counter_refresh.py), while counting: None leaves the switch hosts' own.
     counter_refresh_ms: int | None = 100
 
-    FIELDS = ("enabled", "source", "collector", "sflow_rt_url", "sampling", "polling_s", "detector",
-              "threshold_bps", "capacity_share", "fair_share_multiple", "window_s", "min_window_s",
-              "release_fraction",
-              "min_hold_s", "rec_int", "hist_len", "stat_int", "counting", "suspect_fraction",
-              "max_counting_flows", "counter_refresh_ms")
+    FIELDS = {
+        "enabled": BoolField(default=False),
+        "source": ChoiceField(choices=("embedded", "sflow-rt"), default="embedded"),
+        "collector": _host_port("127.0.0.1:6343", default="127.0.0.1:6343",
+                                description="where the bridges' sFlow agents send: the embedded collector, "
+                                            "or sFlow-RT's sFlow port; host:port, port 1-65535"),
+        "sflow_rt_url": TextField(pattern=_URL_RE.pattern, default="http://127.0.0.1:8008",
+                                  example="http://127.0.0.1:8008", message="an http(s) URL of sFlow-RT, e.g. http://127.0.0.1:8008"),
+        "sampling": IntField(lo=1, hi=1 << 20, nullable=True, default=None,
+                             description="1-in-N; null: chosen per bridge from capacity and threshold (docs/sflow.md)"),
+        "polling_s": IntField(lo=1, hi=3600, default=10),
+        "detector": ChoiceField(choices=("rate", "mode"), default="rate", description="'mode' needs source 'embedded'"),
+        "threshold_bps": IntField(lo=8000, hi=MAX_CAPACITY_BPS, nullable=True, default=None,
+                                  description="at most the largest bottleneck port's capacity"),
+        "capacity_share": NumField(lo=0.001, hi=1.0, nullable=True, default=None),
+        "fair_share_multiple": NumField(lo=1.0, hi=1000.0, nullable=True, default=None),
+        "window_s": NumField(lo=1.0, hi=600.0, default=5.0),
+        "min_window_s": NumField(lo=0.1, hi=600.0, default=1.0, description="at most window_s"),
+        "release_fraction": NumField(lo=0.05, hi=1.0, default=0.7),
+        "min_hold_s": NumField(lo=0.0, hi=3600.0, default=2.0),
+        "rec_int": IntField(lo=1, hi=1 << 16, default=1),
+        "hist_len": IntField(lo=1, hi=1 << 20, default=128),
+        "stat_int": IntField(lo=1, hi=1 << 20, default=32),
+        "counting": BoolField(default=True, description="confirm sFlow's suspects with a counting flow's "
+                                                        "exact rate (detector 'rate')"),
+        "suspect_fraction": NumField(lo=0.1, hi=1.0, default=0.5,
+                                     description="sFlow suspects a flow at this fraction of the threshold"),
+        "max_counting_flows": IntField(lo=1, hi=4096, default=32, description="counting flows per switch at once"),
+        "counter_refresh_ms": IntField(lo=10, hi=10_000, nullable=True, default=100,
+                                       description="while counting, the switch hosts' OVS credits flow counters this "
+                                                   "often (other_config:max-revalidator); null: their own setting"),
+    }
+    THRESHOLD_RULES = ("threshold_bps", "capacity_share", "fair_share_multiple")
+    SCHEMA_NOTES = {"description": "Set at most one of threshold_bps, capacity_share, fair_share_multiple "
+                                   "(none: capacity_share 0.5)."}
 
     @classmethod
     def from_dict(cls, d, field: str) -> "HeavyHitters":
-        d = _obj(d, field, cls.FIELDS)
+        values = _read(d, field, cls.FIELDS)
         f = lambda k: f"{field}.{k}"  # noqa: E731
-        source = d.get("source", "embedded")
-        if source not in ("embedded", "sflow-rt"):
-            raise PolicyError(f"{f('source')} must be 'embedded' or 'sflow-rt'", f("source"))
-        detector = d.get("detector", "rate")
-        if detector not in ("rate", "mode"):
-            raise PolicyError(f"{f('detector')} must be 'rate' or 'mode'", f("detector"))
-        collector = _host_port(d.get("collector", "127.0.0.1:6343"), f("collector"), "127.0.0.1:6343")
-        url = d.get("sflow_rt_url", "http://127.0.0.1:8008")
-        if not isinstance(url, str) or not _URL_RE.fullmatch(url):
-            raise PolicyError(f"{f('sflow_rt_url')} must be an http(s) URL of sFlow-RT, e.g. "
-                              "http://127.0.0.1:8008", f("sflow_rt_url"))
-        if detector == "mode" and source == "sflow-rt":
+        if values["detector"] == "mode" and values["source"] == "sflow-rt":
             # sFlow-RT hands us rates, not samples: the seed 003 history never fills, no flow is
             # ever its mode, and every detection would be ignored (ryu_app/heavy_hitters.py).
             raise PolicyError("detector 'mode' needs the packet samples of the embedded collector; "
                               "with source 'sflow-rt' it could never steer a flow: use detector 'rate'",
                               f("detector"))
-        rules = {k: d[k] for k in ("threshold_bps", "capacity_share", "fair_share_multiple")
-                 if d.get(k) is not None}
-        if not rules:
-            rules = {"capacity_share": 0.5}
-        if len(rules) != 1:
+        rules = [k for k in cls.THRESHOLD_RULES if values[k] is not None]
+        if len(rules) > 1:
             raise PolicyError("set exactly one of threshold_bps, capacity_share, fair_share_multiple",
                               f(sorted(rules)[1]))
-        hh = cls(enabled=_bool(d.get("enabled", False), f("enabled")), source=source, collector=collector,
-                 sflow_rt_url=url, sampling=_int(d.get("sampling"), f("sampling"), 1, 1 << 20, optional=True),
-                 polling_s=_int(d.get("polling_s", 10), f("polling_s"), 1, 3600), detector=detector,
-                 threshold_bps=_int(rules.get("threshold_bps"), f("threshold_bps"), 8000,
-                                    MAX_CAPACITY_BPS, optional=True),
-                 capacity_share=_num(rules.get("capacity_share"), f("capacity_share"), 0.001, 1.0,
-                                     optional=True),
-                 fair_share_multiple=_num(rules.get("fair_share_multiple"), f("fair_share_multiple"),
-                                          1.0, 1000.0, optional=True),
-                 window_s=_num(d.get("window_s", 5.0), f("window_s"), 1.0, 600.0),
-                 min_window_s=_num(d.get("min_window_s", 1.0), f("min_window_s"), 0.1, 600.0),
-                 release_fraction=_num(d.get("release_fraction", 0.7), f("release_fraction"), 0.05, 1.0),
-                 min_hold_s=_num(d.get("min_hold_s", 2.0), f("min_hold_s"), 0.0, 3600.0),
-                 rec_int=_int(d.get("rec_int", 1), f("rec_int"), 1, 1 << 16),
-                 hist_len=_int(d.get("hist_len", 128), f("hist_len"), 1, 1 << 20),
-                 stat_int=_int(d.get("stat_int", 32), f("stat_int"), 1, 1 << 20),
-                 counting=_bool(d.get("counting", True), f("counting")),
-                 suspect_fraction=_num(d.get("suspect_fraction", 0.5), f("suspect_fraction"), 0.1, 1.0),
-                 max_counting_flows=_int(d.get("max_counting_flows", 32), f("max_counting_flows"), 1, 4096),
-                 counter_refresh_ms=_int(d.get("counter_refresh_ms", 100), f("counter_refresh_ms"), 10, 10_000,
-                                         optional=True))
+        if not rules:
+            values["capacity_share"] = 0.5
+        hh = cls(**values)
         if hh.min_window_s > hh.window_s:
             raise PolicyError("min_window_s must not exceed window_s", f("min_window_s"))
         return hh
@@ -454,6 +694,21 @@ class HeavyHitters:
 class Aqm:
     discipline: str
     params: tuple[tuple[str, int | float], ...] = ()
+
+    SCHEMA_NOTES = {"description": "A queue discipline of datapath/core and its parameters "
+                                   "(docs/datapath-core.md); relations between parameters are checked by "
+                                   "the core itself (422 naming the parameter)."}
+
+    @classmethod
+    def json_schema(cls) -> dict:
+        """One alternative per discipline a port may run, each with exactly its parameters
+        as the core's table defines them (coex.disciplines)."""
+        def closed(properties: dict, **more) -> dict:
+            return {"type": "object", "additionalProperties": False, "properties": properties, **more}
+        return {"oneOf": [closed({"discipline": {"const": name},
+                                  "params": closed({k: p.json_schema() for k, p in DISCIPLINES[name].params.items()})},
+                                 required=["discipline"], title=name)
+                          for name in AQM_DISCIPLINES], **cls.SCHEMA_NOTES}
 
     @classmethod
     def from_dict(cls, d, field: str) -> "Aqm":
@@ -502,14 +757,13 @@ class Port:
     capacity_bps: int
     aqm: Aqm | None = None
 
+    FIELDS = {"dpid": DPID_FIELD, "port": IntField(lo=1, hi=OFPP_MAX),
+              "capacity_bps": IntField(lo=8000, hi=MAX_CAPACITY_BPS),
+              "aqm": PartField(part=Aqm, nullable=True, default=None)}
+
     @classmethod
     def from_dict(cls, d, field: str) -> "Port":
-        d = _obj(d, field, ("dpid", "port", "capacity_bps", "aqm"), required=("dpid", "port", "capacity_bps"))
-        aqm = d.get("aqm")
-        return cls(dpid=_int(d["dpid"], f"{field}.dpid", 1, 2**64 - 1),
-                   port=_int(d["port"], f"{field}.port", 1, OFPP_MAX),
-                   capacity_bps=_int(d["capacity_bps"], f"{field}.capacity_bps", 8000, MAX_CAPACITY_BPS),
-                   aqm=None if aqm is None else Aqm.from_dict(aqm, f"{field}.aqm"))
+        return cls(**_read(d, field, cls.FIELDS))
 
     def to_dict(self) -> dict:
         d = {"dpid": self.dpid, "port": self.port, "capacity_bps": self.capacity_bps}
@@ -527,18 +781,14 @@ class SwitchHost:
     ovsdb: str                        # the OVSDB remote: tcp:HOST:6640, ssl:HOST:6640 or unix:PATH
     collector: str | None = None      # the sFlow collector as this host reaches it (default: the policy's)
 
-    FIELDS = ("dpid", "ovsdb", "collector")
+    FIELDS = {"dpid": DPID_FIELD, "ovsdb": OvsdbRemoteField(),
+              "collector": _host_port("10.0.2.2:6343", nullable=True, default=None,
+                                      description="the sFlow collector as this switch host reaches it "
+                                                  "(null: the policy's)")}
 
     @classmethod
     def from_dict(cls, d, field: str) -> "SwitchHost":
-        d = _obj(d, field, cls.FIELDS, required=("dpid", "ovsdb"))
-        problem = ovsdb_remote_problem(d["ovsdb"])
-        if problem:
-            raise PolicyError(f"{field}.ovsdb: {problem}", f"{field}.ovsdb")
-        collector = d.get("collector")
-        if collector is not None:
-            _host_port(collector, f"{field}.collector", "10.0.2.2:6343")
-        return cls(dpid=_int(d["dpid"], f"{field}.dpid", 1, 2**64 - 1), ovsdb=d["ovsdb"], collector=collector)
+        return cls(**_read(d, field, cls.FIELDS))
 
     def to_dict(self) -> dict:
         return {"dpid": self.dpid, "ovsdb": self.ovsdb, "collector": self.collector}
@@ -555,33 +805,19 @@ class Policy:
     switches: tuple[SwitchHost, ...] = ()
     packet_in: PacketIn = PacketIn()
 
+    FIELDS = {"rules": ListField(part=Rule, max_items=MAX_RULES, default=[]),
+              "aggregates": AggregatesField(default={}),
+              "approaches": PartField(part=Approaches, default={}),
+              "ports": ListField(part=Port, default=[]),
+              "heavy_hitters": PartField(part=HeavyHitters, default={}),
+              "switches": ListField(part=SwitchHost, default=[]),
+              "packet_in": PartField(part=PacketIn, default={})}
+
     # --- whole-document validation ---------------------------------------------------
 
     @classmethod
     def from_dict(cls, d) -> "Policy":
-        d = _obj(d, "", ("rules", "aggregates", "approaches", "ports", "heavy_hitters", "switches", "packet_in"))
-        raw_aggs = _obj(d.get("aggregates", {}), "aggregates", None)
-        aggs = {n: Aggregate(n, **DEFAULT_AGGREGATES[n]) for n in BUILTIN_AGGREGATES}
-        for name, body in raw_aggs.items():
-            aggs[_name(name, f"aggregates.{name}")] = Aggregate.from_dict(name, body, f"aggregates.{name}")
-        rules_raw = d.get("rules", [])
-        if not isinstance(rules_raw, list):
-            raise PolicyError("rules must be a list", "rules")
-        if len(rules_raw) > MAX_RULES:
-            raise PolicyError(f"at most {MAX_RULES} rules", "rules")
-        rules = tuple(Rule.from_dict(r, f"rules[{i}]") for i, r in enumerate(rules_raw))
-        ports_raw = d.get("ports", [])
-        if not isinstance(ports_raw, list):
-            raise PolicyError("ports must be a list", "ports")
-        ports = tuple(Port.from_dict(p, f"ports[{i}]") for i, p in enumerate(ports_raw))
-        switches_raw = d.get("switches", [])
-        if not isinstance(switches_raw, list):
-            raise PolicyError("switches must be a list", "switches")
-        switches = tuple(SwitchHost.from_dict(h, f"switches[{i}]") for i, h in enumerate(switches_raw))
-        policy = cls(rules=rules, aggregates=tuple(aggs[n] for n in sorted(aggs)),
-                     approaches=Approaches.from_dict(d.get("approaches", {}), "approaches"), ports=ports,
-                     heavy_hitters=HeavyHitters.from_dict(d.get("heavy_hitters", {}), "heavy_hitters"),
-                     switches=switches, packet_in=PacketIn.from_dict(d.get("packet_in", {}), "packet_in"))
+        policy = cls(**_read(d, "", cls.FIELDS))
         policy.check()
         return policy
 
@@ -696,3 +932,15 @@ class Policy:
         doc = copy.deepcopy(self.to_dict())
         mutate(doc)
         return Policy.from_dict(doc)
+
+
+# --- the document's schema ------------------------------------------------------------
+
+PARTS = (Match, Rule, Aggregate, LimitedQueue, Approaches, PacketIn, Aqm, Port, HeavyHitters, SwitchHost, Policy)
+
+
+def part_schema(part: type) -> dict:
+    """The JSON Schema of one part of the document, from its field definitions (FIELDS)."""
+    if hasattr(part, "json_schema"):
+        return part.json_schema()
+    return object_schema(part.FIELDS, **getattr(part, "SCHEMA_NOTES", {}))
