@@ -30,6 +30,7 @@ GROUPS = {
     "seed002": ["cocoa_cubic", "cocoa_reno", "cocoa_halve", "cocoa_double"],
     "seed003": ["hdcodel_fair", "hdcodel_p", "hdcodel_bbr"],
     "seed004": ["seed004_newreno", "seed004_sack", "seed004_cubic"],
+    "seed004_100": ["seed004_newreno_100", "seed004_sack_100", "seed004_cubic_100"],
 }
 
 

@@ -77,6 +77,11 @@ class Link:
     rate_bps: int
     delay_ms: float
     buffer_pkts: int
+    # ckcd-link's --release-batch: its sender threads wake at most once per this many us and
+    # send what is due, so frames leave up to this late (the lateness statistics and the
+    # fidelity check count it) for a fraction of the lab's CPU (docs/ckcd-link.md). 0: every
+    # frame at its release time.
+    release_batch_us: float = 0.0
 
     @property
     def rtt_ms(self) -> float:
@@ -370,7 +375,8 @@ def _run_length(top: _Table) -> tuple[float, float]:
 def _link(lt: _Table) -> Link:
     link = Link(rate_bps=_rate_bps(lt, "rate_mbps", "rate_bps"),
                 delay_ms=lt.number("delay_ms", low=0, high=10000),
-                buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)))
+                buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)),
+                release_batch_us=lt.number("release_batch_us", 0.0, low=0, high=10000))
     lt.done()
     return link
 

@@ -100,6 +100,12 @@ struct flow_stats {
 
 /* Recent dequeues, for the "samples" command. */
 #define SAMPLE_RING 1024
+#define RELEASE_BATCH_MAX_NS 10000000ull /* --release-batch at most 10 ms */
+/* With sender threads and a delay of at least twice this, the main thread
+ * serves a queue this long before its head could be due at the sender: room
+ * for a late wake-up of the main thread, far above what ours are on average
+ * (docs/ckcd-link.md). */
+#define SERVE_LEAD_NS 1000000ull
 struct deq_sample {
 	uint64_t t_ns;
 	uint64_t sojourn_ns;
@@ -180,6 +186,7 @@ struct link_config {
 	int seed_given;
 	int quiet;
 	int sender_threads; /* one sender thread per direction (default) */
+	uint64_t release_batch_ns; /* a sender wakes at most this often (0: at every release) */
 };
 
 struct link {

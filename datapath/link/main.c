@@ -49,7 +49,10 @@ static void usage(FILE *f)
 
 		"  --quiet                no start-up line, no final stats on stdout\n"
 		"  --single-thread        send from the main thread instead of one sender thread\n"
-		"                         per direction: less CPU, later releases under load\n",
+		"                         per direction: less CPU, later releases under load\n"
+		"  --release-batch DUR    a sender wakes at most once per DUR (e.g. 250us) and sends\n"
+		"                         what is due: frames up to DUR late, fewer wake-ups (default 0:\n"
+		"                         each frame at its release time)\n",
 		DEFAULT_POOL_PKTS);
 }
 
@@ -69,7 +72,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 {
 	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
 	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET,
-	       O_SINGLE_THREAD };
+	       O_SINGLE_THREAD, O_RELEASE_BATCH };
 	static const struct option opts[] = {
 		{"if-a", required_argument, 0, O_IF_A},
 		{"if-b", required_argument, 0, O_IF_B},
@@ -88,6 +91,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		{"seed", required_argument, 0, O_SEED},
 		{"quiet", no_argument, 0, O_QUIET},
 		{"single-thread", no_argument, 0, O_SINGLE_THREAD},
+		{"release-batch", required_argument, 0, O_RELEASE_BATCH},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -159,6 +163,13 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 			break;
 		case O_QUIET: cfg->quiet = 1; break;
 		case O_SINGLE_THREAD: cfg->sender_threads = 0; break;
+		case O_RELEASE_BATCH:
+			if (parse_delay(optarg, &v, err, sizeof(err)) < 0)
+				die_param("release-batch", err);
+			if (v > RELEASE_BATCH_MAX_NS)
+				die_param("release-batch", "out of range (0..10ms)");
+			cfg->release_batch_ns = v;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -173,6 +184,8 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		die_param("if-b", "must differ from --if-a");
 	if (!rate_given)
 		die_param("rate", "missing (e.g. --rate 50mbit)");
+	if (cfg->release_batch_ns && !cfg->sender_threads)
+		die_param("release-batch", "batches the sender threads' wake-ups: not with --single-thread");
 	cfg->rate_bps[0] = rate;
 	cfg->rate_bps[1] = rate_ba_given ? rate_ba : rate;
 	cfg->delay_ns[0] = delay;
@@ -343,7 +356,8 @@ int main(int argc, char **argv)
 
 	while (running) {
 		int n = epoll_wait(epfd, events, 32, -1);
-		int readable[2] = {0, 0};
+		int readable[2] = {0, 0}, requests = 0;
+		struct epoll_event control[32];
 		uint64_t t, next;
 
 		if (n < 0 && errno != EINTR)
@@ -363,16 +377,21 @@ int main(int argc, char **argv)
 				break;
 			}
 			case EP_SIGNAL: running = 0; break;
-			default: control_event(&l, epfd, tag, events[i].events); break;
+			default: control[requests++] = events[i]; break;
 			}
 		}
 		/* Serve up to now first, so arrivals see the queue the link
-		 * would have left them. */
+		 * would have left them, and control requests (stats, a new
+		 * discipline or rate) the queue as it is now: with sender
+		 * threads a queue may be served a delay's worth late
+		 * (dir_next_event). */
 		t = now_ns();
 		for (int i = 0; i < 2; i++) {
 			dir_reclaim(&l.dir[i]);
 			dir_serve(&l.dir[i], t);
 		}
+		for (int i = 0; i < requests; i++)
+			control_event(&l, epfd, control[i].data.ptr, control[i].events);
 		/* Single thread: due frames go out before new arrivals are read
 		 * (sending can run the receiving host's stack inline). */
 		for (int i = 0; i < 2 && !l.cfg.sender_threads; i++)

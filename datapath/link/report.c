@@ -138,6 +138,7 @@ void report_show(struct link *l, struct jbuf *b)
 	jb_ku64(b, "overhead_bytes", l->cfg.overhead_bytes);
 	jb_ku64(b, "pool_pkts", l->pool.count);
 	jb_ku64(b, "seed", l->cfg.seed);
+	jb_kdbl(b, "release_batch_us", (double)l->cfg.release_batch_ns / 1e3);
 	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
 	jb_kstr(b, "log", l->cfg.log_path ? l->cfg.log_path : "");
 	jb_key(b, "disciplines");

@@ -108,22 +108,34 @@ static void *tx_main(void *arg)
 {
 	struct link_dir *d = arg;
 	struct pollfd pfd = {.fd = d->tx_wake_fd, .events = POLLIN};
+	uint64_t batch = d->link->cfg.release_batch_ns, last_send = 0;
 
 	/* Per thread: release times are only as good as the wake-ups. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	while (!__atomic_load_n(&d->tx_stop, __ATOMIC_ACQUIRE)) {
 		uint32_t tail = __atomic_load_n(&d->line_tail, __ATOMIC_ACQUIRE);
-		uint64_t t = now_ns(), deadline = UINT64_MAX;
+		uint64_t t = now_ns(), deadline = UINT64_MAX, head_due = UINT64_MAX;
 		struct timespec ts, *timeout = NULL;
 		int r;
 
-		if (send_due(d, tail, t) > 0)
+		if (send_due(d, tail, t) > 0) {
+			last_send = t;
 			continue;
+		}
 		if (d->line_head != tail)
-			deadline = d->line[d->line_head & d->line_mask]->release_ns;
+			head_due = deadline = d->line[d->line_head & d->line_mask]->release_ns;
+		/* --release-batch: a wake-up costs tens of us of CPU on a VM
+		 * (docs/ckcd-link.md), one per frame without batching; with it,
+		 * the next send waits until a batch after the last one, and
+		 * what is due by then leaves together, late by under a batch
+		 * (the lateness statistics count it). */
+		if (batch && deadline != UINT64_MAX && deadline < last_send + batch)
+			deadline = last_send + batch;
 		/* Announce the sleep, then look again: a frame queued in
-		 * between is either seen here or signalled by the main thread. */
-		__atomic_store_n(&d->tx_sleep_until, deadline, __ATOMIC_SEQ_CST);
+		 * between is either seen here or signalled by the main thread.
+		 * The main thread wakes us for a frame due before head_due:
+		 * the line is FIFO, so with a head queued none is. */
+		__atomic_store_n(&d->tx_sleep_until, head_due, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&d->line_tail, __ATOMIC_SEQ_CST) != tail ||
 		    __atomic_load_n(&d->tx_stop, __ATOMIC_SEQ_CST)) {
 			__atomic_store_n(&d->tx_sleep_until, 0, __ATOMIC_SEQ_CST);

@@ -131,6 +131,9 @@ BAD_START = [
     (["--rate", "50mbit", "--qdisc", "hdcodel mode=static heavy_key=10.0.0.1>h3"], "qdisc"),
     (["--rate", "50mbit", "--mtu", "10"], "mtu"),
     (["--delay", "10ms"], "rate"),
+    (["--rate", "50mbit", "--release-batch", "11ms"], "release-batch"),
+    (["--rate", "50mbit", "--release-batch", "soon"], "release-batch"),
+    (["--rate", "50mbit", "--release-batch", "1ms", "--single-thread"], "release-batch"),
 ]
 
 
@@ -176,6 +179,33 @@ def test_ping_rtt_is_twice_the_delay(lab, daemon_factory, mode):
     assert low <= mean <= high, f"mean {mean:.2f} ms; {load}"
     st = d.stop()
     assert st["dirs"]["ab"]["tx_frames"] >= 21 and st["dirs"]["ba"]["tx_frames"] >= 21
+
+
+# --release-batch B: a sender's timed wake-ups are at least B apart (it sends what is due and then
+# sleeps until the head is due or B after its last send, whichever is later), so over T seconds
+# there are at most T / B + 1 of them; without it there is about one per frame. Frames leave up
+# to B late, plus the wake-up's own lateness: the mean lateness is at least a tenth of B (about
+# half of it is measured, bench/bench_link_release.py) and the rate still holds. At 50 Mbit/s a
+# frame leaves every 242 us, so a 1 ms batch holds about four: more than two on average.
+RELEASE_BATCH_US = 1000
+
+
+def test_release_batch_bounds_the_senders_wake_ups(lab, daemon_factory):
+    d = daemon_factory(qdisc="droptail limit=200", release_batch_us=RELEASE_BATCH_US)
+    assert d.show()["release_batch_us"] == RELEASE_BATCH_US
+    started = d.stats()["uptime_s"]
+    with HostLoad(link_pids=[d.pid]) as load:
+        (res,) = run_iperf(lab, ["cubic"], seconds=4)
+    st = d.stop()
+    elapsed_s = st["uptime_s"] - started
+    ab = st["dirs"]["ab"]
+    wakeups, releases = ab["tx_wake"]["wakeups"], ab["schedule"]["releases"]
+    print(f"\n--release-batch {RELEASE_BATCH_US}us: {wakeups} timed wake-ups for {releases} releases "
+          f"in {elapsed_s:.1f} s, late mean {ab['schedule']['late_mean_us']:.0f} us; {load}")
+    assert wakeups <= elapsed_s * 1e6 / RELEASE_BATCH_US + 1, (wakeups, elapsed_s, load)
+    assert releases > 2 * wakeups, (releases, wakeups)  # the batches hold several frames
+    assert ab["schedule"]["late_mean_us"] >= RELEASE_BATCH_US / 10, ab["schedule"]
+    assert iperf_goodput_bps(res) >= 0.90 * L2_CEILING_BPS, f"{iperf_goodput_bps(res) / 1e6:.2f} Mbit/s; {load}"
 
 
 def test_one_cubic_flow_fills_the_link(lab, daemon_factory):
