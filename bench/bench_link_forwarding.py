@@ -74,9 +74,11 @@ def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, sp
     finally:
         d.kill()
     ab = st["dirs"]["ab"]
+    frames = sum(d["tx_frames"] for d in st["dirs"].values())  # both ways: the ACKs cost a wake-up too
     return {
         "goodput_bps": goodput,
         "daemon_cpu_pct": round(100.0 * (c1 - c0) / (t1 - t0), 1),
+        "cpu_us_per_frame": round(1e6 * (c1 - c0) / max(1, frames), 2),
         "late_mean_us": ab["schedule"]["late_mean_us"],
         "late_over_1ms_frac": round(ab["schedule"]["late_over_1ms"] / max(1, ab["schedule"]["releases"]), 4),
         "tx_wake_late_mean_us": ab["tx_wake"]["late_mean_us"],
@@ -128,8 +130,10 @@ def flat(r: dict) -> dict:
         "ckcd-link Gbit/s": r["link_gbps"],
         "ckcd-link / bridge": r["link_vs_bridge"],
         "ckcd-link CPU % (unlimited)": r["link"]["daemon_cpu_pct"],
+        "ckcd-link CPU us/frame (unlimited)": r["link"].get("cpu_us_per_frame"),
         "100M shaped goodput Mbit/s": round(r["shaped_100mbit"]["goodput_bps"] / 1e6, 2),
         "100M shaped CPU %": r["shaped_100mbit"]["daemon_cpu_pct"],
+        "100M shaped CPU us/frame": r["shaped_100mbit"].get("cpu_us_per_frame"),
         "100M shaped late mean us": r["shaped_100mbit"]["late_mean_us"],
         "100M shaped late >1ms frac": r["shaped_100mbit"]["late_over_1ms_frac"],
         **({
