@@ -21,7 +21,7 @@
  * inline in the sender, so this keeps that work (tens of us per frame) off
  * the path that reads arrivals and off the other direction's releases.
  * Main -> sender: the delay line (single-producer single-consumer ring) plus
- * an eventfd when the sender sleeps past a newly queued frame's t_r.
+ * an eventfd when the line was empty or a new frame is due before its head.
  * Sender -> main: a ring of sent frames to return to the pool. Counters
  * written by a sender are single-writer and read with relaxed atomics. */
 #ifndef CKCD_LINK_LINK_H
@@ -98,14 +98,14 @@ struct flow_stats {
 	uint64_t log_tx_bytes, log_tx_pkts, log_drops;
 };
 
-/* Recent dequeues, for the "samples" command. */
-#define SAMPLE_RING 1024
 #define RELEASE_BATCH_MAX_NS 10000000ull /* --release-batch at most 10 ms */
 /* With sender threads and a delay of at least twice this, the main thread
- * serves a queue this long before its head could be due at the sender: room
- * for a late wake-up of the main thread, far above what ours are on average
- * (docs/ckcd-link.md). */
+ * serves a queue half a delay before its head could be due at the sender
+ * (dir_next_event); under it, at each frame's start. */
 #define SERVE_LEAD_NS 1000000ull
+
+/* Recent dequeues, for the "samples" command. */
+#define SAMPLE_RING 1024
 struct deq_sample {
 	uint64_t t_ns;
 	uint64_t sojourn_ns;
@@ -145,7 +145,8 @@ struct link_dir {
 	pthread_t tx_thread;
 	int tx_started;
 	int tx_wake_fd;          /* eventfd, main -> sender */
-	uint64_t tx_sleep_until; /* sender's deadline while it waits; 0 while it runs */
+	uint64_t tx_sleep_until; /* while the sender waits: its head's t_r, UINT64_MAX if the
+				  * line is empty; 0 while it runs */
 	int tx_stop;
 
 	/* counters (main thread) */

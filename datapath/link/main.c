@@ -50,9 +50,9 @@ static void usage(FILE *f)
 		"  --quiet                no start-up line, no final stats on stdout\n"
 		"  --single-thread        send from the main thread instead of one sender thread\n"
 		"                         per direction: less CPU, later releases under load\n"
-		"  --release-batch DUR    a sender wakes at most once per DUR (e.g. 250us) and sends\n"
-		"                         what is due: frames up to DUR late, fewer wake-ups (default 0:\n"
-		"                         each frame at its release time)\n",
+		"  --release-batch DUR    a sender's timed wake-ups are at least DUR apart (250us, 1ms;\n"
+		"                         a bare number is ms) and each sends what is due: frames up to\n"
+		"                         DUR late, fewer wake-ups (default 0: each frame at its release)\n",
 		DEFAULT_POOL_PKTS);
 }
 
@@ -164,10 +164,11 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		case O_QUIET: cfg->quiet = 1; break;
 		case O_SINGLE_THREAD: cfg->sender_threads = 0; break;
 		case O_RELEASE_BATCH:
-			if (parse_delay(optarg, &v, err, sizeof(err)) < 0)
+			if (parse_delay(optarg, &v, err, sizeof(err)) < 0 || v > RELEASE_BATCH_MAX_NS) {
+				snprintf(err, sizeof(err), "'%s' is not a duration in 0..10ms (e.g. 250us)",
+					 optarg);
 				die_param("release-batch", err);
-			if (v > RELEASE_BATCH_MAX_NS)
-				die_param("release-batch", "out of range (0..10ms)");
+			}
 			cfg->release_batch_ns = v;
 			break;
 		case 'h': usage(stdout); exit(0);
@@ -231,6 +232,16 @@ static void arm_timer(int tfd, uint64_t at, uint64_t *armed)
 	}
 	timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 	*armed = at;
+}
+
+/* Both queues served up to t: whatever reads or changes a queue's state
+ * (a control request, the log) first brings it to its own time, since with
+ * sender threads a queue may be served up to half a delay late
+ * (dir_next_event). */
+static void serve_all(struct link *l, uint64_t t)
+{
+	for (int i = 0; i < 2; i++)
+		dir_serve(&l->dir[i], t);
 }
 
 static void print_final_stats(struct link *l)
@@ -381,17 +392,16 @@ int main(int argc, char **argv)
 			}
 		}
 		/* Serve up to now first, so arrivals see the queue the link
-		 * would have left them, and control requests (stats, a new
-		 * discipline or rate) the queue as it is now: with sender
-		 * threads a queue may be served a delay's worth late
-		 * (dir_next_event). */
+		 * would have left them; each control request (stats, a new
+		 * discipline or rate) sees the queue as it is at its own time. */
 		t = now_ns();
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 2; i++)
 			dir_reclaim(&l.dir[i]);
-			dir_serve(&l.dir[i], t);
-		}
-		for (int i = 0; i < requests; i++)
+		serve_all(&l, t);
+		for (int i = 0; i < requests; i++) {
+			serve_all(&l, now_ns());
 			control_event(&l, epfd, control[i].data.ptr, control[i].events);
+		}
 		/* Single thread: due frames go out before new arrivals are read
 		 * (sending can run the receiving host's stack inline). */
 		for (int i = 0; i < 2 && !l.cfg.sender_threads; i++)
@@ -409,6 +419,7 @@ int main(int argc, char **argv)
 
 		t = now_ns();
 		if (t >= l.next_log_ns) {
+			serve_all(&l, t);
 			report_log_tick(&l, t);
 			while (l.next_log_ns <= t)
 				l.next_log_ns += l.cfg.log_interval_ns;
@@ -422,6 +433,7 @@ int main(int argc, char **argv)
 		arm_timer(tfd, next, &armed);
 	}
 
+	serve_all(&l, now_ns()); /* the final log line and stats: the queues as they are now */
 	for (int i = 0; i < 2; i++)
 		tx_stop(&l.dir[i]);
 	if (l.log) {

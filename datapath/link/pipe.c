@@ -330,8 +330,11 @@ void dir_serve(struct link_dir *d, uint64_t t)
 		s->len = ap->len;
 		d->sample_count++;
 	}
-	/* Wake the sender if it sleeps past the first new frame's release
-	 * (or waits for work). The line is FIFO, so later frames are behind it. */
+	/* Wake the sender if its line was empty (tx_sleep_until is then
+	 * UINT64_MAX) or the first new frame is due before the line's head
+	 * (only after set_link lowered the delay). Otherwise the sender
+	 * reaches the new frames behind the head; with --release-batch it
+	 * may sleep past their release on purpose. */
 	if (first_release < __atomic_load_n(&d->tx_sleep_until, __ATOMIC_SEQ_CST)) {
 		uint64_t one = 1;
 		if (write(d->tx_wake_fd, &one, sizeof(one)) < 0) {
@@ -351,14 +354,17 @@ uint64_t dir_next_event(const struct link_dir *d)
 		 * tick serves up to its own time first, so events still meet
 		 * in time order. What a wake-up must do is hand the sender a
 		 * frame before its release (start + serialization + delay):
-		 * waking SERVE_LEAD_NS before the head could be due, rather
-		 * than when it starts, serves a delay's worth of frames per
-		 * wake-up instead of one (at 100 Mbit/s and 10 ms, ~75), and
-		 * these wake-ups were most of the daemon's CPU
-		 * (docs/ckcd-link.md, "Where the CPU goes"). Under twice the
-		 * lead there is little to gain: serve at each start, as
-		 * before, which gives the sender the whole delay. */
-		uint64_t lead = d->delay_ns > 2 * SERVE_LEAD_NS ? SERVE_LEAD_NS : d->delay_ns;
+		 * waking half a delay before the head could be due, rather
+		 * than when it starts, serves half a delay's worth of frames
+		 * per wake-up instead of one (at 100 Mbit/s and 10 ms, ~40),
+		 * and these wake-ups were a large part of the daemon's CPU
+		 * (docs/ckcd-link.md, "Where the CPU goes"). Half the delay
+		 * stays the sender's margin against a late or busy main
+		 * thread (the log, a large stats reply). Under 2 x
+		 * SERVE_LEAD_NS of delay there is little to gain: serve at
+		 * each start, as before, which gives the sender the whole
+		 * delay. */
+		uint64_t lead = d->delay_ns >= 2 * SERVE_LEAD_NS ? d->delay_ns / 2 : d->delay_ns;
 		return aqm_qlen_pkts(d->q) > 0 ? d->free_ns + d->delay_ns - lead : UINT64_MAX;
 	}
 	/* Single thread: the releases are ours too. The head of the queue
