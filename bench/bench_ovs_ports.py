@@ -7,7 +7,8 @@ no busy-polling PMD thread; Debian's OVS is built with it).
 Two namespaces joined through a private OVS bridge with one NORMAL flow (tests/link/linklab.py's
 veths, offloads off, the middle ends moved to the root namespace where vswitchd runs); one
 CUBIC flow A->B, paced at 100 Mbit/s (iperf3 -b) and unpaced. For each: goodput, vswitchd's
-CPU (% of a core and us per frame) and the machine's busy share. Writes
+CPU (% of a core and us per frame, frames estimated from the bytes sent: one per 1448 bytes and
+an ACK per two) and the machine's busy share. Writes
 bench/results/ovs_ports.json beside bench/baseline/ovs_ports.json (--update-baseline).
 Holds the lab lock; asserts nothing; a port type that does not come up is reported, not fatal.
 
