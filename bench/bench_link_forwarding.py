@@ -7,12 +7,14 @@ the two veth ends; offloads off on all veths, MTU 1500). In the same run:
 
   bridge   la and lb in a kernel bridge; iperf3 -C cubic A->B, --seconds s
   link     ckcd-link on la/lb at 100 Gbit/s, 0 delay (rate never binds),
-           discipline "ckcd limit=1000 ..." in A->B; the same iperf3
-           (bridge and link alternate --repeat times; the best of each counts)
+           discipline "ckcd limit=1000 ..." in A->B; the same iperf3; read
+           through the receive ring (the default), then with --rx-io recvmmsg
+           (bridge, ring and recvmmsg alternate --repeat times; the best of
+           each counts)
   shaped   ckcd-link at 100 Mbit/s, 10 ms each way, "ckcd limit=80 ...";
            one CUBIC flow; daemon CPU % (utime+stime of all its threads over
-           the flow) and how late its releases were; once with the default
-           sender threads, once with --single-thread
+           the flow) and how late its releases were; with the default sender
+           threads and the ring, with --rx-io recvmmsg, with --single-thread
 
 The goal is link >= 50 % of bridge, so the daemon never limits a 100 Mbit/s
 experiment. Writes bench/results/link_forwarding.json and prints it beside
@@ -62,9 +64,9 @@ def iperf(lab: NetLab, seconds: int) -> float:
 
 
 def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, spec: str,
-                   extra_args: tuple = ()) -> dict:
+                   extra_args: tuple = (), rx_io: str = "auto") -> dict:
     d = LinkDaemon(lab.if_la, lab.if_lb, rate_bps=rate_bps, delay_ms=delay_ms, qdisc=spec,
-                   netns=lab.ns_m, extra_args=list(extra_args))
+                   netns=lab.ns_m, extra_args=list(extra_args), rx_io=rx_io)
     d.start()
     try:
         c0, t0 = cpu_seconds(d.pid), time.monotonic()
@@ -76,6 +78,7 @@ def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, sp
     ab = st["dirs"]["ab"]
     frames = sum(d["tx_frames"] for d in st["dirs"].values())  # both ways: the ACKs cost a wake-up too
     return {
+        "rx_io": ab["rx_io"],
         "goodput_bps": goodput,
         "daemon_cpu_pct": round(100.0 * (c1 - c0) / (t1 - t0), 1),
         "cpu_us_per_frame": round(1e6 * (c1 - c0) / max(1, frames), 2),
@@ -84,6 +87,7 @@ def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, sp
         "tx_wake_late_mean_us": ab["tx_wake"]["late_mean_us"],
         "drops": {k: v for k, v in ab["drops"].items() if v},
         "rx_no_buffer": ab["rx_no_buffer"],
+        "rx_kernel_drops": ab["rx_kernel_drops"],
         "tx_errors": ab["tx_errors"],
     }
 
@@ -91,7 +95,7 @@ def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, sp
 def run(seconds: int, repeat: int) -> dict:
     """Bridge and daemon alternate `repeat` times; the best of each is kept
     (other work on the 2-core machine only ever makes a run slower)."""
-    bridge_runs, link_runs = [], []
+    bridge_runs, link_runs, mmsg_runs = [], [], []
     with lab_lock():
         lab = NetLab()
         try:
@@ -101,13 +105,17 @@ def run(seconds: int, repeat: int) -> dict:
                 bridge_runs.append(iperf(lab, seconds))
                 lab.unbridge()
                 link_runs.append(through_daemon(lab, seconds, 100_000_000_000, 0.0, UNLIMITED_SPEC))
+                mmsg_runs.append(through_daemon(lab, seconds, 100_000_000_000, 0.0, UNLIMITED_SPEC,
+                                                rx_io="recvmmsg"))
             shaped = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC)
+            shaped_mmsg = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC, rx_io="recvmmsg")
             shaped_single = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC,
                                            ("--single-thread",))
         finally:
             lab.down()
     bridge_bps = max(bridge_runs)
     link = max(link_runs, key=lambda r: r["goodput_bps"])
+    mmsg = max(mmsg_runs, key=lambda r: r["goodput_bps"])
     return {
         "machine": machine(),
         "seconds": seconds,
@@ -118,7 +126,11 @@ def run(seconds: int, repeat: int) -> dict:
         "link_gbps": round(link["goodput_bps"] / 1e9, 3),
         "link_vs_bridge": round(link["goodput_bps"] / bridge_bps, 3),
         "link": link,
+        "link_recvmmsg_runs_gbps": [round(r["goodput_bps"] / 1e9, 3) for r in mmsg_runs],
+        "link_recvmmsg": mmsg,
+        "link_recvmmsg_vs_bridge": round(mmsg["goodput_bps"] / bridge_bps, 3),
         "shaped_100mbit": shaped,
+        "shaped_100mbit_recvmmsg": shaped_mmsg,
         "shaped_100mbit_single_thread": shaped_single,
         "specs": {"link": UNLIMITED_SPEC, "shaped_100mbit": SHAPED_SPEC},
     }
@@ -131,6 +143,12 @@ def flat(r: dict) -> dict:
         "ckcd-link / bridge": r["link_vs_bridge"],
         "ckcd-link CPU % (unlimited)": r["link"]["daemon_cpu_pct"],
         "ckcd-link CPU us/frame (unlimited)": r["link"].get("cpu_us_per_frame"),
+        **({
+            "recvmmsg: ckcd-link / bridge": r["link_recvmmsg_vs_bridge"],
+            "recvmmsg: CPU us/frame (unlimited)": r["link_recvmmsg"]["cpu_us_per_frame"],
+            "recvmmsg: 100M shaped CPU %": r["shaped_100mbit_recvmmsg"]["daemon_cpu_pct"],
+            "recvmmsg: 100M shaped CPU us/frame": r["shaped_100mbit_recvmmsg"]["cpu_us_per_frame"],
+        } if "link_recvmmsg" in r else {}),
         "100M shaped goodput Mbit/s": round(r["shaped_100mbit"]["goodput_bps"] / 1e6, 2),
         "100M shaped CPU %": r["shaped_100mbit"]["daemon_cpu_pct"],
         "100M shaped CPU us/frame": r["shaped_100mbit"].get("cpu_us_per_frame"),

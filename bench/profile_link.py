@@ -54,8 +54,9 @@ def profile(lab: NetLab, name: str, seconds: int, top: int, daemon_args: list[st
     d = LinkDaemon(lab.if_la, lab.if_lb, rate_bps=rate, delay_ms=delay, qdisc=spec, netns=lab.ns_m,
                    extra_args=daemon_args)
     d.start()
+    pid = d.pid  # stop() forgets it
     try:
-        perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "2999", "-p", str(d.pid), "-o", data],
+        perf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "2999", "-p", str(pid), "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         c0, t0, th0 = cpu_seconds(d.pid), time.monotonic(), thread_cpu(d.pid)
         goodput = iperf(lab, seconds)
@@ -67,7 +68,7 @@ def profile(lab: NetLab, name: str, seconds: int, top: int, daemon_args: list[st
         d.kill()
     frames = sum(st["dirs"][x]["tx_frames"] for x in ("ab", "ba"))
     # The main thread's id is the process id; the others are the senders (ab first).
-    threads = {("main" if tid == str(d.pid) else f"sender {tid}"):
+    threads = {("main" if tid == str(pid) else f"sender {tid}"):
                round(100 * (th1[tid] - th0.get(tid, 0)) / (t1 - t0), 1) for tid in sorted(th1, key=int)}
     cpu_s = c1 - c0
     flat = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol",

@@ -133,7 +133,18 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int) -> dic
             # frames it dequeued (differs from the per-frame mean when the rate changes)
             "queue_delay_time_mean_ms": _mean([r["sojourn_ms"] for r in rows if r["sojourn_ms"] is not None]),
             "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
-            "drops": _drops_by_reason(rows), "schedule": sched, "schedule_kept": sched["kept"]}
+            "drops": _drops_by_reason(rows), "schedule": sched, "schedule_kept": sched["kept"],
+            "lost_before_link": _lost_before_link(final)}
+
+
+def _lost_before_link(final: dict | None) -> int | None:
+    """Frames the kernel dropped on ckcd-link's sockets before the daemon read them (its receive
+    ring or buffer was full): losses no emulated queue decided. None without final stats, or
+    from a ckcd-link that did not count them."""
+    if not final or "dirs" not in final:
+        return None
+    counts = [d.get("rx_kernel_drops") for d in final["dirs"].values()]
+    return None if None in counts else sum(counts)
 
 
 def _queue_delay_ms(windows) -> dict:
@@ -184,6 +195,9 @@ def _schedule_reasons(links: dict, blame: str) -> list[str]:
         elif not s["kept"]:
             reasons.append(f"{name}: ckcd-link fell behind its schedule ({100 * s['late_over_1ms_fraction']:.1f} % "
                            f"of releases > 1 ms late, mean {s['late_mean_us']:.0f} us{blame})")
+        if link.get("lost_before_link"):
+            reasons.append(f"{name}: the kernel dropped {link['lost_before_link']} frames before ckcd-link "
+                           f"read them (its receive ring was full: the daemon fell behind{blame})")
     return reasons
 
 

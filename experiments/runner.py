@@ -417,7 +417,8 @@ def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: d
     return {"series": series, "sojourn_samples": sojourn_samples, "ckcd": ckcd.points,
             "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops",
                                                                 "tx_bytes", "sojourn_us", "schedule",
-                                                                "tx_wake", "nflows")}}
+                                                                "tx_wake", "nflows", "rx_io",
+                                                                "rx_kernel_drops")}}
 
 
 def _ping_series(path: str, wall0: float) -> list:

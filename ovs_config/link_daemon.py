@@ -136,7 +136,7 @@ class LinkDaemon(LinkControl):
                  netns: Optional[str] = None, mtu: Optional[int] = None,
                  log_path: Optional[str] = None, log_interval_ms: Optional[int] = None,
                  seed: Optional[int] = None, control_path: Optional[str] = None,
-                 release_batch_us: float = 0.0,
+                 release_batch_us: float = 0.0, rx_io: str = "auto",
                  binary: Optional[str] = None, extra_args: Optional[list[str]] = None):
         self.if_a, self.if_b = if_a, if_b
         self.netns = netns
@@ -166,6 +166,8 @@ class LinkDaemon(LinkControl):
             args += ["--seed", str(int(seed))]
         if release_batch_us:  # 0, the default, is left out: every frame at its release time
             args += ["--release-batch", f"{int(round(release_batch_us))}us"]
+        if rx_io != "auto":  # ring or recvmmsg: ckcd-link refuses anything else, naming --rx-io
+            args += ["--rx-io", rx_io]
         args += list(extra_args or [])
         if netns:
             args = ["ip", "netns", "exec", netns] + args

@@ -34,6 +34,19 @@ enum frame_verdict frame_check(const uint8_t *frame, uint32_t len, uint32_t mtu)
 	return FRAME_OK;
 }
 
+uint32_t frame_put_vlan_tag(uint8_t *frame, uint32_t len, uint32_t cap, uint16_t tpid,
+			    uint16_t tci)
+{
+	if (len < 12 || cap < VLAN_TAG_LEN || len > cap - VLAN_TAG_LEN)
+		return 0;
+	memmove(frame + 12 + VLAN_TAG_LEN, frame + 12, len - 12);
+	frame[12] = (uint8_t)(tpid >> 8);
+	frame[13] = (uint8_t)tpid;
+	frame[14] = (uint8_t)(tci >> 8);
+	frame[15] = (uint8_t)tci;
+	return len + VLAN_TAG_LEN;
+}
+
 static int l4_has_ports(uint8_t proto)
 {
 	return proto == 6 || proto == 17 || proto == 132 || proto == 136; /* tcp udp sctp udplite */

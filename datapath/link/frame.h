@@ -36,6 +36,15 @@ struct frame_info {
 /* Length check only; len is the length the socket reported (MSG_TRUNC). */
 enum frame_verdict frame_check(const uint8_t *frame, uint32_t len, uint32_t mtu);
 
+/* The kernel hands a received frame's 802.1Q tag apart from its bytes
+ * (VLAN acceleration: the packet ring's tp_vlan_tci, or PACKET_AUXDATA):
+ * this puts it back after the two MACs, as it was on the wire. len is the
+ * frame's length without the tag and cap the buffer's size; returns the
+ * tagged length, or 0 (frame untouched) when the frame is shorter than two
+ * MACs or the tag would not fit. */
+uint32_t frame_put_vlan_tag(uint8_t *frame, uint32_t len, uint32_t cap, uint16_t tpid,
+			    uint16_t tci);
+
 /* Fills *out from a frame that passed frame_check. hash_seed keys the flow
  * hash so that flows do not collide the same way in every run. */
 void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,

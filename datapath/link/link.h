@@ -117,12 +117,33 @@ struct link;
 
 #define QDISC_SPEC_MAX 2048
 
+/* How a direction reads its interface (--rx-io). */
+enum rx_io {
+	RX_IO_AUTO = 0, /* the ring, or recvmmsg where the kernel refuses one */
+	RX_IO_RING,     /* PACKET_RX_RING (TPACKET_V2), mapped: no system call per batch */
+	RX_IO_RECVMMSG, /* recvmmsg into the frame pool: one system call and one copy per batch */
+};
+const char *rx_io_name(enum rx_io io);
+
+/* A TPACKET_V2 receive ring: the kernel copies each frame into the next
+ * free slot and flips its status to user; the main thread copies it into
+ * the pool (frames are held for the link's delay, far longer than a slot
+ * may be) and hands the slot back. */
+struct rx_ring {
+	uint8_t *map;        /* NULL: no ring, recvmmsg */
+	size_t map_len;
+	uint32_t frame_size; /* bytes per slot */
+	uint32_t frames;     /* slots */
+	uint32_t next;       /* the slot to look at next */
+};
+
 struct link_dir {
 	struct link *link;
 	int index;          /* DIR_AB or DIR_BA */
 	const char *name;   /* "ab" / "ba" */
 	int rx_fd, tx_fd;
 	int tx_ifindex;
+	struct rx_ring ring;    /* on rx_fd, when it has one */
 	struct aqm_queue *q;
 	struct aqm_host host;   /* the core's random numbers and drop callback */
 	struct aqm_env env;     /* made from host; env.rate_bps follows rate_bps */
@@ -151,6 +172,7 @@ struct link_dir {
 
 	/* counters (main thread) */
 	uint64_t rx_frames, rx_bytes, rx_runt, rx_oversize, rx_no_buffer, rx_outgoing;
+	uint64_t rx_kernel_drops; /* frames the socket dropped before we read them (PACKET_STATISTICS) */
 	/* counters (sender thread) */
 	uint64_t tx_frames, tx_bytes, tx_errors;
 	struct late_hist tx_wake; /* sender's wake-ups against their deadline */
@@ -188,6 +210,7 @@ struct link_config {
 	int quiet;
 	int sender_threads; /* one sender thread per direction (default) */
 	uint64_t release_batch_ns; /* a sender wakes at most this often (0: at every release) */
+	enum rx_io rx_io;          /* asked for; each direction's ring says what it got */
 };
 
 struct link {
@@ -232,7 +255,15 @@ struct pkt *pool_get(struct pkt_pool *pool);
 void pool_put(struct pkt_pool *pool, struct pkt *p);
 
 /* port.c: AF_PACKET sockets */
-int port_open(const char *ifname, int *ifindex, char *err, size_t errlen);
+/* Opens ifname's socket and, unless io is RX_IO_RECVMMSG, maps a receive
+ * ring on it (*ring; map stays NULL without one). RX_IO_AUTO falls back to
+ * recvmmsg, saying so on stderr; RX_IO_RING fails instead. */
+int port_open(const char *ifname, int *ifindex, enum rx_io io, uint32_t max_frame,
+	      struct rx_ring *ring, char *err, size_t errlen);
+void port_close(int fd, struct rx_ring *ring);
+/* Adds what the kernel dropped on d's socket since the last call to
+ * d->rx_kernel_drops (the kernel's counter resets on each read). */
+void port_count_kernel_drops(struct link_dir *d);
 /* Reads up to budget frames from d->rx_fd into the direction; returns the
  * number of frames read (0 when the socket is drained). */
 int port_receive(struct link_dir *d, int budget);

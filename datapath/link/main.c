@@ -52,7 +52,10 @@ static void usage(FILE *f)
 		"                         per direction: less CPU, later releases under load\n"
 		"  --release-batch DUR    a sender's timed wake-ups are at least DUR apart (250us, 1ms;\n"
 		"                         a bare number is ms) and each sends what is due: frames up to\n"
-		"                         DUR late, fewer wake-ups (default 0: each frame at its release)\n",
+		"                         DUR late, fewer wake-ups (default 0: each frame at its release)\n"
+		"  --rx-io HOW            how frames are read: ring (a mapped PACKET_RX_RING, no system\n"
+		"                         call per batch), recvmmsg, or auto (default: the ring, else\n"
+		"                         recvmmsg); show and stats say which runs\n",
 		DEFAULT_POOL_PKTS);
 }
 
@@ -72,7 +75,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 {
 	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
 	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET,
-	       O_SINGLE_THREAD, O_RELEASE_BATCH };
+	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RX_IO };
 	static const struct option opts[] = {
 		{"if-a", required_argument, 0, O_IF_A},
 		{"if-b", required_argument, 0, O_IF_B},
@@ -92,6 +95,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		{"quiet", no_argument, 0, O_QUIET},
 		{"single-thread", no_argument, 0, O_SINGLE_THREAD},
 		{"release-batch", required_argument, 0, O_RELEASE_BATCH},
+		{"rx-io", required_argument, 0, O_RX_IO},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -170,6 +174,16 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 				die_param("release-batch", err);
 			}
 			cfg->release_batch_ns = v;
+			break;
+		case O_RX_IO:
+			if (strcmp(optarg, "auto") == 0)
+				cfg->rx_io = RX_IO_AUTO;
+			else if (strcmp(optarg, "ring") == 0)
+				cfg->rx_io = RX_IO_RING;
+			else if (strcmp(optarg, "recvmmsg") == 0)
+				cfg->rx_io = RX_IO_RECVMMSG;
+			else
+				die_param("rx-io", "must be auto, ring or recvmmsg");
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
@@ -294,7 +308,9 @@ int main(int argc, char **argv)
 			die_param(i == 0 ? "qdisc" : "qdisc-ba", err[0] ? err : "refused");
 	}
 	for (int i = 0; i < 2; i++) {
-		fd[i] = port_open(l.cfg.if_name[i], &ifindex[i], err, sizeof(err));
+		fd[i] = port_open(l.cfg.if_name[i], &ifindex[i], l.cfg.rx_io,
+				  l.cfg.mtu + ETH_HDR_LEN + VLAN_TAG_LEN, &l.dir[i].ring, err,
+				  sizeof(err));
 		if (fd[i] < 0) {
 			if (ifindex[i] == 0)
 				die_param(i == 0 ? "if-a" : "if-b", err);
@@ -444,7 +460,7 @@ int main(int argc, char **argv)
 	control_close(&l);
 	for (int i = 0; i < 2; i++)
 		dir_destroy(&l.dir[i]);
-	close(fd[0]);
-	close(fd[1]);
+	for (int i = 0; i < 2; i++)
+		port_close(fd[i], &l.dir[i].ring);
 	return 0;
 }

@@ -156,6 +156,7 @@ void report_show(struct link *l, struct jbuf *b)
 		jb_kstr(b, "to", l->cfg.if_name[1 - i]);
 		jb_ku64(b, "rate_bps", d->rate_bps);
 		jb_kdbl(b, "delay_ms", (double)d->delay_ns / 1e6);
+		jb_kstr(b, "rx_io", rx_io_name(d->ring.map ? RX_IO_RING : RX_IO_RECVMMSG));
 		put_qdisc(b, d->q);
 		jb_obj_close(b);
 	}
@@ -247,6 +248,9 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		jb_ku64(b, "rx_runt", d->rx_runt);
 		jb_ku64(b, "rx_oversize", d->rx_oversize);
 		jb_ku64(b, "rx_no_buffer", d->rx_no_buffer);
+		port_count_kernel_drops(d);
+		jb_ku64(b, "rx_kernel_drops", d->rx_kernel_drops);
+		jb_kstr(b, "rx_io", rx_io_name(d->ring.map ? RX_IO_RING : RX_IO_RECVMMSG));
 		jb_ku64(b, "tx_frames", COUNTER_READ(d->tx_frames));
 		jb_ku64(b, "tx_bytes", COUNTER_READ(d->tx_bytes));
 		jb_ku64(b, "tx_errors", COUNTER_READ(d->tx_errors));

@@ -72,6 +72,23 @@ static void test_frame_check(void)
 	CHECK(frame_check(f, 9014, 9000) == FRAME_OK);
 }
 
+/* A tag the kernel took off (VLAN acceleration) goes back where it was. */
+static void test_put_vlan_tag(void)
+{
+	uint8_t f[64];
+
+	for (int i = 0; i < 20; i++)
+		f[i] = (uint8_t)i; /* MACs 0..11, ethertype 12,13, payload 14.. */
+	CHECK(frame_put_vlan_tag(f, 20, sizeof(f), 0x8100, 0x2005) == 24);
+	CHECK(f[11] == 11 && f[12] == 0x81 && f[13] == 0x00 && f[14] == 0x20 && f[15] == 0x05);
+	CHECK(f[16] == 12 && f[17] == 13 && f[23] == 19);
+	/* No room for the tag, or no MACs to put it after: untouched. */
+	CHECK(frame_put_vlan_tag(f, 61, sizeof(f), 0x8100, 1) == 0);
+	CHECK(frame_put_vlan_tag(f, 60, sizeof(f), 0x88a8, 1) == 64);
+	CHECK(frame_put_vlan_tag(f, 11, sizeof(f), 0x8100, 1) == 0);
+	CHECK(frame_put_vlan_tag(f, 2, 3, 0x8100, 1) == 0);
+}
+
 static void test_classify(void)
 {
 	uint8_t f[256], g[256];
@@ -347,6 +364,7 @@ int main(void)
 {
 	test_host_rng();
 	test_frame_check();
+	test_put_vlan_tag();
 	test_classify();
 	test_host_key();
 	test_json();

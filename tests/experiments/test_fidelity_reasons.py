@@ -13,10 +13,12 @@ SCENARIO = parse_scenario({"name": "t", "topology": "dumbbell", "duration_s": 10
 
 
 def record(steal_pct: float, late_fraction: float, ping_ms: float | None = None,
-           queue_ms: float = 2.0) -> dict:
+           queue_ms: float = 2.0, kernel_drops: int | None = None) -> dict:
     releases = 10_000
     final = {"dirs": {d: {"schedule": {"releases": releases, "late_over_1ms": int(late_fraction * releases),
                                        "late_mean_us": 300.0}} for d in ("ab", "ba")}}
+    if kernel_drops is not None:  # ckcd-link's stats have counted them since its receive ring
+        final["dirs"]["ab"]["rx_kernel_drops"], final["dirs"]["ba"]["rx_kernel_drops"] = kernel_drops, 0
     flow = {"label": "f1", "cc": "cubic", "goodput": [[5.0, 45.0]], "srtt": [[5.0, 25.0]], "error": None}
     # The link's 100 ms log over the window (2..10 s): queueing delay queue_ms throughout.
     series = [{"t": 2 + i / 10, "interval_s": 0.1, "tx_bytes": 600_000, "sojourn_ms": queue_ms,
@@ -43,6 +45,15 @@ def test_late_link_without_steal_is_ours():
 
 def test_kept_schedule_is_trusted_whatever_the_steal():
     assert reasons(30.0, 0.01) == []
+
+
+# Frames the kernel dropped on ckcd-link's sockets (its receive ring full) are losses no emulated
+# queue decided: the run is untrusted, by any count, and says how many.
+def test_frames_lost_before_the_link_untrust_the_run():
+    [why] = reasons(2.0, 0.01, kernel_drops=3)
+    assert "l0: the kernel dropped 3 frames before ckcd-link read them" in why
+    assert reasons(2.0, 0.01, kernel_drops=0) == []
+    assert reasons(2.0, 0.01) == []  # records of a ckcd-link that did not count them
 
 
 def test_rtt_the_link_explains_is_trusted():

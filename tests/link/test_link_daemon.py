@@ -133,6 +133,7 @@ BAD_START = [
     (["--delay", "10ms"], "rate"),
     (["--rate", "50mbit", "--release-batch", "11ms"], "release-batch"),
     (["--rate", "50mbit", "--release-batch", "soon"], "release-batch"),
+    (["--rate", "50mbit", "--rx-io", "mmap"], "rx-io"),
     (["--rate", "50mbit", "--release-batch", "1ms", "--single-thread"], "release-batch"),
 ]
 
@@ -163,10 +164,15 @@ def test_client_raises_with_daemon_message():
 
 # -- emulation ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode", ["sender-threads", "single-thread"])
+# "auto" reads through the receive ring on any kernel the lab runs on (it has had
+# PACKET_RX_RING since 2.6); "recvmmsg" is the fallback, kept working by its own runs.
+@pytest.mark.parametrize("mode", ["sender-threads", "single-thread", "recvmmsg"])
 def test_ping_rtt_is_twice_the_delay(lab, daemon_factory, mode):
     extra = ["--single-thread"] if mode == "single-thread" else []
-    d = daemon_factory(qdisc="droptail limit=100", extra_args=extra)
+    d = daemon_factory(qdisc="droptail limit=100", extra_args=extra,
+                       rx_io="recvmmsg" if mode == "recvmmsg" else "auto")
+    want_io = "recvmmsg" if mode == "recvmmsg" else "ring"
+    assert {dr["rx_io"] for dr in d.show()["dirs"].values()} == {want_io}
     ping_rtts_ms(lab, 1)  # ARP resolution costs one extra RTT: not measured
     with HostLoad(link_pids=[d.pid]) as load:
         rtts = ping_rtts_ms(lab, 20)
@@ -179,6 +185,7 @@ def test_ping_rtt_is_twice_the_delay(lab, daemon_factory, mode):
     assert low <= mean <= high, f"mean {mean:.2f} ms; {load}"
     st = d.stop()
     assert st["dirs"]["ab"]["tx_frames"] >= 21 and st["dirs"]["ba"]["tx_frames"] >= 21
+    assert st["dirs"]["ab"]["rx_io"] == want_io and st["dirs"]["ab"]["rx_kernel_drops"] == 0
 
 
 # --release-batch B: a sender's timed wake-ups are at least B apart (it sends what is due and then
@@ -445,11 +452,13 @@ INJECT = textwrap.dedent("""
 """)
 
 
-def test_oversized_frames_are_counted_and_dropped(lab, daemon_factory):
-    """Frames above --mtu are dropped and counted. (Runts cannot be sent
-    through a veth at all - the kernel refuses frames shorter than an
-    Ethernet header - so their check is covered by link-unit-test.)"""
-    d = daemon_factory(qdisc="droptail limit=100", mtu=1000)
+@pytest.mark.parametrize("rx_io", ["ring", "recvmmsg"])
+def test_oversized_frames_are_counted_and_dropped(lab, daemon_factory, rx_io):
+    """Frames above --mtu are dropped and counted, whichever way they are
+    read. (Runts cannot be sent through a veth at all - the kernel refuses
+    frames shorter than an Ethernet header - so their check is covered by
+    link-unit-test.)"""
+    d = daemon_factory(qdisc="droptail limit=100", mtu=1000, rx_io=rx_io)
     lab.ns(lab.ns_a, sys.executable, "-c", INJECT, lab.if_ha, "5", "1200")
     lab.ns(lab.ns_a, sys.executable, "-c", INJECT, lab.if_ha, "3", "1014")  # exactly MTU
 
@@ -463,3 +472,62 @@ def test_oversized_frames_are_counted_and_dropped(lab, daemon_factory):
     assert ours(ab)[0]["tx_pkts"] == 3
     # Forwarding is unaffected.
     assert len(ping_rtts_ms(lab, 3)) == 3
+
+
+# -- 802.1Q tags -----------------------------------------------------------------------
+# The kernel takes a received frame's VLAN tag off its bytes (VLAN acceleration) and hands it
+# beside them: in the ring's slot header, or as PACKET_AUXDATA to recvmsg. A wire keeps the tag,
+# so the daemon must put it back before sending the frame on.
+
+INJECT_TAGGED = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((sys.argv[1], 0))
+    # broadcast, from 02:..:01, 802.1Q tag priority 1 VLAN 5, then ethertype 0x88b6
+    s.send(bytes.fromhex("ffffffffffff" "020000000001" "8100" "2005" "88b6") + bytes(46))
+""")
+
+# Prints "ready" once bound, then the first 0x88b6 frame's tag as JSON (tci, tpid; null when it
+# came untagged), or "timeout" after 5 s.
+RECEIVE_TAGGED = textwrap.dedent("""
+    import json, socket, struct, sys
+    SOL_PACKET, PACKET_AUXDATA, TP_STATUS_VLAN_VALID = 263, 8, 0x10
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.bind((sys.argv[1], 0))
+    s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+    s.settimeout(5.0)
+    print("ready", flush=True)
+    try:
+        while True:
+            data, anc, _, _ = s.recvmsg(2048, socket.CMSG_SPACE(20))
+            tag = None
+            for level, kind, raw in anc:
+                if level == SOL_PACKET and kind == PACKET_AUXDATA:
+                    status, _, _, _, _, tci, tpid = struct.unpack("IIIHHHH", raw[:20])
+                    if status & TP_STATUS_VLAN_VALID:
+                        tag = {"tci": tci, "tpid": tpid or 0x8100}
+            if data[12:14] == b"\\x81\\x00":  # left in the bytes (no acceleration)
+                tag, data = {"tci": int.from_bytes(data[14:16], "big"), "tpid": 0x8100}, data[:12] + data[16:]
+            if data[12:14] == b"\\x88\\xb6":
+                print(json.dumps(tag), flush=True)
+                break
+    except socket.timeout:
+        print("timeout", flush=True)
+""")
+
+
+@pytest.mark.parametrize("rx_io", ["ring", "recvmmsg"])
+def test_vlan_tags_cross_the_link(lab, daemon_factory, rx_io):
+    d = daemon_factory(qdisc="droptail limit=100", rx_io=rx_io)
+    recv = subprocess.Popen(["ip", "netns", "exec", lab.ns_b, sys.executable, "-c", RECEIVE_TAGGED,
+                             lab.if_hb], stdout=subprocess.PIPE, text=True)
+    try:
+        assert recv.stdout.readline().strip() == "ready"
+        lab.ns(lab.ns_a, sys.executable, "-c", INJECT_TAGGED, lab.if_ha)
+        got = recv.stdout.readline().strip()
+        recv.wait(timeout=10)
+    finally:
+        recv.kill()
+    assert got != "timeout", "the tagged frame did not cross the link"
+    assert json.loads(got) == {"tci": 0x2005, "tpid": 0x8100}, f"arrived as {got}"
+    assert d.stats()["dirs"]["ab"]["rx_io"] == rx_io
