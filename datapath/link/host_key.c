@@ -9,8 +9,7 @@
 
 #define PARAM "heavy_key="
 
-/* One address of a pair into the key's src or dst bytes; its family, or 0. */
-static int parse_addr(const char *text, size_t len, uint8_t *bytes)
+int host_addr_parse(const char *text, size_t len, uint8_t *bytes)
 {
 	char buf[INET6_ADDRSTRLEN];
 
@@ -38,8 +37,8 @@ static int resolve_pair(const char *value, size_t len, uint64_t hash_seed, char 
 	if (!gt)
 		return 1;
 	memset(&k, 0, sizeof(k));
-	fa = parse_addr(value, (size_t)(gt - value), k.src);
-	fb = parse_addr(gt + 1, len - (size_t)(gt + 1 - value), k.dst);
+	fa = host_addr_parse(value, (size_t)(gt - value), k.src);
+	fb = host_addr_parse(gt + 1, len - (size_t)(gt + 1 - value), k.dst);
 	if (!fa || !fb || fa != fb) {
 		snprintf(err, errlen, "heavy_key: '%.*s' is not a host pair: two IPv4 or two IPv6 "
 			 "addresses, sender>receiver (e.g. 10.0.0.1>10.0.0.3)", (int)len, value);

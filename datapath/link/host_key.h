@@ -17,6 +17,10 @@
  * hash_seed. Other tokens are copied unchanged, a numeric heavy_key too.
  * Returns 0, or -1 with err naming the bad value (an address that does not
  * parse, mixed families, no room in out). */
+/* An IPv4 or IPv6 address of len characters into bytes (4 or 16 of them,
+ * as struct flow_key holds it); its family (4 or 6), or 0. */
+int host_addr_parse(const char *text, size_t len, uint8_t *bytes);
+
 int host_key_resolve(const char *spec, uint64_t hash_seed, char *out, size_t outlen,
 		     char *err, size_t errlen);
 

@@ -34,6 +34,7 @@
 #include "../core/aqm.h"
 #include "../host/aqm_host.h"
 #include "frame.h"
+#include "host_delay.h"
 #include "json.h"
 
 #define DIR_AB 0
@@ -137,6 +138,12 @@ struct rx_ring {
 	uint32_t next;       /* the slot to look at next */
 };
 
+/* Frames of one --host-delay host waiting out its delay before the queue:
+ * FIFO, linked through aqm.next, each due at its arrival_ns. */
+struct access_line {
+	struct pkt *head, *tail;
+};
+
 struct link_dir {
 	struct link *link;
 	int index;          /* DIR_AB or DIR_BA */
@@ -152,6 +159,10 @@ struct link_dir {
 	uint64_t rate_bps;
 	uint64_t delay_ns;
 	uint64_t free_ns; /* the serializer is busy until then */
+
+	/* --host-delay: one line per host of cfg.host_delay (main thread only) */
+	struct access_line access[HOST_DELAY_MAX];
+	uint32_t access_pkts;
 
 	/* delay line: FIFO ring of packets waiting for release_ns; the main
 	 * thread writes line_tail, the sender thread line_head (atomics) */
@@ -211,6 +222,8 @@ struct link_config {
 	int sender_threads; /* one sender thread per direction (default) */
 	uint64_t release_batch_ns; /* a sender wakes at most this often (0: at every release) */
 	enum rx_io rx_io;          /* asked for; each direction's ring says what it got */
+	struct host_delay host_delay[HOST_DELAY_MAX]; /* --host-delay, both directions */
+	unsigned n_host_delay;
 };
 
 struct link {
@@ -231,9 +244,11 @@ uint64_t now_ns(void);
 int dir_init(struct link *l, int index, char *err, size_t errlen);
 void dir_destroy(struct link_dir *d);
 /* A frame of len bytes read at t into p (already validated); the caller
- * has served the queue up to t. */
+ * has served the queue up to t. A frame from a --host-delay host waits out
+ * its delay first and reaches the queue at t + that delay. */
 void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t);
-/* Serializer catch-up: start every transmission due by t. */
+/* Serializer catch-up: start every transmission due by t, admitting the
+ * host-delayed frames due by t at their own times on the way. */
 void dir_serve(struct link_dir *d, uint64_t t);
 /* Return the frames the sender has sent to the pool. */
 void dir_reclaim(struct link_dir *d);

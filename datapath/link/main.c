@@ -53,6 +53,8 @@ static void usage(FILE *f)
 		"  --release-batch DUR    a sender's timed wake-ups are at least DUR apart (250us, 1ms;\n"
 		"                         a bare number is ms) and each sends what is due: frames up to\n"
 		"                         DUR late, fewer wake-ups (default 0: each frame at its release)\n"
+		"  --host-delay ADDR=DUR  frames from host ADDR (IPv4/IPv6 source) wait DUR more before\n"
+		"                         the queue, as on a longer access link (repeat, up to 16 hosts)\n"
 		"  --rx-io HOW            how frames are read: ring (a mapped PACKET_RX_RING, no system\n"
 		"                         call per batch), recvmmsg, or auto (default: the ring, else\n"
 		"                         recvmmsg); show and stats say which runs\n",
@@ -75,7 +77,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 {
 	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
 	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET,
-	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RX_IO };
+	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RX_IO, O_HOST_DELAY };
 	static const struct option opts[] = {
 		{"if-a", required_argument, 0, O_IF_A},
 		{"if-b", required_argument, 0, O_IF_B},
@@ -96,6 +98,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		{"single-thread", no_argument, 0, O_SINGLE_THREAD},
 		{"release-batch", required_argument, 0, O_RELEASE_BATCH},
 		{"rx-io", required_argument, 0, O_RX_IO},
+		{"host-delay", required_argument, 0, O_HOST_DELAY},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -184,6 +187,12 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 				cfg->rx_io = RX_IO_RECVMMSG;
 			else
 				die_param("rx-io", "must be auto, ring or recvmmsg");
+			break;
+		case O_HOST_DELAY:
+			if (host_delay_parse(optarg, cfg->host_delay, cfg->n_host_delay,
+					     &cfg->host_delay[cfg->n_host_delay], err, sizeof(err)) < 0)
+				die_param("host-delay", err);
+			cfg->n_host_delay++;
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);

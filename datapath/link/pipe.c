@@ -263,10 +263,23 @@ void dir_reclaim(struct link_dir *d)
 		pool_put(&d->link->pool, d->freed[d->freed_head++ & d->line_mask]);
 }
 
+/* Into the queue at t (the queue served up to t). */
+static void enqueue_at(struct link_dir *d, struct pkt *p, uint64_t t)
+{
+	p->arrival_ns = t;
+	/* An idle serializer cannot start in the past. The queue was served
+	 * up to t, so an empty queue means the link has been idle. */
+	if (d->free_ns < t && aqm_qlen_pkts(d->q) == 0)
+		d->free_ns = t;
+	aqm_enqueue(d->q, &p->aqm, t);
+}
+
 void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 {
+	const struct link_config *cfg = &d->link->cfg;
 	struct frame_info fi;
 	struct flow_stats *f;
+	int h;
 
 	frame_classify(p->data, len, d->link->hash_seed, &fi);
 	p->flow_idx = flow_lookup(d, &fi);
@@ -276,7 +289,6 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 	d->rx_frames++;
 	d->rx_bytes += len;
 
-	p->arrival_ns = t;
 	p->aqm.next = NULL;
 	p->aqm.flow_hash = fi.flow_hash;
 	p->aqm.host_hash = fi.host_hash;
@@ -284,12 +296,50 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 	p->aqm.dscp = fi.dscp;
 	p->aqm.band = 0;
 	p->aqm.frame = p->data;
-	/* An idle serializer cannot start in the past. The caller served the
-	 * queue up to t, so an empty queue means the link has been idle. */
-	if (d->free_ns < t && aqm_qlen_pkts(d->q) == 0)
-		d->free_ns = t;
-	aqm_enqueue(d->q, &p->aqm, t);
+	h = cfg->n_host_delay ? host_delay_find(cfg->host_delay, cfg->n_host_delay, &fi.key) : -1;
+	if (h >= 0 && cfg->host_delay[h].delay_ns > 0) {
+		/* One host, one constant delay: its line stays in due order. */
+		struct access_line *a = &d->access[h];
+
+		p->arrival_ns = t + cfg->host_delay[h].delay_ns;
+		if (a->tail)
+			a->tail->aqm.next = &p->aqm;
+		else
+			a->head = p;
+		a->tail = p;
+		d->access_pkts++;
+		return;
+	}
+	enqueue_at(d, p, t);
 	dir_serve(d, t);
+}
+
+/* The host line whose head is due first, if by t; -1 otherwise. */
+static int access_due(const struct link_dir *d, uint64_t t)
+{
+	int best = -1;
+	uint64_t due = t;
+
+	for (unsigned i = 0; i < d->link->cfg.n_host_delay; i++) {
+		const struct pkt *p = d->access[i].head;
+		if (p && p->arrival_ns <= due) {
+			best = (int)i;
+			due = p->arrival_ns;
+		}
+	}
+	return best;
+}
+
+static uint64_t access_next_due(const struct link_dir *d)
+{
+	uint64_t due = UINT64_MAX;
+
+	for (unsigned i = 0; i < d->link->cfg.n_host_delay && d->access_pkts; i++) {
+		const struct pkt *p = d->access[i].head;
+		if (p && p->arrival_ns < due)
+			due = p->arrival_ns;
+	}
+	return due;
 }
 
 static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
@@ -298,10 +348,10 @@ static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
 	return (bits * 1000000000ull + d->rate_bps - 1) / d->rate_bps;
 }
 
-void dir_serve(struct link_dir *d, uint64_t t)
+/* Starts every transmission due by t; *first_release is the release time
+ * of the first frame it put in the delay line, if it was still unset. */
+static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 {
-	uint64_t first_release = UINT64_MAX;
-
 	while (d->free_ns <= t) {
 		uint64_t start = d->free_ns;
 		struct aqm_pkt *ap = aqm_dequeue(d->q, start);
@@ -315,8 +365,8 @@ void dir_serve(struct link_dir *d, uint64_t t)
 		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
 		d->free_ns = start + tx_time_ns(d, ap->len);
 		p->release_ns = d->free_ns + d->delay_ns;
-		if (first_release == UINT64_MAX)
-			first_release = p->release_ns;
+		if (*first_release == UINT64_MAX)
+			*first_release = p->release_ns;
 		d->line[d->line_tail & d->line_mask] = p;
 		/* seq_cst pairs with the sender's store of tx_sleep_until and
 		 * re-read of line_tail: one of us always sees the other. */
@@ -330,6 +380,29 @@ void dir_serve(struct link_dir *d, uint64_t t)
 		s->len = ap->len;
 		d->sample_count++;
 	}
+}
+
+void dir_serve(struct link_dir *d, uint64_t t)
+{
+	uint64_t first_release = UINT64_MAX;
+	int h;
+
+	/* Host-delayed frames due by t reach the queue at their own times,
+	 * in time order, each after the queue was served up to it: they meet
+	 * the queue the link would have had then. */
+	while (d->access_pkts && (h = access_due(d, t)) >= 0) {
+		struct access_line *a = &d->access[h];
+		struct pkt *p = a->head;
+
+		a->head = (struct pkt *)p->aqm.next;
+		if (!a->head)
+			a->tail = NULL;
+		p->aqm.next = NULL;
+		d->access_pkts--;
+		serve_until(d, p->arrival_ns, &first_release);
+		enqueue_at(d, p, p->arrival_ns);
+	}
+	serve_until(d, t, &first_release);
 	/* Wake the sender if its line was empty (tx_sleep_until is then
 	 * UINT64_MAX) or the first new frame is due before the line's head
 	 * (only after set_link lowered the delay). Otherwise the sender
@@ -365,7 +438,15 @@ uint64_t dir_next_event(const struct link_dir *d)
 		 * each start, as before, which gives the sender the whole
 		 * delay. */
 		uint64_t lead = d->delay_ns >= 2 * SERVE_LEAD_NS ? d->delay_ns / 2 : d->delay_ns;
-		return aqm_qlen_pkts(d->q) > 0 ? d->free_ns + d->delay_ns - lead : UINT64_MAX;
+		uint64_t access = access_next_due(d);
+
+		if (aqm_qlen_pkts(d->q) > 0)
+			next = d->free_ns + d->delay_ns - lead;
+		/* A host-delayed frame enters the queue when due and can
+		 * leave it no sooner: the same lead before its release. */
+		if (access != UINT64_MAX && access + d->delay_ns - lead < next)
+			next = access + d->delay_ns - lead;
+		return next;
 	}
 	/* Single thread: the releases are ours too. The head of the queue
 	 * cannot be released before free_ns + delay: waking then is early
@@ -374,5 +455,7 @@ uint64_t dir_next_event(const struct link_dir *d)
 		next = d->line[d->line_head & d->line_mask]->release_ns;
 	if (aqm_qlen_pkts(d->q) > 0 && d->free_ns + d->delay_ns < next)
 		next = d->free_ns + d->delay_ns;
+	if (access_next_due(d) != UINT64_MAX && access_next_due(d) + d->delay_ns < next)
+		next = access_next_due(d) + d->delay_ns;
 	return next;
 }

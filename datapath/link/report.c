@@ -140,6 +140,15 @@ void report_show(struct link *l, struct jbuf *b)
 	jb_ku64(b, "seed", l->cfg.seed);
 	jb_kdbl(b, "release_batch_us", (double)l->cfg.release_batch_ns / 1e3);
 	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
+	jb_key(b, "host_delays");
+	jb_arr_open(b);
+	for (unsigned i = 0; i < l->cfg.n_host_delay; i++) {
+		jb_obj_open(b);
+		jb_kstr(b, "addr", l->cfg.host_delay[i].addr_text);
+		jb_kdbl(b, "delay_ms", (double)l->cfg.host_delay[i].delay_ns / 1e6);
+		jb_obj_close(b);
+	}
+	jb_arr_close(b);
 	jb_kstr(b, "log", l->cfg.log_path ? l->cfg.log_path : "");
 	jb_key(b, "disciplines");
 	jb_arr_open(b);
@@ -257,6 +266,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		jb_ku64(b, "qlen_pkts", aqm_qlen_pkts(d->q));
 		jb_ku64(b, "qlen_bytes", aqm_qlen_bytes(d->q));
 		jb_ku64(b, "delay_line_pkts", dir_line_len(d));
+		jb_ku64(b, "host_delay_pkts", d->access_pkts);
 		put_drops(b, "drops", d->drops);
 		put_qdisc(b, d->q);
 		jb_key(b, "queue");

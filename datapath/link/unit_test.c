@@ -5,6 +5,7 @@
  * tests/link/test_link_units.py. */
 #include "frame.h"
 #include "host_key.h"
+#include "host_delay.h"
 #include "json.h"
 #include "units.h"
 #include "../host/aqm_host.h"
@@ -87,6 +88,51 @@ static void test_put_vlan_tag(void)
 	CHECK(frame_put_vlan_tag(f, 60, sizeof(f), 0x88a8, 1) == 64);
 	CHECK(frame_put_vlan_tag(f, 11, sizeof(f), 0x8100, 1) == 0);
 	CHECK(frame_put_vlan_tag(f, 2, 3, 0x8100, 1) == 0);
+}
+
+/* --host-delay: ADDR=DUR parsed and refused like the other durations, and a
+ * frame matched by its source address only. */
+static void test_host_delay(void)
+{
+	struct host_delay t[HOST_DELAY_MAX + 1] = {0};
+	struct flow_key k;
+	char err[256];
+	unsigned n = 0;
+
+	CHECK(host_delay_parse("10.0.0.1=40ms", t, n, &t[n], err, sizeof(err)) == 0);
+	CHECK(t[0].family == 4 && t[0].delay_ns == 40000000ull && strcmp(t[0].addr_text, "10.0.0.1") == 0);
+	n++;
+	CHECK(host_delay_parse("fd00::2=2.5", t, n, &t[n], err, sizeof(err)) == 0);
+	CHECK(t[1].family == 6 && t[1].delay_ns == 2500000ull);
+	n++;
+	CHECK(host_delay_parse("10.0.0.1=5ms", t, n, &t[n], err, sizeof(err)) < 0 && strstr(err, "twice"));
+	CHECK(host_delay_parse("10.0.0.300=5ms", t, n, &t[n], err, sizeof(err)) < 0 && strstr(err, "address"));
+	CHECK(host_delay_parse("10.0.0.3", t, n, &t[n], err, sizeof(err)) < 0 && strstr(err, "ADDR=DELAY"));
+	CHECK(host_delay_parse("10.0.0.3=11s", t, n, &t[n], err, sizeof(err)) < 0);
+	CHECK(host_delay_parse("10.0.0.3=soon", t, n, &t[n], err, sizeof(err)) < 0);
+	while (n < HOST_DELAY_MAX) {
+		char arg[32];
+		snprintf(arg, sizeof(arg), "10.1.0.%u=1ms", n);
+		CHECK(host_delay_parse(arg, t, n, &t[n], err, sizeof(err)) == 0);
+		n++;
+	}
+	CHECK(host_delay_parse("10.2.0.1=1ms", t, n, &t[n], err, sizeof(err)) < 0 && strstr(err, "at most"));
+
+	memset(&k, 0, sizeof(k));
+	k.family = 4;
+	memcpy(k.src, (uint8_t[]){10, 0, 0, 1}, 4);
+	CHECK(host_delay_find(t, n, &k) == 0);
+	memcpy(k.dst, k.src, 4); /* the destination does not count */
+	memcpy(k.src, (uint8_t[]){10, 0, 0, 9}, 4);
+	CHECK(host_delay_find(t, n, &k) == -1);
+	k.family = 0; /* not IP (ARP): never delayed */
+	memcpy(k.src, (uint8_t[]){10, 0, 0, 1}, 4);
+	CHECK(host_delay_find(t, n, &k) == -1);
+	k.family = 6;
+	memset(k.src, 0, 16);
+	k.src[0] = 0xfd;
+	k.src[15] = 2;
+	CHECK(host_delay_find(t, n, &k) == 1);
 }
 
 static void test_classify(void)
@@ -365,6 +411,7 @@ int main(void)
 	test_host_rng();
 	test_frame_check();
 	test_put_vlan_tag();
+	test_host_delay();
 	test_classify();
 	test_host_key();
 	test_json();

@@ -112,9 +112,12 @@ def ab_stats_once(d: LinkDaemon, ok, what: str, timeout_s: float = COUNTER_TIMEO
     return eventually(check, timeout_s=timeout_s, what=what)
 
 
-def ping_rtts_ms(lab: NetLab, count: int, interval: float = 0.1) -> list[float]:
-    out = lab.ns(lab.ns_a, "ping", "-n", "-c", str(count), "-i", str(interval), HOST_B_IP,
-                 check=False).stdout
+def ping_rtts_ms(lab: NetLab, count: int, interval: float = 0.1, src: str | None = None,
+                 from_b: bool = False) -> list[float]:
+    """RTTs of pings from host A to B (from_b: B to A's address src), optionally from A's
+    address src."""
+    where, args = (lab.ns_b, [src or HOST_A_IP]) if from_b else (lab.ns_a, (["-I", src] if src else []) + [HOST_B_IP])
+    out = lab.ns(where, "ping", "-n", "-c", str(count), "-i", str(interval), *args, check=False).stdout
     return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
 
 
@@ -134,6 +137,9 @@ BAD_START = [
     (["--rate", "50mbit", "--release-batch", "11ms"], "release-batch"),
     (["--rate", "50mbit", "--release-batch", "soon"], "release-batch"),
     (["--rate", "50mbit", "--rx-io", "mmap"], "rx-io"),
+    (["--rate", "50mbit", "--host-delay", "10.0.0.1"], "host-delay"),
+    (["--rate", "50mbit", "--host-delay", "h1=5ms"], "host-delay"),
+    (["--rate", "50mbit", "--host-delay", "10.0.0.1=5ms", "--host-delay", "10.0.0.1=6ms"], "host-delay"),
     (["--rate", "50mbit", "--release-batch", "1ms", "--single-thread"], "release-batch"),
 ]
 
@@ -186,6 +192,44 @@ def test_ping_rtt_is_twice_the_delay(lab, daemon_factory, mode):
     st = d.stop()
     assert st["dirs"]["ab"]["tx_frames"] >= 21 and st["dirs"]["ba"]["tx_frames"] >= 21
     assert st["dirs"]["ab"]["rx_io"] == want_io and st["dirs"]["ab"]["rx_kernel_drops"] == 0
+
+
+# --host-delay ADDR=DUR: frames from ADDR wait DUR before the queue, so each source address has its
+# own base RTT: 2 x 10 ms plus its delay, on pings from A (its echo requests are delayed) and from B
+# (the replies from A's address are). Host A gets two more addresses for two more "hosts"; its own
+# address, without a delay, is the baseline measured in the same run (ping over ckcd-link is
+# 0.3-0.5 ms above 2 x 10 ms here: the hosts' stacks, two releases, ping's 0.1 ms resolution).
+# Tolerance: never below 2 x 10 ms plus the delay (the delay line never releases early), and the
+# median within 0.5 ms of the baseline's median plus the delay.
+HOST_DELAYS_MS = {"10.77.0.11": 5.0, "10.77.0.12": 25.0}
+
+
+def _median_rtt_ms(lab, src: str, from_b: bool, floor_ms: float) -> float:
+    ping_rtts_ms(lab, 1, src=src, from_b=from_b)  # ARP: not measured
+    rtts = sorted(ping_rtts_ms(lab, 20, src=src, from_b=from_b))
+    what = f"ping {'B to' if from_b else 'from'} {src}: {rtts}"
+    assert len(rtts) == 20, what
+    assert rtts[0] >= floor_ms, what
+    print(f"\n{what[:what.index(':')]}: min {rtts[0]:.3f}, median {rtts[10]:.3f} ms")
+    return rtts[10]
+
+
+def test_host_delay_gives_each_host_its_own_rtt(lab, daemon_factory):
+    for addr in HOST_DELAYS_MS:
+        lab.ns(lab.ns_a, "ip", "addr", "add", f"{addr}/24", "dev", lab.if_ha)
+    try:
+        d = daemon_factory(qdisc="droptail limit=100", host_delay_ms=HOST_DELAYS_MS)
+        assert d.show()["host_delays"] == [{"addr": a, "delay_ms": ms} for a, ms in HOST_DELAYS_MS.items()]
+        for from_b in (False, True):
+            base = _median_rtt_ms(lab, HOST_A_IP, from_b, 2 * DELAY_MS)
+            for src, extra_ms in HOST_DELAYS_MS.items():
+                median = _median_rtt_ms(lab, src, from_b, 2 * DELAY_MS + extra_ms)
+                assert abs(median - base - extra_ms) <= 0.5, (src, from_b, median, base)
+        st = d.stats()["dirs"]
+        assert st["ab"]["host_delay_pkts"] == 0 and st["ba"]["host_delay_pkts"] == 0
+    finally:
+        for addr in HOST_DELAYS_MS:
+            lab.ns(lab.ns_a, "ip", "addr", "del", f"{addr}/24", "dev", lab.if_ha, check=False)
 
 
 # --release-batch B: a sender's timed wake-ups are at least B apart (it sends what is due and then
