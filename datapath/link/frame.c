@@ -27,8 +27,9 @@ enum frame_verdict frame_check(const uint8_t *frame, uint32_t len, uint32_t mtu)
 	if (len < ETH_HDR_LEN)
 		return FRAME_RUNT;
 	if (len > max) {
-		/* One 802.1Q tag rides on top of the MTU, as on a real port. */
-		if (len > max + VLAN_TAG_LEN || !is_vlan(rd16(frame + 12)))
+		/* One 802.1Q tag rides on top of the MTU, as on a real port (and
+		 * as AF_PACKET sends it: an 802.1ad outer tag gets no allowance). */
+		if (len > max + VLAN_TAG_LEN || rd16(frame + 12) != ETHERTYPE_VLAN)
 			return FRAME_OVERSIZE;
 	}
 	return FRAME_OK;

@@ -184,6 +184,7 @@ struct link_dir {
 	/* counters (main thread) */
 	uint64_t rx_frames, rx_bytes, rx_runt, rx_oversize, rx_no_buffer, rx_outgoing;
 	uint64_t rx_kernel_drops; /* frames the socket dropped before we read them (PACKET_STATISTICS) */
+	uint64_t rx_socket_errors; /* errors the socket reported (the interface went down) */
 	/* counters (sender thread) */
 	uint64_t tx_frames, tx_bytes, tx_errors;
 	struct late_hist tx_wake; /* sender's wake-ups against their deadline */
@@ -276,6 +277,9 @@ void pool_put(struct pkt_pool *pool, struct pkt *p);
 int port_open(const char *ifname, int *ifindex, enum rx_io io, uint32_t max_frame,
 	      struct rx_ring *ring, char *err, size_t errlen);
 void port_close(int fd, struct rx_ring *ring);
+/* After EPOLLERR on d's socket: read (and so clear) the error, count and
+ * log it. */
+void port_clear_error(struct link_dir *d, const char *ifname);
 /* Adds what the kernel dropped on d's socket since the last call to
  * d->rx_kernel_drops (the kernel's counter resets on each read). */
 void port_count_kernel_drops(struct link_dir *d);

@@ -402,8 +402,14 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			struct ep_tag *tag = events[i].data.ptr;
 			switch (tag->kind) {
-			case EP_PORT_A: readable[0] = 1; break;
-			case EP_PORT_B: readable[1] = 1; break;
+			case EP_PORT_A:
+			case EP_PORT_B: {
+				int port = tag->kind == EP_PORT_A ? 0 : 1;
+				if (events[i].events & EPOLLERR)
+					port_clear_error(&l.dir[port], l.cfg.if_name[port]);
+				readable[port] = 1;
+				break;
+			}
 			case EP_TIMER: {
 				uint64_t expirations;
 				if (read(tfd, &expirations, sizeof(expirations)) < 0) {

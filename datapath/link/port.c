@@ -72,7 +72,7 @@ static int ring_map(int fd, uint32_t max_frame, struct rx_ring *ring, char *err,
 		return -1;
 	}
 	map = mmap(NULL, (size_t)block * req.tp_block_nr, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED) {
+	if (map == MAP_FAILED) { /* the ring stays installed: the caller drops this socket */
 		snprintf(err, errlen, "mmap of the receive ring: %s", strerror(errno));
 		return -1;
 	}
@@ -83,22 +83,12 @@ static int ring_map(int fd, uint32_t max_frame, struct rx_ring *ring, char *err,
 	return 0;
 }
 
-int port_open(const char *ifname, int *ifindex, enum rx_io io, uint32_t max_frame,
-	      struct rx_ring *ring, char *err, size_t errlen)
+/* A raw socket on ifname, not yet bound (protocol 0: nothing queues on it). */
+static int packet_socket(const char *ifname, char *err, size_t errlen)
 {
-	struct sockaddr_ll sll;
-	struct packet_mreq mr;
-	int fd, one = 1, rcvbuf = SOCK_RCVBUF_BYTES, sndbuf = SOCK_SNDBUF_BYTES;
-	char why[160];
+	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+	int sndbuf = SOCK_SNDBUF_BYTES;
 
-	memset(ring, 0, sizeof(*ring));
-	*ifindex = (int)if_nametoindex(ifname);
-	if (*ifindex == 0) {
-		snprintf(err, errlen, "no such interface '%s'", ifname);
-		return -1;
-	}
-	/* Protocol 0 until bound, so nothing from other interfaces queues up. */
-	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(err, errlen, "socket(AF_PACKET): %s", strerror(errno));
 		return -1;
@@ -112,24 +102,48 @@ int port_open(const char *ifname, int *ifindex, enum rx_io io, uint32_t max_fram
 		fprintf(stderr, "ckcd-link: %s: PACKET_QDISC_BYPASS: %s\n", ifname, strerror(errno));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	return fd;
+}
+
+int port_open(const char *ifname, int *ifindex, enum rx_io io, uint32_t max_frame,
+	      struct rx_ring *ring, char *err, size_t errlen)
+{
+	struct sockaddr_ll sll;
+	struct packet_mreq mr;
+	int fd, one = 1, rcvbuf = SOCK_RCVBUF_BYTES;
+	char why[160];
+
+	memset(ring, 0, sizeof(*ring));
+	*ifindex = (int)if_nametoindex(ifname);
+	if (*ifindex == 0) {
+		snprintf(err, errlen, "no such interface '%s'", ifname);
+		return -1;
+	}
+	fd = packet_socket(ifname, err, errlen);
+	if (fd < 0)
+		return -1;
 	if (io != RX_IO_RECVMMSG && ring_map(fd, max_frame, ring, why, sizeof(why)) < 0) {
+		/* A ring half set up (installed but not mapped) would take every
+		 * frame from recvmmsg: start again on a fresh socket. */
+		close(fd);
 		if (io == RX_IO_RING) {
 			snprintf(err, errlen, "%s: receive ring: %s", ifname, why);
-			close(fd);
 			return -1;
 		}
 		fprintf(stderr, "ckcd-link: %s: no receive ring (%s): reading with recvmmsg\n",
 			ifname, why);
-		/* The socket may have taken TPACKET_V2 before the ring failed;
-		 * recvmmsg does not care. */
+		fd = packet_socket(ifname, err, errlen);
+		if (fd < 0)
+			return -1;
 	}
-	if (!ring->map &&
-	    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	/* recvmmsg learns of a tag the kernel took off from this. */
-	if (!ring->map && setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0)
-		fprintf(stderr, "ckcd-link: %s: PACKET_AUXDATA: %s (802.1Q tags may be lost)\n",
-			ifname, strerror(errno));
+	if (!ring->map) {
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
+			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+		/* recvmmsg learns of a tag the kernel took off from this. */
+		if (setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0)
+			fprintf(stderr, "ckcd-link: %s: PACKET_AUXDATA: %s (802.1Q tags may be lost)\n",
+				ifname, strerror(errno));
+	}
 
 	memset(&sll, 0, sizeof(sll));
 	sll.sll_family = AF_PACKET;
@@ -155,6 +169,19 @@ void port_close(int fd, struct rx_ring *ring)
 		munmap(ring->map, ring->map_len);
 	memset(ring, 0, sizeof(*ring));
 	close(fd);
+}
+
+void port_clear_error(struct link_dir *d, const char *ifname)
+{
+	int e = 0;
+	socklen_t len = sizeof(e);
+
+	/* Reading SO_ERROR clears it; with a ring nothing else would (no
+	 * receive call), and epoll would report it on every turn. */
+	if (getsockopt(d->rx_fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 && e) {
+		d->rx_socket_errors++;
+		fprintf(stderr, "ckcd-link: %s: %s\n", ifname, strerror(e));
+	}
 }
 
 void port_count_kernel_drops(struct link_dir *d)
@@ -257,27 +284,28 @@ static int receive_ring(struct link_dir *d, int budget)
 			uint32_t status = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
 			const struct sockaddr_ll *sll;
 			struct pkt *p;
+			int tagged;
 
 			if (!(status & TP_STATUS_USER))
 				return total;
 			sll = (const void *)((uint8_t *)h + TPACKET_ALIGN(sizeof(*h)));
+			tagged = !!(status & TP_STATUS_VLAN_VALID);
 			if (sll->sll_pkttype == PACKET_OUTGOING) {
 				d->rx_outgoing++;
+			} else if (h->tp_len + (tagged ? VLAN_TAG_LEN : 0) > max_frame) {
+				d->rx_oversize++; /* by its length, not read */
 			} else if (!(p = pool_get(&d->link->pool))) {
 				d->rx_no_buffer++;
 			} else {
-				int tagged = !!(status & TP_STATUS_VLAN_VALID);
 				uint16_t tpid = status & TP_STATUS_VLAN_TPID_VALID ? h->tp_vlan_tpid : 0;
 				uint32_t len = h->tp_len;
 
 				/* A slot holds the largest valid frame, so one that
-				 * fits was captured whole; a longer one is counted as
-				 * oversize by its length, not read. */
-				if (len <= max_frame && h->tp_snaplen == len &&
-				    h->tp_mac + (size_t)len <= ring->frame_size)
+				 * fits was captured whole. */
+				if (h->tp_snaplen == len && h->tp_mac + (size_t)len <= ring->frame_size)
 					memcpy(p->data, (uint8_t *)h + h->tp_mac, len);
-				else if (len <= max_frame)
-					len = max_frame + 1;
+				else
+					len = max_frame + 1; /* cannot happen: counted as oversize */
 				accept_frame(d, p, len, tagged, tpid, h->tp_vlan_tci, t);
 			}
 			__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);

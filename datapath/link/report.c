@@ -259,6 +259,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		jb_ku64(b, "rx_no_buffer", d->rx_no_buffer);
 		port_count_kernel_drops(d);
 		jb_ku64(b, "rx_kernel_drops", d->rx_kernel_drops);
+		jb_ku64(b, "rx_socket_errors", d->rx_socket_errors);
 		jb_kstr(b, "rx_io", rx_io_name(d->ring.map ? RX_IO_RING : RX_IO_RECVMMSG));
 		jb_ku64(b, "tx_frames", COUNTER_READ(d->tx_frames));
 		jb_ku64(b, "tx_bytes", COUNTER_READ(d->tx_bytes));

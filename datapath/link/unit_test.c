@@ -71,6 +71,9 @@ static void test_frame_check(void)
 	CHECK(frame_check(f, 1518, 1500) == FRAME_OK);
 	CHECK(frame_check(f, 1519, 1500) == FRAME_OVERSIZE);
 	CHECK(frame_check(f, 9014, 9000) == FRAME_OK);
+	eth(f, 0x88a8); /* 802.1ad: no allowance (the kernel would refuse to send it) */
+	CHECK(frame_check(f, 1514, 1500) == FRAME_OK);
+	CHECK(frame_check(f, 1518, 1500) == FRAME_OVERSIZE);
 }
 
 /* A tag the kernel took off (VLAN acceleration) goes back where it was. */
