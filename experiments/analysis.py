@@ -56,7 +56,7 @@ def run_metrics(record: dict) -> dict:
     run is trusted with the reasons it is not."""
     scenario = Scenario.from_dict(record["scenario"])
     w0, w1 = scenario.measure_window_s
-    flows = [_flow_metrics(f, w0, w1) for f in record["flows"]]
+    flows = [_flow_metrics(f, w0, w1, _base_rtt_ms(scenario, f)) for f in record["flows"]]
     rates = [f["mean_mbps"] or 0.0 for f in flows]
     total = sum(rates)
     rate_bps = _mean_rate_bps(scenario.link.rate_bps, record.get("link_changes", []), w0, w1)
@@ -66,9 +66,12 @@ def run_metrics(record: dict) -> dict:
              for name, link in record["links"].items()}
     rtt = _stats(in_window(record.get("ping", []), w0, w1))
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
-    reasons = _untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows)
+    ping = record["scenario"].get("ping") or {}
+    ping_access_ms = sum(scenario.access_delay_ms.get(ping.get(end), 0.0) for end in ("src", "dst"))
+    reasons = _untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms)
     return {"window_s": [w0, w1], "flows": flows,
             "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
+            "rtts": _group_metrics(flows, rates, "rtt_class"),
             "jain": jain_index(rates), "total_mbps": total,
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
@@ -87,28 +90,67 @@ def _mean_rate_bps(start_bps: int, applied: list[dict], w0: float, w1: float) ->
     return total / (w1 - w0) if w1 > w0 else float(start_bps)
 
 
-def _flow_metrics(flow: dict, w0: float, w1: float) -> dict:
-    """A flow's goodput and sRTT over the window; a flow that sent nothing there has 0 Mbit/s,
-    one that failed has none."""
+def jain_series(flows: list[dict]) -> list[list[float]]:
+    """Jain's index over time: per second of the run, over the flows with a goodput sample in
+    it (iperf3's 1 s intervals, by their midpoints), [t, index] with t the second's middle."""
+    by_second: dict[int, list[float]] = {}
+    for f in flows:
+        for t, mbps, *_ in f.get("goodput", []):
+            by_second.setdefault(int(t), []).append(mbps)
+    return [[sec + 0.5, jain_index(rates)] for sec, rates in sorted(by_second.items())
+            if len(rates) > 1 and jain_index(rates) is not None]
+
+
+def rtt_class(base_rtt_ms: float | None) -> str | None:
+    """The name of the group of flows with one base RTT: "20 ms RTT" ("rtts" in the metrics)."""
+    return None if base_rtt_ms is None else f"{base_rtt_ms:g} ms RTT"
+
+
+def _base_rtt_ms(scenario: Scenario, flow: dict) -> float | None:
+    """The RTT the scenario gives the flow without queueing (None for records without src/dst)."""
+    if "src" not in flow or "dst" not in flow:
+        return None
+    return scenario.link.rtt_ms + scenario.access_delay_ms.get(flow["src"], 0.0) + \
+        scenario.access_delay_ms.get(flow["dst"], 0.0)
+
+
+def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -> dict:
+    """A flow's goodput, sRTT and cwnd over the window, its base RTT (the scenario's) and the
+    smallest RTT its TCP measured (the kernel's min RTT, over the whole flow); a flow that sent
+    nothing in the window has 0 Mbit/s, one that failed has none."""
     goodput = window_rate(flow["goodput"], w0, w1)
+    tcp = flow.get("tcp_info") or []  # [t, sRTT ms, cwnd segments, min RTT ms]
     return {"label": flow["label"], "cc": flow["cc"], "aggregate": flow.get("aggregate"),
             "mean_mbps": goodput if goodput is not None else (None if flow["error"] else 0.0),
             "srtt_ms": _stats(in_window(flow["srtt"], w0, w1)), "retransmits": flow.get("retransmits"),
+            "base_rtt_ms": base_rtt_ms, "min_rtt_ms": flow.get("min_rtt_ms"),
+            "rtt_class": rtt_class(base_rtt_ms),
+            "cwnd_pkts": _stats(in_window([[r[0], r[2]] for r in tcp if r[2] is not None], w0, w1)),
             "link_drops": sum(sum(d.values()) for d in (flow.get("link_drops") or {}).values()),
             "error": flow["error"]}
 
 
 def _group_metrics(flows: list[dict], rates: list[float], attr: str) -> dict:
-    """Per value of the flows' `attr` (cc: the classes; aggregate), sorted by it: how many flows,
-    their total and mean rate, Jain's index among them and their mean sRTT."""
+    """Per value of the flows' `attr` (cc: the classes; aggregate; rtt_class), sorted by it: how
+    many flows, their total and mean rate, Jain's index among them, their mean sRTT and min RTT."""
     groups: dict = {}
     for f, r in zip(flows, rates):
         if f[attr]:
             groups.setdefault(f[attr], []).append((r, f))
     return {name: {"flows": len(g), "total_mbps": sum(r for r, _ in g),
                    "mean_mbps": sum(r for r, _ in g) / len(g), "jain": jain_index([r for r, _ in g]),
-                   "srtt_ms": _mean([f["srtt_ms"]["mean"] for _, f in g])}
-            for name, g in sorted(groups.items())}
+                   "srtt_ms": _mean([f["srtt_ms"]["mean"] for _, f in g]),
+                   "min_rtt_ms": _mean([f.get("min_rtt_ms") for _, f in g if f.get("min_rtt_ms") is not None])}
+            for name, g in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+
+
+def _natural(name: str) -> tuple:
+    """Sort key: "20 ms RTT" before "100 ms RTT"; names without a leading number by name."""
+    head = name.split(" ", 1)[0]
+    try:
+        return (0, float(head), name)
+    except ValueError:
+        return (1, 0.0, name)
 
 
 @dataclasses.dataclass
@@ -167,7 +209,8 @@ def _drops_by_reason(rows) -> dict:
     return drops
 
 
-def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows: list[dict]) -> list[str]:
+def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows: list[dict],
+                       ping_access_ms: float = 0.0) -> list[str]:
     """Why the run's numbers should not be trusted, in this order: a saturated CPU, links that
     fell behind their schedule, ping waiting outside the emulated link, failed flows."""
     # Timing faults (a late link, delay outside it) are blamed on the hypervisor, with the advice
@@ -175,7 +218,7 @@ def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows
     steal = cpu["steal_mean_pct"] or 0.0
     blame = f"; the hypervisor took {steal:.0f} % of the CPU (steal): rerun" if steal >= STEAL_HIGH_PCT else ""
     return (_cpu_reasons(cpu["saturated_fraction"]) + _schedule_reasons(links, blame)
-            + _rtt_reasons(rtt["mean"], delay_ms, links, blame)
+            + _rtt_reasons(rtt["mean"], delay_ms, links, blame, ping_access_ms)
             + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]])
 
 
@@ -201,12 +244,17 @@ def _schedule_reasons(links: dict, blame: str) -> list[str]:
     return reasons
 
 
-def _rtt_reasons(rtt_mean: float | None, delay_ms: float, links: dict, blame: str) -> list[str]:
+def _rtt_reasons(rtt_mean: float | None, delay_ms: float, links: dict, blame: str,
+                 access_ms: float = 0.0) -> list[str]:
+    """access_ms: the ping hosts' access delays (their frames wait them in ckcd-link too)."""
     excess = _rtt_excess_ms(rtt_mean, delay_ms, links)
+    if excess is not None:
+        excess -= access_ms
     if excess is None or excess <= RTT_EXCESS_MAX_MS:
         return []
+    access = f" + {access_ms:g} ms of access delays" if access_ms else ""
     return [f"ping RTT {rtt_mean:.1f} ms is {excess:.1f} ms above what the emulated link explains "
-            f"(2 x {delay_ms:g} ms + its mean queueing delay; limit "
+            f"(2 x {delay_ms:g} ms{access} + its mean queueing delay; limit "
             f"{RTT_EXCESS_MAX_MS:g} ms): packets waited outside ckcd-link{blame}"]
 
 
@@ -294,14 +342,14 @@ def summarize(records: list[dict]) -> list[dict]:
                  "errors": [r["error"] for r in recs if r.get("error")]}
         for name, read in SCALARS.items():
             entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
-        for group in ("classes", "aggregates"):
-            names = sorted({n for r in ok for n in r["metrics"][group]})
+        for group in ("classes", "aggregates", "rtts"):
+            names = sorted({n for r in ok for n in r["metrics"].get(group, {})})
             entry[group] = {n: {"mean_mbps": mean_ci95([r["metrics"][group][n]["mean_mbps"] for r in ok
-                                                         if n in r["metrics"][group]]),
+                                                         if n in r["metrics"].get(group, {})]),
                                 "total_mbps": mean_ci95([r["metrics"][group][n]["total_mbps"] for r in ok
-                                                          if n in r["metrics"][group]]),
+                                                          if n in r["metrics"].get(group, {})]),
                                 "srtt_ms": mean_ci95([r["metrics"][group][n]["srtt_ms"] for r in ok
-                                                      if n in r["metrics"][group]])}
+                                                      if n in r["metrics"].get(group, {})])}
                             for n in names}
         reasons = sorted({k for r in ok for k in r["metrics"]["drops"]})
         entry["drops_by_reason"] = {k: mean_ci95([r["metrics"]["drops"].get(k, 0) for r in ok]) for k in reasons}

@@ -1,4 +1,4 @@
-"""Results on disk: results.json, summary.csv, flows.csv, report.md and PNG plots.
+"""Results on disk: results.json, summary.csv, flows.csv, timeseries.csv, report.md and PNG plots.
 
 `write_report(out_dir, records)` renders everything from the run records; `ckcd-coex report DIR`
 calls it on the records saved under DIR/runs, so a report can be re-rendered (or rendered with a
@@ -36,6 +36,7 @@ def write_report(out_dir: str, records: list[dict], command: str | None = None) 
                             for r in records]}, f, indent=1)
     _summary_csv(os.path.join(out_dir, "summary.csv"), summary)
     _flows_csv(os.path.join(out_dir, "flows.csv"), records)
+    _timeseries_csv(os.path.join(out_dir, "timeseries.csv"), records)
     plots = _plots(out_dir, records, summary)
     _markdown(os.path.join(out_dir, "report.md"), records, summary, head, plots, command)
     return {"summary": summary, "headline": head, "plots": plots}
@@ -67,12 +68,37 @@ def _flows_csv(path: str, records: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["scenario", "case", "rep", "flow", "cc", "aggregate", "mean_mbps", "srtt_mean_ms",
-                    "srtt_p95_ms", "retransmits", "link_drops", "error"])
+                    "srtt_p95_ms", "base_rtt_ms", "min_rtt_ms", "cwnd_mean_pkts", "retransmits", "link_drops",
+                    "error"])
         for r in records:
             for fl in (r.get("metrics") or {}).get("flows", []):
                 w.writerow([r["scenario"]["name"], r["case"]["name"], r["rep"], fl["label"], fl["cc"],
                             fl["aggregate"] or "", _csv_num(fl["mean_mbps"]), _csv_num(fl["srtt_ms"]["mean"]),
-                            _csv_num(fl["srtt_ms"]["p95"]), fl["retransmits"], fl["link_drops"], fl["error"] or ""])
+                            _csv_num(fl["srtt_ms"]["p95"]), _csv_num(fl.get("base_rtt_ms")),
+                            _csv_num(fl.get("min_rtt_ms")), _csv_num((fl.get("cwnd_pkts") or {}).get("mean")),
+                            fl["retransmits"], fl["link_drops"], fl["error"] or ""])
+
+
+def _timeseries_csv(path: str, records: list[dict]) -> None:
+    """Every run's time series in long form, one value a row: each flow's goodput (iperf3's
+    receiver, per second), sRTT, cwnd and min RTT (the kernel's, every tcp_info_interval_s), and
+    Jain's index over the flows sending in each second (flow "all")."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["scenario", "case", "rep", "flow", "cc", "t_s", "series", "value"])
+        for r in records:
+            if not r.get("flows"):
+                continue
+            head = [r["scenario"]["name"], r["case"]["name"], r["rep"]]
+            for fl in r["flows"]:
+                for t, mbps, *_ in fl.get("goodput", []):
+                    w.writerow(head + [fl["label"], fl["cc"], t, "goodput_mbps", _csv_num(mbps)])
+                for t, srtt, cwnd, min_rtt in fl.get("tcp_info") or []:
+                    for name, v in (("srtt_ms", srtt), ("cwnd_pkts", cwnd), ("min_rtt_ms", min_rtt)):
+                        if v is not None:
+                            w.writerow(head + [fl["label"], fl["cc"], t, name, _csv_num(v)])
+            for t, j in analysis.jain_series(r["flows"]):
+                w.writerow(head + ["all", "", t, "jain", _csv_num(j)])
 
 
 def _csv_num(v):
@@ -101,6 +127,10 @@ def _plots(out_dir: str, records: list[dict], summary: list[dict]) -> dict:
         path = os.path.join(plot_dir, f"{name}_timeseries.png")
         _timeseries(plt, path, list(first.values()))
         plots[name].append(os.path.relpath(path, out_dir))
+        if any(f.get("tcp_info") for r in first.values() for f in r["flows"]):
+            path = os.path.join(plot_dir, f"{name}_flows.png")
+            _flow_dynamics(plt, path, list(first.values()))
+            plots[name].append(os.path.relpath(path, out_dir))
         entries = [e for e in summary if e["scenario"] == name and e["jain"]["n"]]
         if entries:
             path = os.path.join(plot_dir, f"{name}_bars.png")
@@ -155,6 +185,44 @@ def _timeseries(plt, path: str, records: list[dict]) -> None:
     sc = records[0]["scenario"]
     fig.suptitle(f"{sc['title']} - {sc['link']['rate_bps'] / 1e6:g} Mbit/s, {sc['link']['delay_ms']:g} ms, "
                  f"{sc['link']['buffer_pkts']} packets", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _flow_dynamics(plt, path: str, records: list[dict]) -> None:
+    """Per case: each flow's cwnd and sRTT over time (the kernel's, ss -tin), and Jain's index
+    over the flows sending in each second."""
+    n = len(records)
+    fig, axes = plt.subplots(n, 3, figsize=(18, 2.6 * n), squeeze=False)
+    for (ax_c, ax_r, ax_j), rec in zip(axes, records):
+        many = len(rec["flows"]) > 5
+        seen = set()
+        for f in rec["flows"]:
+            rows = f.get("tcp_info") or []
+            label = (f["cc"] if many else f["label"]) + (f" {f['base_rtt_ms']:g} ms" if f.get("base_rtt_ms") else "")
+            color = CC_COLORS.get(f["cc"]) if many else None
+            for ax, col in ((ax_c, 2), (ax_r, 1)):
+                pts = [(row[0], row[col]) for row in rows if row[col] is not None]
+                if pts:
+                    t, v = zip(*pts)
+                    ax.plot(t, v, lw=0.8, color=color, label=None if label in seen else label)
+            seen.add(label)
+        jain = analysis.jain_series(rec["flows"])
+        if jain:
+            t, v = zip(*jain)
+            ax_j.plot(t, v, lw=1, color="0.3")
+        for ax, unit, what in ((ax_c, "packets", "cwnd"), (ax_r, "ms", "sRTT"), (ax_j, "Jain", "Jain's index")):
+            ax.axvspan(*rec["metrics"]["window_s"], color="0.93", zorder=0)
+            ax.set_ylabel(unit)
+            ax.set_xlim(left=0)
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{rec['case']['name']}: {what}", fontsize=9)
+        ax_j.set_ylim(0, 1.02)
+        ax_c.legend(fontsize=7, loc="upper right", ncol=3)
+    for ax in axes[-1]:
+        ax.set_xlabel("time (s); shaded: measurement window")
+    fig.suptitle(f"{records[0]['scenario']['title']}: per-flow TCP state", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -282,7 +350,11 @@ def headline_table(head: list[dict]) -> list[str]:
 def case_table(entries: list[dict]) -> list[str]:
     groups = sorted({g for e in entries for g in e["classes"]})
     aggs = sorted({a for e in entries for a in e["aggregates"]})
+    # flows of different base RTTs (access delays): each RTT's mean rate and min RTT
+    rtts = list(dict.fromkeys(g for e in entries for g in e.get("rtts", {})))
+    rtts = sorted(rtts, key=lambda g: float(g.split(" ", 1)[0])) if len(rtts) > 1 else []
     head = ["case", "Jain"] + [f"{g} Mbit/s/flow" for g in groups] + [f"{a} Mbit/s, sRTT ms" for a in aggs] + \
+           [f"{g}: Mbit/s/flow" for g in rtts] + \
            ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops",
             "CPU %", "trusted"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -292,6 +364,7 @@ def case_table(entries: list[dict]) -> list[str]:
         cells += [_ci(e["classes"][g]["mean_mbps"]) if g in e["classes"] else "" for g in groups]
         cells += [f"{_ci(e['aggregates'][a]['total_mbps'])}, {_ci(e['aggregates'][a]['srtt_ms'])}"
                   if a in e["aggregates"] else "" for a in aggs]
+        cells += [_ci(e["rtts"][g]["mean_mbps"]) if g in e.get("rtts", {}) else "" for g in rtts]
         cells += [_ci(e["total_mbps"]), _ci(e["utilization"], 0, 100) + " %",
                   " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
                                                             "queue_delay_p99_ms")),

@@ -38,6 +38,7 @@ from experiments.lab import Controller, mininet_net
 from experiments.progress import Progress
 from experiments.rest_client import CoexClient
 from experiments.scenario import Case, Flow, Scenario, spec_with_addresses
+from experiments.tcpinfo import TcpInfoSampler
 from experiments.topos import topology
 from ovs_config.bottleneck import SwitchLink
 from ovs_config.lablock import lab_lock
@@ -110,7 +111,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
     os.makedirs(run_dir, exist_ok=True)
     for old in os.listdir(run_dir):
         os.unlink(os.path.join(run_dir, old))
-    topo, link_ends = topology(scenario.topology)
+    topo, link_ends = topology(scenario.topology, scenario.hosts_per_side)
     spec = scenario.qdisc_spec(case.discipline)
     seed = zlib.crc32(f"{scenario.name}/{case.name}/{rep}".encode())
     ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=os.path.join(run_dir, "controller.log"),
@@ -122,13 +123,16 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
         net = stack.enter_context(mininet_net(topo, ctl, discovery_wait_s=0))
         spec = spec_with_addresses(spec, lambda host: net.get(host).IP())
         record["qdisc"] = spec
+        # Every link gets every host's delay: a flow crosses one of them (dumbbell: the one;
+        # twopaths: the path it takes), and a host's frames only ever come from its own side.
+        host_delays = {net.get(h).IP(): ms for h, ms in scenario.access_delay_ms.items()}
         links = {}
         for name, bridge_a, port_a, bridge_b, port_b in link_ends:
             links[name] = stack.enter_context(SwitchLink(
                 bridge_a, port_a, bridge_b, port_b, rate_bps=scenario.link.rate_bps,
                 delay_ms=scenario.link.delay_ms, qdisc=spec, name=name,
                 log_path=os.path.join(run_dir, f"link-{name}.jsonl"), log_interval_ms=LOG_INTERVAL_MS,
-                seed=seed, release_batch_us=scenario.link.release_batch_us))
+                seed=seed, release_batch_us=scenario.link.release_batch_us, host_delay_ms=host_delays))
         time.sleep(3.0)  # LLDP (every second) finds the links through the daemons
         loss = net.pingAll(timeout=2)
         if loss > 0:
@@ -148,20 +152,13 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
 
 
 def host_setup(scenario: Scenario, net) -> dict:
-    """The scenario's per-host settings: TCP's SACK (a per-namespace sysctl) and a netem
-    delay on each named host's access link (its egress: the data of the flows it sends)."""
+    """The scenario's per-host settings: TCP's SACK (a per-namespace sysctl). The access delays
+    are the links' (--host-delay), recorded here beside it."""
     sack = 1 if scenario.tcp_sack else 0
     for host in net.hosts:
         host.cmd(f"sysctl -qw net.ipv4.tcp_sack={sack}")
         if host.cmd("sysctl -n net.ipv4.tcp_sack").strip() != str(sack):
             raise RunError(f"{host.name}: net.ipv4.tcp_sack did not take the value {sack}")
-    for name, delay_ms in scenario.access_delay_ms.items():
-        host = net.get(name)
-        out = host.cmd(f"tc qdisc replace dev {host.defaultIntf().name} root netem delay {delay_ms:g}ms limit 100000"
-                       " 2>&1 && echo ok")
-        if not out.strip().endswith("ok"):
-            hint = " (this kernel has no sch_netem: access delays need it)" if "unknown" in out else ""
-            raise RunError(f"{name}: netem delay {delay_ms:g} ms on its access link failed{hint}: {out.strip()}")
     return {"tcp_sack": scenario.tcp_sack, "access_delay_ms": dict(scenario.access_delay_ms)}
 
 
@@ -209,7 +206,10 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         wall0 = time.time()
         cpu = CpuSampler(t0, [_vswitchd_pid(), os.getpid()] + [links[n].daemon.pid for n in links], started.stop)
         sampler = SojournSampler(controls, daemon_zero, t0, started.stop)
-        started.start_threads(cpu.run, sampler.run)
+        tcp = TcpInfoSampler({h: net.get(h) for h in {f.src for f in scenario.flows}},
+                             {h: [f.port for f in scenario.flows if f.src == h] for h in {f.src for f in scenario.flows}},
+                             t0, scenario.tcp_info_interval_s, started.stop)
+        started.start_threads(cpu.run, sampler.run, tcp.run)
         applied: list[dict] = []
         if scenario.link_changes:
             started.start_threads(lambda: _change_links_on_time(controls, scenario, t0, started.stop, applied))
@@ -223,7 +223,8 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
     finals = {name: link.stop() for name, link in links.items()}
     return {
         "t0_wall": wall0,
-        "flows": [_flow_record(f, launched.get(i), run_dir, stats, net) for i, f in enumerate(scenario.flows)],
+        "flows": [_flow_record(f, launched.get(i), run_dir, stats, tcp.series.get(f.port, []))
+                  for i, f in enumerate(scenario.flows)],
         "links": {name: _link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
                                      sampler.values.get(name, []))
                   for name in links},
@@ -349,10 +350,11 @@ def _wait_for_clients(clients: list[subprocess.Popen], grace_s: float) -> None:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
-def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, net) -> dict:
+def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, tcp_info: list) -> dict:
     rec = {"label": f.label, "cc": f.cc, "src": f.src, "dst": f.dst, "port": f.port, "aggregate": f.aggregate,
            "start_s": f.start_s, "stop_s": f.stop_s, "rate_bps": f.rate_bps, "launched_s": launched_s,
-           "goodput": [], "srtt": [], "error": None}
+           "goodput": [], "srtt": [], "tcp_info": tcp_info, "error": None,
+           "min_rtt_ms": min((row[3] for row in tcp_info if row[3] is not None), default=None)}
     path = os.path.join(run_dir, f"iperf3-{f.port}.json")
     try:
         text = open(path).read()

@@ -161,9 +161,23 @@ class Scenario:
     sweep_delay_ms: list[float] = dataclasses.field(default_factory=list)
     # TCP's SACK on every host (net.ipv4.tcp_sack; false: seed 004's "New Reno" column)
     tcp_sack: bool = True
-    # host -> one-way delay (ms) added on its access link, egress of the host: flows with
-    # different RTTs (seed 004's nine paths); the bottleneck link's delay comes on top
+    # host -> one-way delay (ms) its frames wait before the bottleneck's queue (ckcd-link
+    # --host-delay, keyed by the host's address), as on a longer access link: flows with different
+    # base RTTs through one bottleneck (seed 004's nine paths)
     access_delay_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    # dumbbell: hosts on each side (h1..hN send, hN+1..h2N receive)
+    hosts_per_side: int = 2
+    # how often each sending host's TCP state (sRTT, cwnd, min RTT per flow) is read (ss -tin)
+    tcp_info_interval_s: float = 0.5
+
+    @property
+    def hosts(self) -> dict[str, tuple[str, ...]]:
+        return _hosts(self.topology, self.hosts_per_side)
+
+    def base_rtt_ms(self, flow: "Flow") -> float:
+        """The flow's RTT without queueing: the link's both ways, plus the access delays of its
+        sender (its data) and receiver (its ACKs)."""
+        return self.link.rtt_ms + self.access_delay_ms.get(flow.src, 0.0) + self.access_delay_ms.get(flow.dst, 0.0)
 
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
@@ -336,20 +350,23 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
         raise top.error("approaches", "separate_paths needs topology = \"twopaths\" (two disjoint paths)")
     params = _discipline_params(top.table("discipline_params", {}))
     fraction = _limited_queue_fraction(top.table("coex", {}))
-    hosts = _hosts(topology)
+    per_side = _hosts_per_side(top, topology)
+    hosts = _hosts(topology, per_side)
     flows = _flows(top, hosts, duration_s)
     ping = _ping(top.table("ping", None), hosts)
     changes = _link_changes(top, duration_s)
     sweep = _sweep(top.table("sweep", {}))
     tcp_sack = top.get("tcp_sack", bool, True)
     access = _access_delay(top.table("access_delay_ms", {}), hosts)
+    tcp_info_s = top.number("tcp_info_interval_s", 0.5, low=0.1, high=10)
     top.done()
     scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
                         flows=flows, ping=ping, discipline_params=params,
                         limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
                         variants={v: variants[v] for v in disciplines if v in variants}, sweep_delay_ms=sweep,
-                        tcp_sack=tcp_sack, access_delay_ms=access)
+                        tcp_sack=tcp_sack, access_delay_ms=access, hosts_per_side=per_side,
+                        tcp_info_interval_s=tcp_info_s)
     _check_discipline_params(scenario, source)
     if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
         raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
@@ -529,7 +546,7 @@ def _ping(pg: _Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:
 
 def _check_discipline_params(scenario: Scenario, source: str | None) -> None:
     """Parameters are checked now, by building each discipline's spec, not in the middle of a run."""
-    hosts = _hosts(scenario.topology)
+    hosts = scenario.hosts
     for d in scenario.disciplines:
         where = f"variants.{d}" if d in scenario.variants else f"discipline_params.{d}"
         try:
@@ -553,7 +570,7 @@ def spec_with_addresses(spec: str, address_of) -> str:
 
 
 def _access_delay(at: _Table, hosts: dict[str, tuple[str, ...]]) -> dict[str, float]:
-    """[access_delay_ms] h2 = 15: one-way delay on a host's access link, in ms."""
+    """[access_delay_ms] h2 = 15: one-way delay (ms) of a host's frames before the bottleneck."""
     known = hosts["senders"] + hosts["receivers"]
     out = {}
     for name in list(at.data):
@@ -564,8 +581,22 @@ def _access_delay(at: _Table, hosts: dict[str, tuple[str, ...]]) -> dict[str, fl
     return out
 
 
-def _hosts(topology: str) -> dict[str, tuple[str, ...]]:
-    return {"senders": ("h1", "h2"), "receivers": ("h3", "h4")}
+HOSTS_PER_SIDE_MAX = 8
+
+
+def _hosts_per_side(top: _Table, topology: str) -> int:
+    """hosts_per_side = 3: the dumbbell's hosts on each side (seed 004's N1-N3 and N4-N6)."""
+    if "hosts_per_side" in top.data and topology != "dumbbell":
+        raise top.error("hosts_per_side", "only the dumbbell has a host count (twopaths has two a side)")
+    n = top.number("hosts_per_side", 2, low=1, high=HOSTS_PER_SIDE_MAX)
+    if n != int(n):
+        raise top.error("hosts_per_side", f"{n:g} is not a whole number of hosts")
+    return int(n)
+
+
+def _hosts(topology: str, per_side: int = 2) -> dict[str, tuple[str, ...]]:
+    return {"senders": tuple(f"h{i}" for i in range(1, per_side + 1)),
+            "receivers": tuple(f"h{i}" for i in range(per_side + 1, 2 * per_side + 1))}
 
 
 def load_scenario(path: str) -> Scenario:

@@ -1,6 +1,7 @@
 """Which topology a scenario runs on, and where its emulated links (ckcd-link) go.
 
-The dumbbell leaves s1-s2 out (`core_link=False`): ckcd-link joins s1 port 3 and s2 port 3.
+The dumbbell leaves s1-s2 out (`core_link=False`): ckcd-link joins s1 and s2 on the port after
+their hosts' (port 3 with the default two hosts a side).
 The two-path testbed gets both of s1's uplinks as ckcd-link, so that each path has the
 same bottleneck (rate, delay, buffer) and Separate Paths has something to separate:
 
@@ -31,9 +32,10 @@ class TwoPathsShaped(Topo):
 
 # name -> (Mininet topology, [(link name, bridge a, port a, bridge b, port b), ...]); the first
 # link is the primary bottleneck (the one every flow crosses without an approach).
-def topology(name: str):
-    if name == "dumbbell":
-        return Dumbbell(core_link=False), [("l0", "s1", 3, "s2", 3)]
+def topology(name: str, hosts_per_side: int = 2):
+    if name == "dumbbell":  # hosts h1..hN on s1, hN+1..h2N on s2; the bottleneck on port N+1 of each
+        n = hosts_per_side
+        return Dumbbell(senders=n, receivers=n, core_link=False), [("l0", "s1", n + 1, "s2", n + 1)]
     if name == "twopaths":
         return TwoPathsShaped(), [("l0", "s1", 3, "s2", 1), ("l1", "s1", 4, "s3", 1)]
     raise ValueError(f"unknown topology {name!r}")

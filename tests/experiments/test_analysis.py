@@ -138,3 +138,38 @@ def test_report_renders_from_records_without_a_lab(tmp_path):
     assert json.load(open(tmp_path / "results.json"))["summary"] == out["summary"]
     report = (tmp_path / "report.md").read_text()
     assert "ckcd-coex run syn.toml" in report and "plots/syn_bars.png" in report
+
+
+def test_flows_of_different_base_rtts_are_grouped_with_their_min_rtt_and_cwnd(tmp_path):
+    """An access delay on h1 gives its flow a longer base RTT: the metrics group the flows by base
+    RTT ("rtts"), carry each flow's min RTT (the kernel's) and its cwnd over the window, and Jain's
+    index over time counts the flows sending in each second."""
+    rec = record("droptail", 60.0, 30.0, 6.0, 26.0)
+    doc = dict(DOC, access_delay_ms={"h1": 30})
+    rec["scenario"] = parse_scenario(doc, "syn.toml").to_dict()
+    for fl, (src, dst), min_rtt in zip(rec["flows"], (("h1", "h3"), ("h2", "h4")), (50.3, 20.2)):
+        fl.update(src=src, dst=dst, min_rtt_ms=min_rtt,
+                  tcp_info=[[t + 0.25, 25.0, 5 if t < 10 else 40, min_rtt] for t in range(40)])
+    m = analysis.run_metrics(rec)
+    far, near = m["flows"]
+    assert (far["base_rtt_ms"], far["rtt_class"], far["min_rtt_ms"]) == (50.0, "50 ms RTT", 50.3)
+    assert (near["base_rtt_ms"], near["rtt_class"]) == (20.0, "20 ms RTT")
+    assert far["cwnd_pkts"]["mean"] == pytest.approx(40)  # the warm-up's 5 packets left out
+    assert list(m["rtts"]) == ["20 ms RTT", "50 ms RTT"]  # by number, not by text
+    assert m["rtts"]["50 ms RTT"]["mean_mbps"] == pytest.approx(60.0)
+    assert m["rtts"]["20 ms RTT"]["min_rtt_ms"] == pytest.approx(20.2)
+    series = analysis.jain_series(rec["flows"])
+    assert series[0] == [0.5, pytest.approx(0.5)]  # the warm-up: bbr 999, cubic 0 Mbit/s
+    assert series[-1] == [39.5, pytest.approx(90 ** 2 / (2 * (60 ** 2 + 30 ** 2)))]
+    rec["metrics"] = m
+    summary = analysis.summarize([rec])
+    assert summary[0]["rtts"]["50 ms RTT"]["mean_mbps"]["mean"] == pytest.approx(60.0)
+    # The report: each RTT's rate in the case table, the per-flow dynamics plot, the long CSV.
+    out = write_report(str(tmp_path), [rec])
+    assert os.path.exists(tmp_path / "plots" / "syn_flows.png") and "plots/syn_flows.png" in out["plots"]["syn"]
+    assert "50 ms RTT: Mbit/s/flow" in (tmp_path / "report.md").read_text()
+    rows = list(csv.DictReader(open(tmp_path / "timeseries.csv")))
+    assert {r["series"] for r in rows} == {"goodput_mbps", "srtt_ms", "cwnd_pkts", "min_rtt_ms", "jain"}
+    assert [r["value"] for r in rows if r["flow"] == "bbr" and r["series"] == "min_rtt_ms"][0] == "50.3"
+    flows = list(csv.DictReader(open(tmp_path / "flows.csv")))
+    assert (flows[0]["base_rtt_ms"], flows[0]["min_rtt_ms"]) == ("50", "50.3")

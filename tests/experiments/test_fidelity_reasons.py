@@ -7,9 +7,10 @@ from __future__ import annotations
 from experiments.analysis import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT, run_metrics
 from experiments.scenario import parse_scenario
 
-SCENARIO = parse_scenario({"name": "t", "topology": "dumbbell", "duration_s": 10, "warmup_s": 2,
-                           "disciplines": ["droptail"], "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],
-                           "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80}}, "test")
+DOC = {"name": "t", "topology": "dumbbell", "duration_s": 10, "warmup_s": 2,
+       "disciplines": ["droptail"], "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],
+       "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80}, "ping": {"src": "h1", "dst": "h3"}}
+SCENARIO = parse_scenario(DOC, "test")
 
 
 def record(steal_pct: float, late_fraction: float, ping_ms: float | None = None,
@@ -54,6 +55,16 @@ def test_frames_lost_before_the_link_untrust_the_run():
     assert "l0: the kernel dropped 3 frames before ckcd-link read them" in why
     assert reasons(2.0, 0.01, kernel_drops=0) == []
     assert reasons(2.0, 0.01) == []  # records of a ckcd-link that did not count them
+
+
+def test_ping_hosts_access_delays_are_part_of_what_the_link_explains():
+    # ping h1 -> h3 with 15 ms on h1's frames: 22 ms of base + queue, plus 15
+    rec = record(2.0, 0.01, ping_ms=37.0)
+    rec["scenario"] = parse_scenario(dict(DOC, access_delay_ms={"h1": 15}), "test").to_dict()
+    assert run_metrics(rec)["fidelity"]["reasons"] == []
+    rec["ping"] = [[t, 37.0 + RTT_EXCESS_MAX_MS + 0.5] for t, _ in rec["ping"]]
+    [why] = run_metrics(rec)["fidelity"]["reasons"]
+    assert "(2 x 10 ms + 15 ms of access delays + its mean queueing delay" in why
 
 
 def test_rtt_the_link_explains_is_trusted():

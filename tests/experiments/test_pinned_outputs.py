@@ -323,6 +323,18 @@ class FakeLink:
         return {"dirs": {"ab": {"schedule": {"releases": 10, "late_over_1ms": 0, "late_mean_us": 1.0}}}}
 
 
+class FakeTcpInfo:
+    """The ss sampler runs in a thread on the real clock: here one fixed row per flow it was
+    asked for (tests/experiments/test_tcpinfo.py covers the sampler's parsing)."""
+
+    def __init__(self, hosts, ports_by_host, t0, interval_s, stop):
+        self.series = {p: [[1.0, 21.0 + p % 7, 10 + p % 5, 20.2]] for ports in ports_by_host.values() for p in ports}
+        self.asked = {h: list(ports) for h, ports in sorted(ports_by_host.items())}
+
+    def run(self):
+        pass
+
+
 def traffic_outputs(tmp_dir: str, monkeypatch) -> dict:
     with_ping = traffic_run(os.path.join(tmp_dir, "ping"), monkeypatch, TRAFFIC_DOC)
     without = traffic_run(os.path.join(tmp_dir, "noping"), monkeypatch,
@@ -336,6 +348,7 @@ def traffic_run(tmp_dir: str, monkeypatch, scenario_doc: dict) -> dict:
     monkeypatch.setattr(runner, "time", types.SimpleNamespace(monotonic=clock.monotonic, time=clock.time,
                                                               sleep=clock.sleep))
     monkeypatch.setattr(runner, "LinkControl", FakeControl)
+    monkeypatch.setattr(runner, "TcpInfoSampler", FakeTcpInfo)
     hosts = {n: FakeHost(n, clock, launches) for n in ("h1", "h2", "h3", "h4")}
     net = types.SimpleNamespace(get=hosts.__getitem__, hosts=list(hosts.values()))
     with open(os.path.join(tmp_dir, "link-l0.jsonl"), "w") as f:

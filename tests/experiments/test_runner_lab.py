@@ -24,6 +24,17 @@ FIDELITY = {"name": "fidelity", "topology": "dumbbell", "duration_s": 14, "warmu
             "ping": {"src": "h2", "dst": "h4", "interval_s": 0.2}}
 
 
+# Two flows through one bottleneck with 10 and 50 ms of base RTT: the link's 2 x 5 ms, and 40 ms
+# more for h2's frames (ckcd-link --host-delay), on the three-hosts-a-side dumbbell. A buffer of 10
+# packets, a quarter of the short flow's BDP (42 packets), drains after each of CUBIC's losses, so
+# both flows measure their base RTT; with 80 packets the queue never emptied in 12 s and the long
+# flow's min RTT was 58.4 ms (its connection opened after the short flow had filled the queue).
+RTTS = {"name": "rtts", "topology": "dumbbell", "hosts_per_side": 3, "duration_s": 12, "warmup_s": 3,
+        "disciplines": ["droptail"], "link": {"rate_mbps": 50, "delay_ms": 5, "buffer_pkts": 10},
+        "access_delay_ms": {"h2": 40},
+        "flows": [{"src": "h1", "dst": "h4", "cc": "cubic"}, {"src": "h2", "dst": "h5", "cc": "cubic"}]}
+
+
 @pytest.fixture(scope="module")
 def batch(private_ovs, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("exp"))
@@ -32,7 +43,8 @@ def batch(private_ovs, tmp_path_factory):
                            "disciplines": ["droptail", "ckcd"], "link": LINK,
                            "flows": [{"src": "h1", "dst": "h3", "cc": "bbr"},
                                      {"src": "h2", "dst": "h4", "cc": "cubic"}]}, "test")
-    records = run_batch([fidelity, pair], out)
+    rtts = parse_scenario(RTTS, "test")
+    records = run_batch([fidelity, pair, rtts], out)
     result = write_report(out, records, command="test")
     return out, records, result
 
@@ -111,12 +123,12 @@ def test_outputs_exist_and_are_consistent(batch, tmp_path):
         assert float(row["mean_mbps"]) == pytest.approx(fl["mean_mbps"], abs=0.01)
     with open(os.path.join(out, "summary.csv")) as f:
         summary = {(r["scenario"], r["case"]): r for r in csv.DictReader(f)}
-    assert set(summary) == {("fidelity", "droptail"), ("pair", "droptail"), ("pair", "ckcd")}
+    assert set(summary) == {("fidelity", "droptail"), ("pair", "droptail"), ("pair", "ckcd"), ("rtts", "droptail")}
     for name, run in pair.items():
         assert float(summary[("pair", name)]["jain"]) == pytest.approx(run["metrics"]["jain"], abs=1e-3)
     report = open(os.path.join(out, "report.md")).read()
     plots = sorted(p for p in os.listdir(os.path.join(out, "plots")) if p.endswith(".png"))
-    assert {"pair_timeseries.png", "pair_bars.png"} <= set(plots)
+    assert {"pair_timeseries.png", "pair_bars.png", "pair_flows.png", "rtts_flows.png"} <= set(plots)
     assert all(os.path.getsize(os.path.join(out, "plots", p)) > 10_000 for p in plots)
     assert all(f"plots/{p}" in report for p in plots), "the report shows every plot"
     # `ckcd-coex report DIR`, the real command, re-renders the same numbers from the saved runs.
@@ -127,3 +139,22 @@ def test_outputs_exist_and_are_consistent(batch, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "report:" in done.stdout and os.path.exists(os.path.join(out, "report.md"))
     assert json.load(open(os.path.join(out, "results.json")))["summary"] == before
+
+
+def test_each_flow_sees_its_own_base_rtt(batch):
+    """The kernel's min RTT of each flow (ss -tin, the smallest RTT its TCP measured) is its base
+    RTT: the link's 10 ms, or 50 ms with h2's access delay. Tolerance 1 ms above (the hosts'
+    stacks, vswitchd and the link's late releases add 0.3-0.5 ms to a ping here), none below
+    (ckcd-link never releases early)."""
+    _, records, _ = batch
+    [run] = runs_of(records, "rtts")
+    flows = {f["label"]: f for f in run["metrics"]["flows"]}
+    got = {label: (f["base_rtt_ms"], f["min_rtt_ms"]) for label, f in flows.items()}
+    print(f"rtts: (base, min RTT) ms per flow: {got}")
+    assert sorted(base for base, _ in got.values()) == [10.0, 50.0]
+    for label, (base, min_rtt) in got.items():
+        assert min_rtt is not None, label
+        assert base <= min_rtt <= base + 1.0, (label, base, min_rtt)
+    # The per-flow time series came along: cwnd and sRTT rows for every flow.
+    for f in run["flows"]:
+        assert len(f["tcp_info"]) >= 10 and all(row[2] for row in f["tcp_info"]), f["label"]

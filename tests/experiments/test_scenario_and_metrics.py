@@ -106,3 +106,21 @@ def test_sack_and_access_delays_are_read_and_checked():
                      (with_(access_delay_ms={"h2": -1}), "access_delay_ms.h2")):
         with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
             parse_scenario(doc, "test.toml")
+
+
+def test_hosts_per_side_names_the_dumbbells_hosts_and_base_rtts_add_access_delays():
+    """Seed 004's nine paths: three senders, three receivers, a delay per host; a flow's base RTT
+    is the link's both ways plus its sender's and its receiver's access delays."""
+    doc = with_(hosts_per_side=3, access_delay_ms={"h1": 10, "h6": 40},
+                flows=[{"src": "h1", "dst": "h6", "cc": "cubic"}, {"src": "h3", "dst": "h4", "cc": "cubic"}])
+    sc = parse_scenario(doc)
+    assert sc.hosts == {"senders": ("h1", "h2", "h3"), "receivers": ("h4", "h5", "h6")}
+    far, near = sc.flows
+    assert sc.base_rtt_ms(far) == sc.link.rtt_ms + 10 + 40 and sc.base_rtt_ms(near) == sc.link.rtt_ms
+    for bad, key, why in ((with_(hosts_per_side=9), "hosts_per_side", "out of range"),
+                          (with_(hosts_per_side=2.5), "hosts_per_side", "whole number"),
+                          (with_(topology="twopaths", hosts_per_side=3), "hosts_per_side", "only the dumbbell"),
+                          (with_(access_delay_ms={"h5": 1}), "access_delay_ms.h5", "not a host"),
+                          (with_(tcp_info_interval_s=0.01), "tcp_info_interval_s", "out of range")):
+        with pytest.raises(ScenarioError, match=key.replace(".", r"\.") + ".*" + why):
+            parse_scenario(bad, "test.toml")
