@@ -33,6 +33,12 @@ int host_delay_parse(const char *arg, const struct host_delay *table, unsigned n
 		snprintf(err, errlen, "%.*s: %s", (int)(len < 64 ? len : 64), arg, why);
 		return -1;
 	}
+	if (out->family == 6 && memcmp(out->addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+		/* An IPv4 host's frames carry its IPv4 address: this would match none. */
+		snprintf(err, errlen, "'%.*s' is an IPv4-mapped IPv6 address: give the IPv4 address",
+			 (int)(len < 64 ? len : 64), arg);
+		return -1;
+	}
 	snprintf(out->addr_text, sizeof(out->addr_text), "%.*s", (int)len, arg);
 	for (unsigned i = 0; i < n; i++) {
 		if (table[i].family == out->family &&

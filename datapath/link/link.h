@@ -99,6 +99,12 @@ struct flow_stats {
 	uint64_t log_tx_bytes, log_tx_pkts, log_drops;
 };
 
+/* A --host-delay line holds at most this share of the pool (pool_pkts /
+ * 4): the access link has no rate, so an unresponsive sender could
+ * otherwise fill the pool with delayed frames and starve every other host
+ * and the reverse direction. */
+#define HOST_LINE_SHARE 4
+
 #define RELEASE_BATCH_MAX_NS 10000000ull /* --release-batch at most 10 ms */
 /* With sender threads and a delay of at least twice this, the main thread
  * serves a queue half a delay before its head could be due at the sender
@@ -142,6 +148,7 @@ struct rx_ring {
  * FIFO, linked through aqm.next, each due at its arrival_ns. */
 struct access_line {
 	struct pkt *head, *tail;
+	uint32_t count;
 };
 
 struct link_dir {
@@ -163,6 +170,7 @@ struct link_dir {
 	/* --host-delay: one line per host of cfg.host_delay (main thread only) */
 	struct access_line access[HOST_DELAY_MAX];
 	uint32_t access_pkts;
+	uint64_t host_delay_drops; /* arrivals refused by a full host line (HOST_LINE_SHARE) */
 
 	/* delay line: FIFO ring of packets waiting for release_ns; the main
 	 * thread writes line_tail, the sender thread line_head (atomics) */

@@ -188,12 +188,15 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 			else
 				die_param("rx-io", "must be auto, ring or recvmmsg");
 			break;
-		case O_HOST_DELAY:
-			if (host_delay_parse(optarg, cfg->host_delay, cfg->n_host_delay,
-					     &cfg->host_delay[cfg->n_host_delay], err, sizeof(err)) < 0)
+		case O_HOST_DELAY: {
+			struct host_delay hd;
+
+			if (host_delay_parse(optarg, cfg->host_delay, cfg->n_host_delay, &hd, err,
+					     sizeof(err)) < 0)
 				die_param("host-delay", err);
-			cfg->n_host_delay++;
+			cfg->host_delay[cfg->n_host_delay++] = hd; /* parse refused a 17th */
 			break;
+		}
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}

@@ -301,6 +301,12 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 		/* One host, one constant delay: its line stays in due order. */
 		struct access_line *a = &d->access[h];
 
+		if (a->count >= d->link->pool.count / HOST_LINE_SHARE) {
+			d->host_delay_drops++;
+			pool_put(&d->link->pool, p);
+			return;
+		}
+		a->count++;
 		p->arrival_ns = t + cfg->host_delay[h].delay_ns;
 		if (a->tail)
 			a->tail->aqm.next = &p->aqm;
@@ -397,6 +403,7 @@ void dir_serve(struct link_dir *d, uint64_t t)
 		a->head = (struct pkt *)p->aqm.next;
 		if (!a->head)
 			a->tail = NULL;
+		a->count--;
 		p->aqm.next = NULL;
 		d->access_pkts--;
 		serve_until(d, p->arrival_ns, &first_release);

@@ -315,6 +315,17 @@ static int receive_ring(struct link_dir *d, int budget)
 	return total;
 }
 
+/* A receive call failed: nothing to read is normal; anything else is the
+ * socket's error (ENETDOWN), which the call has just cleared: count it as
+ * port_clear_error() does. */
+static void count_receive_error(struct link_dir *d)
+{
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return;
+	d->rx_socket_errors++;
+	fprintf(stderr, "ckcd-link: %s: %s\n", d->link->cfg.if_name[d->index], strerror(errno));
+}
+
 /* recvmmsg: one system call per batch, the kernel copying into pool frames. */
 static int receive_mmsg(struct link_dir *d, int budget)
 {
@@ -348,11 +359,23 @@ static int receive_mmsg(struct link_dir *d, int budget)
 			n++;
 		}
 		if (n == 0) {
-			/* Pool exhausted: drain one frame and count it. */
-			r = (int)recv(d->rx_fd, scratch, sizeof(scratch), MSG_DONTWAIT | MSG_TRUNC);
-			if (r < 0)
+			/* Pool exhausted: drain one frame and count it (an
+			 * oversize one as oversize, as the ring path does). */
+			struct sockaddr_ll sll;
+			socklen_t sll_len = sizeof(sll);
+
+			r = (int)recvfrom(d->rx_fd, scratch, sizeof(scratch), MSG_DONTWAIT | MSG_TRUNC,
+					  (struct sockaddr *)&sll, &sll_len);
+			if (r < 0) {
+				count_receive_error(d);
 				return total;
-			d->rx_no_buffer++;
+			}
+			if (sll.sll_pkttype == PACKET_OUTGOING)
+				d->rx_outgoing++;
+			else if ((uint32_t)r > max_frame)
+				d->rx_oversize++;
+			else
+				d->rx_no_buffer++;
 			total++;
 			continue;
 		}
@@ -367,8 +390,10 @@ static int receive_mmsg(struct link_dir *d, int budget)
 		}
 		r = recvmmsg(d->rx_fd, msgs, (unsigned)n, MSG_DONTWAIT | MSG_TRUNC, NULL);
 		t = now_ns();
-		if (r < 0)
+		if (r < 0) {
+			count_receive_error(d);
 			r = 0;
+		}
 		dir_serve(d, t);
 		for (int i = 0; i < r; i++) {
 			struct cmsghdr *c;

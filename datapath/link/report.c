@@ -268,6 +268,7 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		jb_ku64(b, "qlen_bytes", aqm_qlen_bytes(d->q));
 		jb_ku64(b, "delay_line_pkts", dir_line_len(d));
 		jb_ku64(b, "host_delay_pkts", d->access_pkts);
+		jb_ku64(b, "host_delay_drops", d->host_delay_drops);
 		put_drops(b, "drops", d->drops);
 		put_qdisc(b, d->q);
 		jb_key(b, "queue");

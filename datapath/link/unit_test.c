@@ -97,7 +97,7 @@ static void test_put_vlan_tag(void)
  * frame matched by its source address only. */
 static void test_host_delay(void)
 {
-	struct host_delay t[HOST_DELAY_MAX + 1] = {0};
+	struct host_delay t[HOST_DELAY_MAX] = {0}, extra;
 	struct flow_key k;
 	char err[256];
 	unsigned n = 0;
@@ -119,7 +119,9 @@ static void test_host_delay(void)
 		CHECK(host_delay_parse(arg, t, n, &t[n], err, sizeof(err)) == 0);
 		n++;
 	}
-	CHECK(host_delay_parse("10.2.0.1=1ms", t, n, &t[n], err, sizeof(err)) < 0 && strstr(err, "at most"));
+	CHECK(host_delay_parse("10.2.0.1=1ms", t, n, &extra, err, sizeof(err)) < 0 && strstr(err, "at most"));
+	CHECK(host_delay_parse("::ffff:10.0.0.9=1ms", t, 0, &extra, err, sizeof(err)) < 0 &&
+	      strstr(err, "IPv4-mapped"));
 
 	memset(&k, 0, sizeof(k));
 	k.family = 4;
