@@ -76,7 +76,23 @@ def run_metrics(record: dict) -> dict:
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
             "drops": _drops_by_reason(row for w in windows.values() for row in w.rows), "links": links, "cpu": cpu,
+            "short_flows": {g["label"]: short_flow_metrics(g, w0, w1) for g in record.get("short_flows", [])},
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def short_flow_metrics(group: dict, w0: float, w1: float) -> dict:
+    """A [[short_flows]] group's transfers that started in the window: how many started, how many
+    completed and failed (the rest were still running when the run ended), and the flow
+    completion times (ms) of the completed ones, over all and per size (KB)."""
+    started = [x for x in group["transfers"] if w0 <= x["t"] <= w1]
+    done = [x for x in started if x.get("ok")]
+    by_size: dict = {}
+    for x in done:
+        by_size.setdefault(x["size"], []).append(x["fct_ms"])
+    return {"started": len(started), "completed": len(done),
+            "failed": sum(1 for x in started if x.get("ok") is False),
+            "fct_ms": _stats([x["fct_ms"] for x in done]),
+            "by_size_kb": {f"{size / 1000:g}": _stats(v) for size, v in sorted(by_size.items())}}
 
 
 def _mean_rate_bps(start_bps: int, applied: list[dict], w0: float, w1: float) -> float:
@@ -92,13 +108,19 @@ def _mean_rate_bps(start_bps: int, applied: list[dict], w0: float, w1: float) ->
 
 def jain_series(flows: list[dict]) -> list[list[float]]:
     """Jain's index over time: per second of the run, over the flows with a goodput sample in
-    it (iperf3's 1 s intervals, by their midpoints), [t, index] with t the second's middle."""
+    it (iperf3's intervals, by their midpoints), [t, index] with t the second's middle."""
     by_second: dict[int, list[float]] = {}
     for f in flows:
-        for t, mbps, *_ in f.get("goodput", []):
-            by_second.setdefault(int(t), []).append(mbps)
-    return [[sec + 0.5, jain_index(rates)] for sec, rates in sorted(by_second.items())
-            if len(rates) > 1 and jain_index(rates) is not None]
+        # A flow's last interval is short and may share a second with the one before: one value
+        # per flow per second, the intervals' rates weighted by their lengths.
+        acc: dict[int, list[float]] = {}
+        for t, mbps, *rest in f.get("goodput", []):
+            seconds = rest[0] if rest else 1.0
+            bits, secs = acc.setdefault(int(t), [0.0, 0.0])
+            acc[int(t)] = [bits + mbps * seconds, secs + seconds]
+        for sec, (bits, secs) in acc.items():
+            by_second.setdefault(sec, []).append(bits / secs if secs else 0.0)
+    return [[sec + 0.5, jain_index(rates)] for sec, rates in sorted(by_second.items()) if len(rates) > 1]
 
 
 def rtt_class(base_rtt_ms: float | None) -> str | None:
@@ -179,14 +201,23 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int) -> dic
             "lost_before_link": _lost_before_link(final)}
 
 
-def _lost_before_link(final: dict | None) -> int | None:
-    """Frames the kernel dropped on ckcd-link's sockets before the daemon read them (its receive
-    ring or buffer was full): losses no emulated queue decided. None without final stats, or
-    from a ckcd-link that did not count them."""
+# Frames a ckcd-link lost before any emulated queue saw them, by its stats' counter: no
+# discipline decided these losses, so a run with any is untrusted.
+LOST_OUTSIDE_QUEUE = {
+    "rx_kernel_drops": "the kernel dropped {n} frames before ckcd-link read them (its receive ring was full: "
+                       "the daemon fell behind{blame})",
+    "rx_no_buffer": "ckcd-link had no buffer for {n} arrivals (its frame pool was empty)",
+    "host_delay_drops": "{n} frames of a host with an access delay found its line full (an unresponsive sender)",
+}
+
+
+def _lost_before_link(final: dict | None) -> dict | None:
+    """LOST_OUTSIDE_QUEUE's counters summed over both directions; a counter the ckcd-link that
+    ran did not give is left out. None without final stats."""
     if not final or "dirs" not in final:
         return None
-    counts = [d.get("rx_kernel_drops") for d in final["dirs"].values()]
-    return None if None in counts else sum(counts)
+    dirs = list(final["dirs"].values())
+    return {k: sum(d[k] for d in dirs) for k in LOST_OUTSIDE_QUEUE if all(k in d for d in dirs)}
 
 
 def _queue_delay_ms(windows) -> dict:
@@ -238,9 +269,9 @@ def _schedule_reasons(links: dict, blame: str) -> list[str]:
         elif not s["kept"]:
             reasons.append(f"{name}: ckcd-link fell behind its schedule ({100 * s['late_over_1ms_fraction']:.1f} % "
                            f"of releases > 1 ms late, mean {s['late_mean_us']:.0f} us{blame})")
-        if link.get("lost_before_link"):
-            reasons.append(f"{name}: the kernel dropped {link['lost_before_link']} frames before ckcd-link "
-                           f"read them (its receive ring was full: the daemon fell behind{blame})")
+        for counter, n in (link.get("lost_before_link") or {}).items():
+            if n:
+                reasons.append(f"{name}: " + LOST_OUTSIDE_QUEUE[counter].format(n=n, blame=blame))
     return reasons
 
 
@@ -351,9 +382,25 @@ def summarize(records: list[dict]) -> list[dict]:
                                 "srtt_ms": mean_ci95([r["metrics"][group][n]["srtt_ms"] for r in ok
                                                       if n in r["metrics"].get(group, {})])}
                             for n in names}
+        entry["short_flows"] = _short_flow_summary(ok)
         reasons = sorted({k for r in ok for k in r["metrics"]["drops"]})
         entry["drops_by_reason"] = {k: mean_ci95([r["metrics"]["drops"].get(k, 0) for r in ok]) for k in reasons}
         out.append(entry)
+    return out
+
+
+def _short_flow_summary(ok: list[dict]) -> dict:
+    """Per short-flow group and size: the mean over runs of each run's FCT p50/p95/p99 (with CIs)
+    and the completed and started transfers summed over the runs."""
+    out: dict = {}
+    for label in sorted({g for r in ok for g in r["metrics"].get("short_flows", {})}):
+        runs = [r["metrics"]["short_flows"][label] for r in ok if label in r["metrics"].get("short_flows", {})]
+        sizes = sorted({s for m in runs for s in m["by_size_kb"]}, key=float)
+        out[label] = {"started": sum(m["started"] for m in runs), "completed": sum(m["completed"] for m in runs),
+                      "failed": sum(m["failed"] for m in runs),
+                      "by_size_kb": {s: {p: mean_ci95([m["by_size_kb"][s][p] for m in runs
+                                                       if s in m["by_size_kb"]]) for p in ("p50", "p95", "p99")}
+                                     for s in sizes}}
     return out
 
 

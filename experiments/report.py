@@ -81,8 +81,9 @@ def _flows_csv(path: str, records: list[dict]) -> None:
 
 def _timeseries_csv(path: str, records: list[dict]) -> None:
     """Every run's time series in long form, one value a row: each flow's goodput (iperf3's
-    receiver, per second), sRTT, cwnd and min RTT (the kernel's, every tcp_info_interval_s), and
-    Jain's index over the flows sending in each second (flow "all")."""
+    receiver, per second), sRTT, cwnd and min RTT (the kernel's, every tcp_info_interval_s),
+    Jain's index over the flows sending in each second (flow "all"), and each completed short
+    transfer's completion time at its start (series fct_ms_<size>kb)."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["scenario", "case", "rep", "flow", "cc", "t_s", "series", "value"])
@@ -99,6 +100,11 @@ def _timeseries_csv(path: str, records: list[dict]) -> None:
                             w.writerow(head + [fl["label"], fl["cc"], t, name, _csv_num(v)])
             for t, j in analysis.jain_series(r["flows"]):
                 w.writerow(head + ["all", "", t, "jain", _csv_num(j)])
+            for g in r.get("short_flows", []):  # one row per completed transfer, at its start
+                for x in g["transfers"]:
+                    if x.get("ok"):
+                        w.writerow(head + [g["label"], g["cc"], x["t"], f"fct_ms_{x['size'] / 1000:g}kb",
+                                           _csv_num(x["fct_ms"])])
 
 
 def _csv_num(v):
@@ -198,9 +204,12 @@ def _flow_dynamics(plt, path: str, records: list[dict]) -> None:
     for (ax_c, ax_r, ax_j), rec in zip(axes, records):
         many = len(rec["flows"]) > 5
         seen = set()
+        base_rtt = {m["label"]: m.get("base_rtt_ms") for m in rec["metrics"]["flows"]}
+        rtts_differ = len(set(base_rtt.values())) > 1
         for f in rec["flows"]:
             rows = f.get("tcp_info") or []
-            label = (f["cc"] if many else f["label"]) + (f" {f['base_rtt_ms']:g} ms" if f.get("base_rtt_ms") else "")
+            label = (f["cc"] if many else f["label"]) + \
+                (f" {base_rtt[f['label']]:g} ms" if rtts_differ and base_rtt.get(f["label"]) else "")
             color = CC_COLORS.get(f["cc"]) if many else None
             for ax, col in ((ax_c, 2), (ax_r, 1)):
                 pts = [(row[0], row[col]) for row in rows if row[col] is not None]
@@ -374,6 +383,18 @@ def case_table(entries: list[dict]) -> list[str]:
     return lines
 
 
+def short_flow_table(entries: list[dict]) -> list[str]:
+    head = ["case", "short flows", "size KB", "completed / started (failed)", "FCT p50 ms", "p95 ms", "p99 ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        for label, g in e.get("short_flows", {}).items():
+            for size, p in g["by_size_kb"].items():
+                lines.append("| " + " | ".join([e["case"], label, size, f"{g['completed']} / {g['started']} "
+                                                 f"({g['failed']})", _ci(p["p50"]), _ci(p["p95"]), _ci(p["p99"])])
+                             + " |")
+    return lines
+
+
 def _markdown(path: str, records, summary, head, plots, command) -> None:
     base_rtt = {r["scenario"]["name"]: 2 * r["scenario"]["link"]["delay_ms"] for r in records}
     lines = _introduction(command, head, base_rtt)
@@ -394,7 +415,8 @@ def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, 
     lines += ["", "Values are means over repeats ± the half-width of the 95 % confidence interval (Student's t; "
               "no ± with one repeat), over each scenario's measurement window (warm-up skipped). Throughput is "
               "TCP goodput (the ceiling is 95.6 % of the link rate); queueing delay is ckcd-link's sojourn "
-              "time at the bottleneck; RTT is ping's (base RTT = 2 × the link delay). See docs/experiments.md."]
+              "time at the bottleneck; RTT is ping's (base RTT = 2 × the link delay, plus the access delays of "
+              "its hosts where a scenario gives them). See docs/experiments.md."]
     if head:
         lines += ["", "## Against the paper (seed 000, CKCD vs DropTail)", ""] + headline_table(head)
         floors = sorted({base_rtt_ms[h["scenario"]] for h in head if h["scenario"] in base_rtt_ms})
@@ -418,6 +440,10 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
     if sc.get("notes"):
         lines += ["", sc["notes"]]
     lines += [""] + case_table(entries)
+    if any(e.get("short_flows") for e in entries):
+        lines += ["", "Short flows: completion time (connect to last byte) of the transfers started in the "
+                  "window, mean over runs of each run's percentiles; unfinished transfers were still running "
+                  "when the run ended.", ""] + short_flow_table(entries)
     for p in plots:
         lines += ["", f"![{os.path.basename(p)}]({p})"]
     return lines

@@ -206,8 +206,9 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         wall0 = time.time()
         cpu = CpuSampler(t0, [_vswitchd_pid(), os.getpid()] + [links[n].daemon.pid for n in links], started.stop)
         sampler = SojournSampler(controls, daemon_zero, t0, started.stop)
-        tcp = TcpInfoSampler({h: net.get(h) for h in {f.src for f in scenario.flows}},
-                             {h: [f.port for f in scenario.flows if f.src == h] for h in {f.src for f in scenario.flows}},
+        senders = sorted({f.src for f in scenario.flows})
+        tcp = TcpInfoSampler({h: net.get(h) for h in senders},
+                             {h: {client_port(f): f.port for f in scenario.flows if f.src == h} for h in senders},
                              t0, scenario.tcp_info_interval_s, started.stop)
         started.start_threads(cpu.run, sampler.run, tcp.run)
         applied: list[dict] = []
@@ -215,6 +216,7 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
             started.start_threads(lambda: _change_links_on_time(controls, scenario, t0, started.stop, applied))
         if scenario.ping:
             _start_ping(started, scenario, net, run_dir)
+        short_t0 = _start_short_flows(started, scenario, net, run_dir, t0)
         clients, launched = _start_clients_on_time(started, scenario, net, run_dir, t0, progress)
         _wait_for_clients(clients, FLOW_GRACE_S)
         stats = {name: c.stats("ab", max_flows=256) for name, c in controls.items()}
@@ -229,6 +231,9 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
                                      sampler.values.get(name, []))
                   for name in links},
         "ping": _ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
+        "tcp_info_errors": tcp.errors,
+        **({"short_flows": [_short_flow_record(g, run_dir, short_t0) for g in scenario.short_flows]}
+           if scenario.short_flows else {}),
         "cpu": cpu.series,
         **({"link_changes": applied} if scenario.link_changes else {}),
     }
@@ -301,6 +306,49 @@ def _daemon_clock_zeros(controls: dict) -> dict[str, float]:
     return zeros
 
 
+def _start_short_flows(started: _Started, scenario: Scenario, net, run_dir: str, t0: float) -> float | None:
+    """Each [[short_flows]] group's server on its sending host and its client on its receiving
+    host, started now; the client waits until the group's start_s. Returns when the clients
+    started (seconds since t0), which their transfer times count from."""
+    if not scenario.short_flows:
+        return None
+    for g in scenario.short_flows:
+        started.popen(net.get(g.src), [sys.executable, "-m", "experiments.shortflows", "serve", "--port",
+                                       str(g.port), "--cc", g.cc], os.path.join(run_dir, f"short-serve-{g.port}.txt"))
+    time.sleep(0.5)  # the servers listen before the first request can come (start_s may be 0)
+    launched = time.monotonic() - t0
+    for i, g in enumerate(scenario.short_flows):
+        started.popen(net.get(g.dst), [sys.executable, "-m", "experiments.shortflows", "fetch", "--host",
+                                       net.get(g.src).IP(), "--port", str(g.port),
+                                       "--sizes-kb", ",".join(f"{s:g}" for s in g.sizes_kb),
+                                       "--rate", f"{g.rate_per_s:g}", "--duration", f"{g.stop_s - g.start_s:g}",
+                                       "--seed", str(zlib.crc32(f"{scenario.name}/{g.label}".encode())),
+                                       "--start-after", f"{max(0.0, g.start_s - launched):g}"]
+                      + ([] if g.poisson else ["--interval"]), os.path.join(run_dir, f"short-{g.port}.jsonl"))
+    return launched
+
+
+def _short_flow_record(g, run_dir: str, launched_s: float) -> dict:
+    """A [[short_flows]] group's transfers, their start times in seconds since t0. A transfer
+    still running when the run ended has no line: counted as unfinished by the analysis."""
+    rec = {"label": g.label, "src": g.src, "dst": g.dst, "cc": g.cc, "port": g.port, "transfers": [],
+           "error": None}
+    try:
+        lines = open(os.path.join(run_dir, f"short-{g.port}.jsonl")).read().splitlines()
+    except OSError as err:
+        rec["error"] = f"no client output: {err.strerror}"
+        return rec
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a traceback, or a line cut by the kill at the end
+        if isinstance(row, dict) and "t" in row and "size" in row:
+            row["t"] = round(launched_s + row["t"], 3)
+            rec["transfers"].append(row)
+    return rec
+
+
 def _start_ping(started: _Started, scenario: Scenario, net, run_dir: str) -> None:
     """Ping for the whole run, each reply stamped with the wall clock (-D)."""
     ping = scenario.ping
@@ -334,11 +382,20 @@ def _start_clients_on_time(started: _Started, scenario: Scenario, net, run_dir: 
 
 def _start_client(started: _Started, f: Flow, net, run_dir: str) -> subprocess.Popen:
     # -J --get-server-output: the receiver's per-second goodput comes back in the client's JSON
-    cmd = ["iperf3", "-c", net.get(f.dst).IP(), "-p", str(f.port), "-t", f"{f.duration_s:g}",
-           "-C", f.cc, "-J", "--get-server-output", "-i", "1"]
+    # --cport: the data connection's own port, by which the ss sampler tells it from iperf3's
+    # control connection to the same server port
+    cmd = ["iperf3", "-c", net.get(f.dst).IP(), "-p", str(f.port), "--cport", str(client_port(f)),
+           "-t", f"{f.duration_s:g}", "-C", f.cc, "-J", "--get-server-output", "-i", "1"]
     if f.rate_bps:
         cmd += ["-b", str(f.rate_bps)]
     return started.popen(net.get(f.src), cmd, os.path.join(run_dir, f"iperf3-{f.port}.json"))
+
+
+CLIENT_PORT_OFFSET = 20000  # a flow's iperf3 data connection leaves from its server port + this
+
+
+def client_port(f: Flow) -> int:
+    return f.port + CLIENT_PORT_OFFSET
 
 
 def _wait_for_clients(clients: list[subprocess.Popen], grace_s: float) -> None:

@@ -119,6 +119,23 @@ class Flow:
 
 
 @dataclasses.dataclass
+class ShortFlows:
+    """[[short_flows]]: transfers of fixed sizes from `src` to `dst`, each on a new connection,
+    at Poisson (or fixed-interval) arrival times between start_s and stop_s
+    (experiments/shortflows.py runs them)."""
+    label: str
+    src: str
+    dst: str
+    cc: str
+    sizes_kb: list[float]
+    rate_per_s: float
+    poisson: bool
+    start_s: float
+    stop_s: float
+    port: int
+
+
+@dataclasses.dataclass
 class Ping:
     src: str
     dst: str
@@ -169,6 +186,7 @@ class Scenario:
     hosts_per_side: int = 2
     # how often each sending host's TCP state (sRTT, cwnd, min RTT per flow) is read (ss -tin)
     tcp_info_interval_s: float = 0.5
+    short_flows: list[ShortFlows] = dataclasses.field(default_factory=list)
 
     @property
     def hosts(self) -> dict[str, tuple[str, ...]]:
@@ -252,6 +270,7 @@ class Scenario:
         data["flows"] = [Flow(**f) for f in data["flows"]]
         data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
         data["link_changes"] = [LinkChange(**c) for c in data.get("link_changes", [])]
+        data["short_flows"] = [ShortFlows(**g) for g in data.get("short_flows", [])]
         return cls(**data)
 
 
@@ -359,6 +378,7 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     tcp_sack = top.get("tcp_sack", bool, True)
     access = _access_delay(top.table("access_delay_ms", {}), hosts)
     tcp_info_s = top.number("tcp_info_interval_s", 0.5, low=0.1, high=10)
+    short = _short_flows(top, hosts, duration_s)
     top.done()
     scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
@@ -366,7 +386,7 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
                         limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
                         variants={v: variants[v] for v in disciplines if v in variants}, sweep_delay_ms=sweep,
                         tcp_sack=tcp_sack, access_delay_ms=access, hosts_per_side=per_side,
-                        tcp_info_interval_s=tcp_info_s)
+                        tcp_info_interval_s=tcp_info_s, short_flows=short)
     _check_discipline_params(scenario, source)
     if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
         raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
@@ -532,6 +552,40 @@ def _make_labels_unique(flows: list[Flow]) -> None:
             dup = [g for g in flows if g.label == f.label]
             for n, g in enumerate(dup, 1):
                 g.label = f"{g.label}-{n}"
+
+
+SHORT_FIRST_PORT = 6201  # apart from the long flows' iperf3 ports
+SHORT_SIZE_KB_MAX = 100_000
+
+
+def _short_flows(top: _Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> list[ShortFlows]:
+    """[[short_flows]] src, dst, cc, sizes_kb = [50, 1000] (each transfer draws one, uniformly),
+    rate_per_s, arrivals = "poisson" | "interval", start_s, stop_s, label."""
+    out = []
+    for i, raw in enumerate(top.get("short_flows", list, [])):
+        st = _Table(raw, f"short_flows[{i}]", top.source)
+        src, dst = st.choice("src", hosts["senders"]), st.choice("dst", hosts["receivers"])
+        cc = st.choice("cc", CONGESTION_CONTROLS)
+        sizes = st.get("sizes_kb", list)
+        if not sizes:
+            raise st.error("sizes_kb", "at least one size (KB) is needed")
+        for k, size in enumerate(sizes):
+            if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= SHORT_SIZE_KB_MAX:
+                raise st.error("sizes_kb", f"[{k}] = {size!r} is not a size in KB in (0, {SHORT_SIZE_KB_MAX}]")
+        rate = st.number("rate_per_s", low=0.01, high=100)
+        arrivals = st.choice("arrivals", ("poisson", "interval"), "poisson")
+        start_s = st.number("start_s", 0.0, low=0)
+        stop_s = st.number("stop_s", duration_s, low=0, high=duration_s)
+        if stop_s <= start_s:
+            raise st.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+        label = st.get("label", str, f"short-{cc}-{i + 1}")
+        st.done()
+        out.append(ShortFlows(label=label, src=src, dst=dst, cc=cc, sizes_kb=[float(x) for x in sizes],
+                              rate_per_s=rate, poisson=arrivals == "poisson", start_s=start_s, stop_s=stop_s,
+                              port=SHORT_FIRST_PORT + i))
+    if len({g.label for g in out}) != len(out):
+        raise top.error("short_flows", "labels must differ")
+    return out
 
 
 def _ping(pg: _Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:

@@ -7,7 +7,8 @@ tcpi_min_rtt: the smallest RTT measured over the connection, in a 300 s window) 
 which base RTT a flow saw, so the flows' min RTTs are read here.
 
 iperf3 opens two connections to its server's port: a control connection and the data
-connection. The data connection is the one with the most bytes acknowledged.
+connection. The runner gives each flow's data connection a port of its own (iperf3 --cport), and
+that is the socket read here.
 """
 
 from __future__ import annotations
@@ -62,48 +63,55 @@ def parse_ss(text: str) -> list[SocketInfo]:
     return out
 
 
-def data_sockets(infos: list[SocketInfo]) -> dict[int, SocketInfo]:
-    """By the server port: the socket with the most bytes acknowledged (iperf3's data
-    connection, not its control connection to the same port)."""
-    best: dict[int, SocketInfo] = {}
-    for s in infos:
-        if s.peer_port not in best or s.bytes_acked > best[s.peer_port].bytes_acked:
-            best[s.peer_port] = s
-    return best
-
-
 class TcpInfoSampler:
-    """Samples every sending host until `stop` is set; `series[port]` is the flow's rows
-    [t since t0, sRTT ms, cwnd segments, min RTT ms]."""
+    """Samples every sending host until `stop` is set; `series[server port]` is the flow's rows
+    [t since t0, sRTT ms, cwnd segments, min RTT ms]. `flows_by_host` maps each host to its
+    flows' data-connection ports (iperf3 --cport) and their server ports. `errors` lists what
+    went wrong (an ss that failed or hung), at most once per kind."""
 
-    def __init__(self, hosts: dict, ports_by_host: dict[str, list[int]], t0: float, interval_s: float,
+    def __init__(self, hosts: dict, flows_by_host: dict[str, dict[int, int]], t0: float, interval_s: float,
                  stop: threading.Event):
         self.hosts = hosts  # name -> Mininet host
-        self.ports_by_host = ports_by_host
+        self.flows_by_host = flows_by_host
         self.t0 = t0
         self.interval_s = interval_s
         self.stop = stop
-        self.series: dict[int, list[list]] = {p: [] for ports in ports_by_host.values() for p in ports}
-        self.errors = 0
+        self.series: dict[int, list[list]] = {p: [] for ports in flows_by_host.values() for p in ports.values()}
+        self.errors: list[str] = []
 
     def run(self) -> None:
         next_t = time.monotonic()
         while not self.stop.is_set():
-            for name, ports in self.ports_by_host.items():
+            for name, ports in self.flows_by_host.items():
                 self._sample(name, ports)
-            next_t += self.interval_s
+            # Behind (ss slower than the interval): sample again at once, but do not try to
+            # catch up the rounds already missed.
+            next_t = max(next_t + self.interval_s, time.monotonic())
             if self.stop.wait(max(0.0, next_t - time.monotonic())):
                 return
 
-    def _sample(self, name: str, ports: list[int]) -> None:
+    def _error(self, what: str) -> None:
+        if what not in self.errors:
+            self.errors.append(what)
+
+    def _sample(self, name: str, ports: dict[int, int]) -> None:
         try:
             proc = self.hosts[name].popen(["ss", "-tinH", "state", "established"], stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True)
-            text, _ = proc.communicate(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            self.errors += 1
+                                          stderr=subprocess.PIPE, text=True)
+        except OSError as err:
+            self._error(f"{name}: ss: {err}")
+            return
+        try:
+            text, err_text = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            self._error(f"{name}: ss took over 5 s")
+            return
+        if proc.returncode != 0:
+            self._error(f"{name}: ss exited {proc.returncode}: {err_text.strip()[:200]}")
             return
         t = round(time.monotonic() - self.t0, 3)
-        found = data_sockets([s for s in parse_ss(text) if s.peer_port in ports])
-        for port, s in found.items():
-            self.series[port].append([t, s.srtt_ms, s.cwnd, s.min_rtt_ms])
+        for s in parse_ss(text):
+            if s.local_port in ports:
+                self.series[ports[s.local_port]].append([t, s.srtt_ms, s.cwnd, s.min_rtt_ms])

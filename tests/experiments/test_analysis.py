@@ -173,3 +173,40 @@ def test_flows_of_different_base_rtts_are_grouped_with_their_min_rtt_and_cwnd(tm
     assert [r["value"] for r in rows if r["flow"] == "bbr" and r["series"] == "min_rtt_ms"][0] == "50.3"
     flows = list(csv.DictReader(open(tmp_path / "flows.csv")))
     assert (flows[0]["base_rtt_ms"], flows[0]["min_rtt_ms"]) == ("50", "50.3")
+
+
+def test_short_flows_completion_times_by_size_in_the_window(tmp_path):
+    """Transfers started in the window count: completed ones give FCT percentiles per size, failed
+    ones are counted, those without a line (still running at the end) are started - completed -
+    failed; the summary averages each run's percentiles; the report has a table."""
+    rec = record("ckcd", 45.0, 45.0, 1.0, 21.0)
+    doc = dict(DOC, short_flows=[{"src": "h1", "dst": "h3", "cc": "cubic", "sizes_kb": [50, 1000],
+                                  "rate_per_s": 2}])
+    rec["scenario"] = parse_scenario(doc, "syn.toml").to_dict()
+    transfers = [{"t": 5.0, "size": 50_000, "ok": True, "fct_ms": 999.0}]  # in the warm-up: not counted
+    transfers += [{"t": 10.0 + i, "size": 50_000, "ok": True, "fct_ms": 40.0 + i} for i in range(10)]
+    transfers += [{"t": 20.0 + i, "size": 1_000_000, "ok": True, "fct_ms": 200.0} for i in range(4)]
+    transfers += [{"t": 30.0, "size": 1_000_000, "ok": False, "error": "reset"}]
+    rec["short_flows"] = [{"label": "short-cubic-1", "cc": "cubic", "transfers": transfers, "error": None}]
+    m = analysis.run_metrics(rec)
+    g = m["short_flows"]["short-cubic-1"]
+    assert (g["started"], g["completed"], g["failed"]) == (15, 14, 1)
+    assert g["by_size_kb"]["50"]["p50"] == pytest.approx(percentile([40.0 + i for i in range(10)], 50))
+    assert g["by_size_kb"]["1000"]["p99"] == pytest.approx(200.0)
+    rec["metrics"] = m
+    [entry] = analysis.summarize([rec])
+    assert entry["short_flows"]["short-cubic-1"]["by_size_kb"]["1000"]["p95"]["mean"] == pytest.approx(200.0)
+    write_report(str(tmp_path), [rec])
+    report = (tmp_path / "report.md").read_text()
+    assert "| ckcd | short-cubic-1 | 1000 | 14 / 15 (1) | 200.0 | 200.0 | 200.0 |" in report
+    fct_rows = [r for r in csv.DictReader(open(tmp_path / "timeseries.csv")) if r["series"].startswith("fct_ms")]
+    assert len(fct_rows) == 15 and {r["series"] for r in fct_rows} == {"fct_ms_50kb", "fct_ms_1000kb"}
+
+
+def test_jain_over_time_counts_each_flow_once_a_second():
+    """A flow's short last interval can share a second with the one before: the second's value is
+    the flow's rate over both (length-weighted), not two flows."""
+    a = {"goodput": [[1.1, 10.0, 1.0], [1.75, 40.0, 0.3]]}  # (10 x 1 + 40 x 0.3) / 1.3 = 16.92
+    b = {"goodput": [[1.5, 22.0 / 1.3, 1.0]]}
+    [[t, j]] = analysis.jain_series([a, b])
+    assert t == 1.5 and j == pytest.approx(1.0)

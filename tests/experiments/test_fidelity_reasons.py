@@ -14,12 +14,14 @@ SCENARIO = parse_scenario(DOC, "test")
 
 
 def record(steal_pct: float, late_fraction: float, ping_ms: float | None = None,
-           queue_ms: float = 2.0, kernel_drops: int | None = None) -> dict:
+           queue_ms: float = 2.0, kernel_drops: int | None = None, lost: dict | None = None) -> dict:
     releases = 10_000
     final = {"dirs": {d: {"schedule": {"releases": releases, "late_over_1ms": int(late_fraction * releases),
                                        "late_mean_us": 300.0}} for d in ("ab", "ba")}}
     if kernel_drops is not None:  # ckcd-link's stats have counted them since its receive ring
         final["dirs"]["ab"]["rx_kernel_drops"], final["dirs"]["ba"]["rx_kernel_drops"] = kernel_drops, 0
+    for counter, n in (lost or {}).items():
+        final["dirs"]["ab"][counter], final["dirs"]["ba"][counter] = n, 0
     flow = {"label": "f1", "cc": "cubic", "goodput": [[5.0, 45.0]], "srtt": [[5.0, 25.0]], "error": None}
     # The link's 100 ms log over the window (2..10 s): queueing delay queue_ms throughout.
     series = [{"t": 2 + i / 10, "interval_s": 0.1, "tx_bytes": 600_000, "sojourn_ms": queue_ms,
@@ -55,6 +57,10 @@ def test_frames_lost_before_the_link_untrust_the_run():
     assert "l0: the kernel dropped 3 frames before ckcd-link read them" in why
     assert reasons(2.0, 0.01, kernel_drops=0) == []
     assert reasons(2.0, 0.01) == []  # records of a ckcd-link that did not count them
+    # An empty pool and a full host line lose frames outside the queue too.
+    no_buffer, host_line = reasons(2.0, 0.01, lost={"rx_no_buffer": 2, "host_delay_drops": 5})
+    assert "l0: ckcd-link had no buffer for 2 arrivals" in no_buffer
+    assert "l0: 5 frames of a host with an access delay found its line full" in host_line
 
 
 def test_ping_hosts_access_delays_are_part_of_what_the_link_explains():

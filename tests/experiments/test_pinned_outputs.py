@@ -327,9 +327,10 @@ class FakeTcpInfo:
     """The ss sampler runs in a thread on the real clock: here one fixed row per flow it was
     asked for (tests/experiments/test_tcpinfo.py covers the sampler's parsing)."""
 
-    def __init__(self, hosts, ports_by_host, t0, interval_s, stop):
-        self.series = {p: [[1.0, 21.0 + p % 7, 10 + p % 5, 20.2]] for ports in ports_by_host.values() for p in ports}
-        self.asked = {h: list(ports) for h, ports in sorted(ports_by_host.items())}
+    def __init__(self, hosts, flows_by_host, t0, interval_s, stop):
+        self.series = {p: [[1.0, 21.0 + p % 7, 10 + p % 5, 20.2]] for ports in flows_by_host.values()
+                       for p in ports.values()}
+        self.errors = []
 
     def run(self):
         pass

@@ -32,7 +32,9 @@ FIDELITY = {"name": "fidelity", "topology": "dumbbell", "duration_s": 14, "warmu
 RTTS = {"name": "rtts", "topology": "dumbbell", "hosts_per_side": 3, "duration_s": 12, "warmup_s": 3,
         "disciplines": ["droptail"], "link": {"rate_mbps": 50, "delay_ms": 5, "buffer_pkts": 10},
         "access_delay_ms": {"h2": 40},
-        "flows": [{"src": "h1", "dst": "h4", "cc": "cubic"}, {"src": "h2", "dst": "h5", "cc": "cubic"}]}
+        "flows": [{"src": "h1", "dst": "h4", "cc": "cubic"}, {"src": "h2", "dst": "h5", "cc": "cubic"}],
+        # and short transfers on the third host pair (10 ms of base RTT), four a second
+        "short_flows": [{"src": "h3", "dst": "h6", "cc": "cubic", "sizes_kb": [20, 200], "rate_per_s": 4}]}
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +160,21 @@ def test_each_flow_sees_its_own_base_rtt(batch):
     # The per-flow time series came along: cwnd and sRTT rows for every flow.
     for f in run["flows"]:
         assert len(f["tcp_info"]) >= 10 and all(row[2] for row in f["tcp_info"]), f["label"]
+
+
+def test_short_flows_complete_and_take_at_least_two_round_trips(batch):
+    """Each transfer is a new connection: the handshake and the request/response take two base
+    RTTs (2 x 10 ms) before the last byte can arrive, more for 200 KB than for 20 KB (ten more
+    windows' worth of data). At least 80 % of the transfers started in the window complete (the
+    rest may still be running when the run ends, or lose their SYN in the 10-packet buffer and
+    wait out the 1 s SYN timeout)."""
+    _, records, _ = batch
+    [run] = runs_of(records, "rtts")
+    [g] = run["metrics"]["short_flows"].values()
+    print(f"short flows: {g['completed']}/{g['started']} completed, FCT by size: "
+          f"{ {s: (v['p50'], v['p95']) for s, v in g['by_size_kb'].items()} }")
+    assert g["started"] >= 10 and g["completed"] >= 0.8 * g["started"], g
+    assert g["fct_ms"]["mean"] is not None
+    done = [x for x in run["short_flows"][0]["transfers"] if x.get("ok")]
+    assert min(x["fct_ms"] for x in done) >= 2 * 10.0
+    assert g["by_size_kb"]["200"]["p50"] > g["by_size_kb"]["20"]["p50"], g["by_size_kb"]

@@ -124,3 +124,27 @@ def test_hosts_per_side_names_the_dumbbells_hosts_and_base_rtts_add_access_delay
                           (with_(tcp_info_interval_s=0.01), "tcp_info_interval_s", "out of range")):
         with pytest.raises(ScenarioError, match=key.replace(".", r"\.") + ".*" + why):
             parse_scenario(bad, "test.toml")
+
+
+def test_short_flows_are_read_and_checked():
+    """[[short_flows]]: sizes drawn per transfer, Poisson or fixed-interval arrivals, within the run;
+    each group its own port, apart from the long flows' iperf3 ports."""
+    doc = with_(short_flows=[{"src": "h2", "dst": "h4", "cc": "cubic", "sizes_kb": [50, 1000], "rate_per_s": 2},
+                             {"src": "h1", "dst": "h3", "cc": "bbr", "sizes_kb": [10], "rate_per_s": 1,
+                              "arrivals": "interval", "start_s": 2, "stop_s": 8, "label": "web"}])
+    a, b = parse_scenario(doc).short_flows
+    assert (a.label, a.sizes_kb, a.rate_per_s, a.poisson, a.start_s, a.stop_s) == \
+        ("short-cubic-1", [50.0, 1000.0], 2.0, True, 0.0, 10.0)
+    assert (b.label, b.poisson, b.start_s, b.stop_s) == ("web", False, 2.0, 8.0)
+    assert a.port != b.port and {a.port, b.port}.isdisjoint(f.port for f in parse_scenario(doc).flows)
+    sc = parse_scenario(doc)
+    assert type(sc).from_dict(sc.to_dict()).short_flows == sc.short_flows  # run.json round trip
+    one = {"src": "h2", "dst": "h4", "cc": "cubic", "sizes_kb": [50], "rate_per_s": 2}
+    for bad, key in (({**one, "sizes_kb": []}, "sizes_kb"), ({**one, "sizes_kb": [0]}, "sizes_kb"),
+                     ({**one, "sizes_kb": ["big"]}, "sizes_kb"), ({**one, "rate_per_s": 0}, "rate_per_s"),
+                     ({**one, "arrivals": "bursty"}, "arrivals"), ({**one, "stop_s": 11}, "stop_s"),
+                     ({**one, "dst": "h1"}, "dst"), ({**one, "size_kb": 5}, "size_kb")):
+        with pytest.raises(ScenarioError, match=r"short_flows\[0\]\." + key):
+            parse_scenario(with_(short_flows=[bad]), "test.toml")
+    with pytest.raises(ScenarioError, match="labels must differ"):
+        parse_scenario(with_(short_flows=[{**one, "label": "x"}, {**one, "label": "x"}]), "test.toml")

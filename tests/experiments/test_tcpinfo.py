@@ -3,8 +3,10 @@ of Debian 12's ss (iproute2 6.1) for an iperf3 3.12 BBR flow on loopback: its co
 and its data connection to the same server port, recorded on this project's machine."""
 
 import os
+import subprocess
+import threading
 
-from experiments.tcpinfo import data_sockets, parse_ss
+from experiments.tcpinfo import TcpInfoSampler, parse_ss
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "ss", "iperf3_bbr.txt")
 
@@ -16,9 +18,32 @@ def test_parse_ss_reads_addresses_rtt_cwnd_and_min_rtt():
     assert (control.cwnd, control.min_rtt_ms, control.bytes_acked) == (13, 0.011, 165)
 
 
-def test_the_data_connection_is_the_one_with_most_bytes_acked():
-    # iperf3's control connection goes to the same port: it must not stand for the flow
-    assert data_sockets(parse_ss(open(FIXTURE).read()))[5998].local_port == 53806
+class RecordedHost:
+    """Stands in for a Mininet host: whatever it is asked to run, it prints the recorded ss output
+    (a real process, so the sampler's pipes, timeout and exit status are the real ones)."""
+
+    def __init__(self, status: int = 0):
+        self.status = status
+
+    def popen(self, cmd, **kw):
+        assert cmd[0] == "ss"
+        return subprocess.Popen(["sh", "-c", f'cat "$1"; exit {self.status}', "sh", FIXTURE], **kw)
+
+
+def test_the_sampler_reads_each_flow_by_its_data_connections_port():
+    # iperf3's control connection (53804) goes to the same server port: only --cport's 53806 counts
+    stop = threading.Event()
+    sampler = TcpInfoSampler({"h1": RecordedHost()}, {"h1": {53806: 5998}}, t0=0.0, interval_s=0.1, stop=stop)
+    sampler._sample("h1", {53806: 5998})
+    [[_, srtt, cwnd, min_rtt]] = sampler.series[5998]
+    assert (srtt, cwnd, min_rtt) == (0.147, 32, 0.004) and sampler.errors == []
+
+
+def test_a_failing_ss_is_recorded_not_sampled():
+    sampler = TcpInfoSampler({"h1": RecordedHost(status=1)}, {"h1": {53806: 5998}}, 0.0, 0.1, threading.Event())
+    sampler._sample("h1", {53806: 5998})
+    sampler._sample("h1", {53806: 5998})
+    assert sampler.series[5998] == [] and sampler.errors == ["h1: ss exited 1: "]
 
 
 def test_sockets_without_an_info_line_or_fields_are_kept_apart():
