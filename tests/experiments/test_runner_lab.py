@@ -147,7 +147,8 @@ def test_each_flow_sees_its_own_base_rtt(batch):
     """The kernel's min RTT of each flow (ss -tin, the smallest RTT its TCP measured) is its base
     RTT: the link's 10 ms, or 50 ms with h2's access delay. Tolerance 1 ms above (the hosts'
     stacks, vswitchd and the link's late releases add 0.3-0.5 ms to a ping here), none below
-    (ckcd-link never releases early)."""
+    (ckcd-link never releases early; a sample from TCP timestamps counts whole milliseconds and
+    so rounds down, to the base RTT at most)."""
     _, records, _ = batch
     [run] = runs_of(records, "rtts")
     flows = {f["label"]: f for f in run["metrics"]["flows"]}
