@@ -450,9 +450,16 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
 
 
 def _flow_list(sc: dict) -> str:
-    """`label src→dst`, with the aggregate, the rate of an application-limited flow, and start-stop
-    where they are not the whole run."""
-    return ", ".join(f"{f['label']} {f['src']}→{f['dst']}"
+    """`label src→dst`, with the base RTT where access delays make the flows' differ, the
+    aggregate, the rate of an application-limited flow, and start-stop where they are not the
+    whole run."""
+    access = sc.get("access_delay_ms") or {}
+
+    def rtt(f) -> str:
+        if not access:
+            return ""
+        return f" ({2 * sc['link']['delay_ms'] + access.get(f['src'], 0.0) + access.get(f['dst'], 0.0):g} ms RTT)"
+    return ", ".join(f"{f['label']} {f['src']}→{f['dst']}" + rtt(f)
                      + (f" [{f['aggregate']}]" if f.get("aggregate") else "")
                      + (f" at {f['rate_bps'] / 1e6:g} Mbit/s" if f.get("rate_bps") else "")
                      + (f" {f['start_s']:g}-{f['stop_s']:g} s" if f["start_s"] or f["stop_s"] != sc["duration_s"]

@@ -168,6 +168,7 @@ def test_flows_of_different_base_rtts_are_grouped_with_their_min_rtt_and_cwnd(tm
     out = write_report(str(tmp_path), [rec])
     assert os.path.exists(tmp_path / "plots" / "syn_flows.png") and "plots/syn_flows.png" in out["plots"]["syn"]
     assert "50 ms RTT: Mbit/s/flow" in (tmp_path / "report.md").read_text()
+    assert "Flows: bbr h1→h3 (50 ms RTT), cubic h2→h4 (20 ms RTT)." in (tmp_path / "report.md").read_text()
     rows = list(csv.DictReader(open(tmp_path / "timeseries.csv")))
     assert {r["series"] for r in rows} == {"goodput_mbps", "srtt_ms", "cwnd_pkts", "min_rtt_ms", "jain"}
     assert [r["value"] for r in rows if r["flow"] == "bbr" and r["series"] == "min_rtt_ms"][0] == "50.3"
