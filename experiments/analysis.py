@@ -56,7 +56,9 @@ def run_metrics(record: dict) -> dict:
     run is trusted with the reasons it is not."""
     scenario = Scenario.from_dict(record["scenario"])
     w0, w1 = scenario.measure_window_s
-    flows = [_flow_metrics(f, w0, w1, _base_rtt_ms(scenario, f)) for f in record["flows"]]
+    # base RTT: None for records from before flows carried their hosts
+    flows = [_flow_metrics(f, w0, w1, scenario.base_rtt_ms(f["src"], f["dst"]) if "src" in f else None)
+             for f in record["flows"]]
     rates = [f["mean_mbps"] or 0.0 for f in flows]
     total = sum(rates)
     rate_bps = _mean_rate_bps(scenario.link.rate_bps, record.get("link_changes", []), w0, w1)
@@ -66,8 +68,8 @@ def run_metrics(record: dict) -> dict:
              for name, link in record["links"].items()}
     rtt = _stats(in_window(record.get("ping", []), w0, w1))
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
-    ping = record["scenario"].get("ping") or {}
-    ping_access_ms = sum(scenario.access_delay_ms.get(ping.get(end), 0.0) for end in ("src", "dst"))
+    ping = scenario.ping
+    ping_access_ms = scenario.base_rtt_ms(ping.src, ping.dst) - scenario.link.rtt_ms if ping else 0.0
     reasons = _untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms)
     return {"window_s": [w0, w1], "flows": flows,
             "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
@@ -128,14 +130,6 @@ def rtt_class(base_rtt_ms: float | None) -> str | None:
     return None if base_rtt_ms is None else f"{base_rtt_ms:g} ms RTT"
 
 
-def _base_rtt_ms(scenario: Scenario, flow: dict) -> float | None:
-    """The RTT the scenario gives the flow without queueing (None for records without src/dst)."""
-    if "src" not in flow or "dst" not in flow:
-        return None
-    return scenario.link.rtt_ms + scenario.access_delay_ms.get(flow["src"], 0.0) + \
-        scenario.access_delay_ms.get(flow["dst"], 0.0)
-
-
 def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -> dict:
     """A flow's goodput, sRTT and cwnd over the window, its base RTT (the scenario's) and the
     smallest RTT its TCP measured (the kernel's min RTT, over the whole flow); a flow that sent
@@ -163,10 +157,10 @@ def _group_metrics(flows: list[dict], rates: list[float], attr: str) -> dict:
                    "mean_mbps": sum(r for r, _ in g) / len(g), "jain": jain_index([r for r, _ in g]),
                    "srtt_ms": _mean([f["srtt_ms"]["mean"] for _, f in g]),
                    "min_rtt_ms": _mean([f.get("min_rtt_ms") for _, f in g if f.get("min_rtt_ms") is not None])}
-            for name, g in sorted(groups.items(), key=lambda kv: _natural(kv[0]))}
+            for name, g in sorted(groups.items(), key=lambda kv: group_order(kv[0]))}
 
 
-def _natural(name: str) -> tuple:
+def group_order(name: str) -> tuple:
     """Sort key: "20 ms RTT" before "100 ms RTT"; names without a leading number by name."""
     head = name.split(" ", 1)[0]
     try:
@@ -374,13 +368,13 @@ def summarize(records: list[dict]) -> list[dict]:
         for name, read in SCALARS.items():
             entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
         for group in ("classes", "aggregates", "rtts"):
-            names = sorted({n for r in ok for n in r["metrics"].get(group, {})})
+            names = sorted({n for r in ok for n in r["metrics"][group]}, key=group_order)
             entry[group] = {n: {"mean_mbps": mean_ci95([r["metrics"][group][n]["mean_mbps"] for r in ok
-                                                         if n in r["metrics"].get(group, {})]),
+                                                         if n in r["metrics"][group]]),
                                 "total_mbps": mean_ci95([r["metrics"][group][n]["total_mbps"] for r in ok
-                                                          if n in r["metrics"].get(group, {})]),
+                                                          if n in r["metrics"][group]]),
                                 "srtt_ms": mean_ci95([r["metrics"][group][n]["srtt_ms"] for r in ok
-                                                      if n in r["metrics"].get(group, {})])}
+                                                      if n in r["metrics"][group]])}
                             for n in names}
         entry["short_flows"] = _short_flow_summary(ok)
         reasons = sorted({k for r in ok for k in r["metrics"]["drops"]})

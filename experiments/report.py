@@ -15,6 +15,7 @@ import platform
 
 from experiments import analysis
 from experiments.analysis import PAPER, RTT_EXCESS_MAX_MS, fmt
+from experiments.scenario import Scenario
 
 CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
 CASE_ORDER = ("droptail", "red", "codel", "choke", "ckcd")
@@ -360,8 +361,8 @@ def case_table(entries: list[dict]) -> list[str]:
     groups = sorted({g for e in entries for g in e["classes"]})
     aggs = sorted({a for e in entries for a in e["aggregates"]})
     # flows of different base RTTs (access delays): each RTT's mean rate and min RTT
-    rtts = list(dict.fromkeys(g for e in entries for g in e.get("rtts", {})))
-    rtts = sorted(rtts, key=lambda g: float(g.split(" ", 1)[0])) if len(rtts) > 1 else []
+    rtts = sorted({g for e in entries for g in e["rtts"]}, key=analysis.group_order)
+    rtts = rtts if len(rtts) > 1 else []
     head = ["case", "Jain"] + [f"{g} Mbit/s/flow" for g in groups] + [f"{a} Mbit/s, sRTT ms" for a in aggs] + \
            [f"{g}: Mbit/s/flow" for g in rtts] + \
            ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops",
@@ -373,7 +374,7 @@ def case_table(entries: list[dict]) -> list[str]:
         cells += [_ci(e["classes"][g]["mean_mbps"]) if g in e["classes"] else "" for g in groups]
         cells += [f"{_ci(e['aggregates'][a]['total_mbps'])}, {_ci(e['aggregates'][a]['srtt_ms'])}"
                   if a in e["aggregates"] else "" for a in aggs]
-        cells += [_ci(e["rtts"][g]["mean_mbps"]) if g in e.get("rtts", {}) else "" for g in rtts]
+        cells += [_ci(e["rtts"][g]["mean_mbps"]) if g in e["rtts"] else "" for g in rtts]
         cells += [_ci(e["total_mbps"]), _ci(e["utilization"], 0, 100) + " %",
                   " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
                                                             "queue_delay_p99_ms")),
@@ -453,12 +454,10 @@ def _flow_list(sc: dict) -> str:
     """`label src→dst`, with the base RTT where access delays make the flows' differ, the
     aggregate, the rate of an application-limited flow, and start-stop where they are not the
     whole run."""
-    access = sc.get("access_delay_ms") or {}
+    scenario = Scenario.from_dict(sc)
 
     def rtt(f) -> str:
-        if not access:
-            return ""
-        return f" ({2 * sc['link']['delay_ms'] + access.get(f['src'], 0.0) + access.get(f['dst'], 0.0):g} ms RTT)"
+        return f" ({scenario.base_rtt_ms(f['src'], f['dst']):g} ms RTT)" if scenario.access_delay_ms else ""
     return ", ".join(f"{f['label']} {f['src']}→{f['dst']}" + rtt(f)
                      + (f" [{f['aggregate']}]" if f.get("aggregate") else "")
                      + (f" at {f['rate_bps'] / 1e6:g} Mbit/s" if f.get("rate_bps") else "")

@@ -317,7 +317,7 @@ def _start_short_flows(started: _Started, scenario: Scenario, net, run_dir: str,
                                        str(g.port), "--cc", g.cc], os.path.join(run_dir, f"short-serve-{g.port}.txt"))
     time.sleep(0.5)  # the servers listen before the first request can come (start_s may be 0)
     launched = time.monotonic() - t0
-    for i, g in enumerate(scenario.short_flows):
+    for g in scenario.short_flows:
         started.popen(net.get(g.dst), [sys.executable, "-m", "experiments.shortflows", "fetch", "--host",
                                        net.get(g.src).IP(), "--port", str(g.port),
                                        "--sizes-kb", ",".join(f"{s:g}" for s in g.sizes_kb),

@@ -190,12 +190,12 @@ class Scenario:
 
     @property
     def hosts(self) -> dict[str, tuple[str, ...]]:
-        return _hosts(self.topology, self.hosts_per_side)
+        return _hosts(self.hosts_per_side)
 
-    def base_rtt_ms(self, flow: "Flow") -> float:
-        """The flow's RTT without queueing: the link's both ways, plus the access delays of its
-        sender (its data) and receiver (its ACKs)."""
-        return self.link.rtt_ms + self.access_delay_ms.get(flow.src, 0.0) + self.access_delay_ms.get(flow.dst, 0.0)
+    def base_rtt_ms(self, src: str, dst: str) -> float:
+        """The RTT without queueing between two hosts (a flow's, ping's): the link's both ways,
+        plus the access delays of the sender (its data) and the receiver (its ACKs)."""
+        return self.link.rtt_ms + self.access_delay_ms.get(src, 0.0) + self.access_delay_ms.get(dst, 0.0)
 
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
@@ -370,7 +370,7 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     params = _discipline_params(top.table("discipline_params", {}))
     fraction = _limited_queue_fraction(top.table("coex", {}))
     per_side = _hosts_per_side(top, topology)
-    hosts = _hosts(topology, per_side)
+    hosts = _hosts(per_side)
     flows = _flows(top, hosts, duration_s)
     ping = _ping(top.table("ping", None), hosts)
     changes = _link_changes(top, duration_s)
@@ -648,7 +648,7 @@ def _hosts_per_side(top: _Table, topology: str) -> int:
     return int(n)
 
 
-def _hosts(topology: str, per_side: int = 2) -> dict[str, tuple[str, ...]]:
+def _hosts(per_side: int) -> dict[str, tuple[str, ...]]:
     return {"senders": tuple(f"h{i}" for i in range(1, per_side + 1)),
             "receivers": tuple(f"h{i}" for i in range(per_side + 1, 2 * per_side + 1))}
 

@@ -24,7 +24,6 @@ _ADDRS = re.compile(r"^\S+\s+\S+\s+(\S+):(\d+)\s+(\S+):(\d+)\s*$")
 _RTT = re.compile(r"\brtt:([\d.]+)/")
 _CWND = re.compile(r"\bcwnd:(\d+)")
 _MINRTT = re.compile(r"\bminrtt:([\d.]+)")
-_ACKED = re.compile(r"\bbytes_acked:(\d+)")
 
 
 @dataclasses.dataclass
@@ -36,7 +35,6 @@ class SocketInfo:
     srtt_ms: float | None
     cwnd: int | None  # segments
     min_rtt_ms: float | None
-    bytes_acked: int
 
 
 def parse_ss(text: str) -> list[SocketInfo]:
@@ -52,13 +50,12 @@ def parse_ss(text: str) -> list[SocketInfo]:
             continue
         if addrs is None:
             continue
-        rtt, cwnd, minrtt, acked = (r.search(line) for r in (_RTT, _CWND, _MINRTT, _ACKED))
+        rtt, cwnd, minrtt = (r.search(line) for r in (_RTT, _CWND, _MINRTT))
         out.append(SocketInfo(local=addrs.group(1).strip("[]"), local_port=int(addrs.group(2)),
                               peer=addrs.group(3).strip("[]"), peer_port=int(addrs.group(4)),
                               srtt_ms=float(rtt.group(1)) if rtt else None,
                               cwnd=int(cwnd.group(1)) if cwnd else None,
-                              min_rtt_ms=float(minrtt.group(1)) if minrtt else None,
-                              bytes_acked=int(acked.group(1)) if acked else 0))
+                              min_rtt_ms=float(minrtt.group(1)) if minrtt else None))
         addrs = None
     return out
 

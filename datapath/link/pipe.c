@@ -320,32 +320,25 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 	dir_serve(d, t);
 }
 
-/* The host line whose head is due first, if by t; -1 otherwise. */
-static int access_due(const struct link_dir *d, uint64_t t)
+/* The host line whose head is due first, or -1 when every line is empty. */
+static int access_first(const struct link_dir *d)
 {
 	int best = -1;
-	uint64_t due = t;
 
-	for (unsigned i = 0; i < d->link->cfg.n_host_delay; i++) {
+	for (unsigned i = 0; i < d->link->cfg.n_host_delay && d->access_pkts; i++) {
 		const struct pkt *p = d->access[i].head;
-		if (p && p->arrival_ns <= due) {
+		if (p && (best < 0 || p->arrival_ns < d->access[best].head->arrival_ns))
 			best = (int)i;
-			due = p->arrival_ns;
-		}
 	}
 	return best;
 }
 
+/* When the first host-delayed frame is due, or UINT64_MAX. */
 static uint64_t access_next_due(const struct link_dir *d)
 {
-	uint64_t due = UINT64_MAX;
+	int h = access_first(d);
 
-	for (unsigned i = 0; i < d->link->cfg.n_host_delay && d->access_pkts; i++) {
-		const struct pkt *p = d->access[i].head;
-		if (p && p->arrival_ns < due)
-			due = p->arrival_ns;
-	}
-	return due;
+	return h < 0 ? UINT64_MAX : d->access[h].head->arrival_ns;
 }
 
 static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
@@ -396,7 +389,7 @@ void dir_serve(struct link_dir *d, uint64_t t)
 	/* Host-delayed frames due by t reach the queue at their own times,
 	 * in time order, each after the queue was served up to it: they meet
 	 * the queue the link would have had then. */
-	while (d->access_pkts && (h = access_due(d, t)) >= 0) {
+	while ((h = access_first(d)) >= 0 && d->access[h].head->arrival_ns <= t) {
 		struct access_line *a = &d->access[h];
 		struct pkt *p = a->head;
 
@@ -425,7 +418,7 @@ void dir_serve(struct link_dir *d, uint64_t t)
 
 uint64_t dir_next_event(const struct link_dir *d)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, access = access_next_due(d);
 
 	if (d->link->cfg.sender_threads) {
 		/* Serving is exact whenever it happens: dir_serve() dequeues
@@ -445,7 +438,6 @@ uint64_t dir_next_event(const struct link_dir *d)
 		 * each start, as before, which gives the sender the whole
 		 * delay. */
 		uint64_t lead = d->delay_ns >= 2 * SERVE_LEAD_NS ? d->delay_ns / 2 : d->delay_ns;
-		uint64_t access = access_next_due(d);
 
 		if (aqm_qlen_pkts(d->q) > 0)
 			next = d->free_ns + d->delay_ns - lead;
@@ -462,7 +454,7 @@ uint64_t dir_next_event(const struct link_dir *d)
 		next = d->line[d->line_head & d->line_mask]->release_ns;
 	if (aqm_qlen_pkts(d->q) > 0 && d->free_ns + d->delay_ns < next)
 		next = d->free_ns + d->delay_ns;
-	if (access_next_due(d) != UINT64_MAX && access_next_due(d) + d->delay_ns < next)
-		next = access_next_due(d) + d->delay_ns;
+	if (access != UINT64_MAX && access + d->delay_ns < next)
+		next = access + d->delay_ns;
 	return next;
 }

@@ -116,7 +116,8 @@ def test_hosts_per_side_names_the_dumbbells_hosts_and_base_rtts_add_access_delay
     sc = parse_scenario(doc)
     assert sc.hosts == {"senders": ("h1", "h2", "h3"), "receivers": ("h4", "h5", "h6")}
     far, near = sc.flows
-    assert sc.base_rtt_ms(far) == sc.link.rtt_ms + 10 + 40 and sc.base_rtt_ms(near) == sc.link.rtt_ms
+    assert sc.base_rtt_ms(far.src, far.dst) == sc.link.rtt_ms + 10 + 40
+    assert sc.base_rtt_ms(near.src, near.dst) == sc.link.rtt_ms
     for bad, key, why in ((with_(hosts_per_side=9), "hosts_per_side", "out of range"),
                           (with_(hosts_per_side=2.5), "hosts_per_side", "whole number"),
                           (with_(topology="twopaths", hosts_per_side=3), "hosts_per_side", "only the dumbbell"),
