@@ -103,6 +103,7 @@ struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aq
 	struct aqm_args a;
 	struct aqm_queue *q;
 	unsigned i;
+	int ecn;
 
 	aqm_err_clear(err);
 	if (!env || !env->alloc || !env->free || !env->drop || !env->random_u32) {
@@ -125,6 +126,8 @@ struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aq
 	q->env = *env;
 	for (i = 0; i < ops->nparams; i++)
 		q->pv[i] = a.v[i];
+	ecn = aqm_param_index(ops, "ecn");
+	q->ecn = ecn >= 0 && a.v[ecn];
 	if (ops->init(q, &a, err)) {
 		if (!err->disc)
 			err->disc = ops->name;
@@ -339,6 +342,8 @@ void aqm_replace(struct aqm_queue **qp, struct aqm_queue *nq)
 		for (r = 0; r < AQM_DROP_REASONS; r++) {
 			nq->stats.drops[r] += old->stats.drops[r];
 			nq->stats.drop_bytes[r] += old->stats.drop_bytes[r];
+			nq->stats.marks[r] += old->stats.marks[r];
+			nq->stats.mark_bytes[r] += old->stats.mark_bytes[r];
 		}
 	}
 	free_queue(old);

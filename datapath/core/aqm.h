@@ -33,6 +33,20 @@ enum aqm_drop_reason {
 
 const char *aqm_drop_reason_name(enum aqm_drop_reason why);
 
+/* The ECN field of an IP header (RFC 3168): its two low TOS / traffic-class
+ * bits. A discipline configured with ecn=1 signals congestion to an
+ * ECN-capable packet (ECT(0), ECT(1), or already CE) by setting CE where it
+ * would have dropped it early, for delay or as a penalty - each discipline
+ * says where (docs/ecn.md) - and counts the mark under that drop reason
+ * (aqm_stats.marks). A full buffer always drops, and so does every decision
+ * on a Not-ECT packet. */
+enum aqm_ecn {
+	AQM_ECN_NOT_ECT = 0,
+	AQM_ECN_ECT1 = 1,
+	AQM_ECN_ECT0 = 2,
+	AQM_ECN_CE = 3,
+};
+
 /* A packet descriptor. The caller owns the frame; the core only links
  * descriptors and reads the fields below. */
 struct aqm_pkt {
@@ -57,6 +71,13 @@ struct aqm_pkt {
 	 * not know it (every packet then one connection). Added last, after
 	 * core_slot, so every field above keeps its offset. */
 	uint32_t host_hash;
+	/* The packet's ECN codepoint (enum aqm_ecn) as the host read it from
+	 * the IP header; AQM_ECN_NOT_ECT for a frame that is not IP, so a
+	 * non-IP frame is never marked. The core sets it to AQM_ECN_CE when it
+	 * marks the packet; the host writes CE into the frame when it sends a
+	 * packet whose ecn is AQM_ECN_CE (a mark never changes the frame's
+	 * length). Added last: every field above keeps its offset. */
+	uint8_t ecn;
 };
 
 struct aqm_env {
@@ -78,6 +99,12 @@ struct aqm_env {
 	 * that cannot trust its spec's author (a kernel) sets one: every packet
 	 * a discipline may hold costs memory when the queue is created. */
 	uint64_t max_pkts;
+	/* Optional (NULL: not told): called for every packet the core marks CE
+	 * instead of dropping, with the reason it would have been dropped for.
+	 * The packet stays queued or is handed out; a host that writes the mark
+	 * when it sends needs no callback (bands uses it to count its bands'
+	 * marks as its own). */
+	void (*mark)(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why);
 };
 
 struct aqm_stats {
@@ -85,6 +112,10 @@ struct aqm_stats {
 	uint64_t deq_pkts, deq_bytes; /* handed to the link */
 	uint64_t drops[AQM_DROP_REASONS];
 	uint64_t drop_bytes[AQM_DROP_REASONS];
+	/* ECN marks, by the reason the packet would otherwise have been dropped
+	 * for: a marked packet is also counted in enq and deq, never in drops. */
+	uint64_t marks[AQM_DROP_REASONS];
+	uint64_t mark_bytes[AQM_DROP_REASONS];
 };
 
 struct aqm_queue; /* opaque */

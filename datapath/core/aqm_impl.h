@@ -87,6 +87,9 @@ struct aqm_queue {
 	 * queue: aqm_dequeue hands them out with no AQM decision, and choke/ckcd
 	 * never pick them as a comparison victim. */
 	uint32_t carried_pkts;
+	/* The spec's ecn=1: congestion signals to ECN-capable packets are CE
+	 * marks (aqm_mark_ce). 0 for a discipline without the parameter. */
+	uint8_t ecn;
 	int64_t pv[AQM_MAX_PARAMS]; /* parameter values as validated (stored units) */
 	unsigned long long priv_align[]; /* discipline state */
 };
@@ -131,6 +134,27 @@ static inline void aqm_drop_queued(struct aqm_queue *q, struct aqm_pkt *pkt,
 	q->qlen_bytes -= pkt->len;
 	aqm_drop_arriving(q, pkt, why);
 }
+
+/* Signal congestion (reason why) to pkt by marking it CE instead of dropping
+ * it: 1 when marked - the caller keeps the packet and goes on as its law
+ * goes on after a drop - or 0 when the caller must drop it (ecn=0, or a
+ * Not-ECT packet). As Linux's INET_ECN_set_ce(), a packet already CE counts
+ * as marked. */
+static inline int aqm_mark_ce(struct aqm_queue *q, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	if (!q->ecn || (pkt->ecn & AQM_ECN_CE) == AQM_ECN_NOT_ECT)
+		return 0;
+	pkt->ecn = AQM_ECN_CE;
+	q->stats.marks[why]++;
+	q->stats.mark_bytes[why] += pkt->len;
+	if (q->env.mark)
+		q->env.mark(q->env.ctx, pkt, why);
+	return 1;
+}
+
+/* The "ecn" row of a discipline's table: the same name, range and words in
+ * every discipline that takes it. */
+#define AQM_PARAM_ECN { "ecn", "0 drop, 1 mark ECN-capable packets CE", 0, 1, 0, 0, AQM_PARAM_INT, 0 }
 
 static inline void aqm_account_add(struct aqm_queue *q, const struct aqm_pkt *pkt)
 {

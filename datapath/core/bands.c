@@ -73,6 +73,21 @@ static void child_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	aqm_drop_arriving(q, pkt, why);
 }
 
+/* A band's ECN mark counts at the top level too, under the same relabelling
+ * as its drops: in the penalized band it is a penalty mark. */
+static void child_mark(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	struct aqm_queue *q = ctx;
+	struct bands *b = aqm_priv(q);
+
+	if ((int)pkt->band == b->penalized)
+		why = AQM_DROP_PENALTY;
+	q->stats.marks[why]++;
+	q->stats.mark_bytes[why] += pkt->len;
+	if (q->env.mark)
+		q->env.mark(q->env.ctx, pkt, why);
+}
+
 /* Parse "n,n,n" or "d:b,d:b"; returns -1 on a malformed list. */
 static int next_num(const char **s, const char *end, int64_t *v)
 {
@@ -190,6 +205,7 @@ static int bands_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_
 	cenv.alloc = child_alloc;
 	cenv.free = child_free;
 	cenv.drop = child_drop;
+	cenv.mark = child_mark;
 	cenv.rate_bps = q->env.rate_bps;
 	cenv.max_pkts = q->env.max_pkts;
 	for (i = 0; i < b->n; i++) {

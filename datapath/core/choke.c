@@ -8,6 +8,9 @@
  *   else q_avg > max        drop (forced)
  *   else                    RED probabilistic drop (red.c)
  *   then the hard limit     overflow
+ * With ecn=1 the forced and probabilistic drops of an ECN-capable arrival are
+ * CE marks (forced ones only without harddrop), as in sch_choke; a match
+ * still drops both packets.
  */
 #include "red_law.h"
 #include "ring.h"
@@ -62,9 +65,10 @@ static int choke_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 				aqm_red_avg_start_idle(&law->avg, now_ns);
 			return AQM_DROPPED;
 		}
-		if (avg > law->max_q16)
-			return aqm_red_law_force(law, q, pkt);
-		if (aqm_red_law_between(law, q, pkt, avg) == AQM_DROPPED)
+		if (avg > law->max_q16) {
+			if (aqm_red_law_force(law, q, pkt) == AQM_DROPPED)
+				return AQM_DROPPED;
+		} else if (aqm_red_law_between(law, q, pkt, avg) == AQM_DROPPED)
 			return AQM_DROPPED;
 	}
 	if (q->qlen_pkts >= law->limit || aqm_ring_push(&c->ring, pkt)) {

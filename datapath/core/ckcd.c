@@ -18,6 +18,13 @@
  * dropping state: its packets with d_i >= d_th^i are dropped (delay) until
  * its sojourn has stayed below d_th^i for Delta.
  *
+ * With ecn=1 (docs/ecn.md) an ECN-capable packet is marked CE instead of
+ * the p_c drop, and instead of a delay drop for Delta from the start of its
+ * flow's dropping state; a flow still late after that has not answered the
+ * marks (BBRv1 ignores CE) and its late packets are dropped. The q_avg >
+ * q_max drop and the match stay drops, as sch_red's harddrop and sch_choke's
+ * match.
+ *
  * Per-flow state lives in a fixed-size open-addressed table allocated at
  * create time (`flows` entries): the per-packet path never allocates.
  */
@@ -28,7 +35,7 @@
 enum {
 	P_LIMIT, P_DELTA, P_D, P_OMEGA, P_RATE, P_RTT, P_AVPKT, P_QMIN, P_QMAX, P_K,
 	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_NEW_DTH,
-	P_MU_NET, P_MU_GAIN, P_N
+	P_MU_NET, P_MU_GAIN, P_ECN, P_N
 };
 
 static const struct aqm_param ckcd_params[] = {
@@ -69,6 +76,7 @@ static const struct aqm_param ckcd_params[] = {
 	 * default): the last window alone, as the paper measures it; below 1 an
 	 * EWMA that steadies d_th at the cost of lag (docs/ckcd.md, section 4). */
 	[P_MU_GAIN] = { "mu_gain", "weight of the last window", 1, 1000, 1000, 3, AQM_PARAM_INT, 0 },
+	[P_ECN] = AQM_PARAM_ECN,
 };
 
 #define CKCD_PROBE 8 /* slots searched from a flow's home slot */
@@ -105,6 +113,7 @@ _Static_assert(sizeof(struct ckcd_flow) == 64, "a flow entry is one cache line")
 
 struct ckcd_flow_cold {
 	uint64_t delay_drops;     /* xstats */
+	uint64_t dropping_since_ns; /* when the flow last entered the dropping state (ecn=1) */
 	uint32_t arrived_epoch;   /* the window arrived_bytes counts */
 	uint32_t arrived_bytes;   /* arrived in it while the flow was not yet in I */
 };
@@ -143,6 +152,7 @@ struct ckcd {
 	uint32_t nflows, flow_mask, flow_shift; /* flow_shift: 32 - log2(nflows) */
 	uint32_t flows_used;
 	uint64_t evictions, matched, early_drops, delay_drops;
+	uint64_t early_marks, delay_marks; /* ecn=1: CE instead of those drops */
 };
 
 static int ckcd_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_error *err)
@@ -525,6 +535,20 @@ static __attribute__((noinline)) int ckcd_drop_arrival(struct aqm_queue *q, stru
 	return AQM_DROPPED;
 }
 
+/* The p_c draw chose the arrival (line 12): with ecn=1 an ECN-capable one
+ * is marked and goes on to the buffer check, any other is dropped. */
+static __attribute__((noinline)) int ckcd_early(struct aqm_queue *q, struct aqm_pkt *pkt)
+{
+	struct ckcd *c = aqm_priv(q);
+
+	if (!aqm_mark_ce(q, pkt, AQM_DROP_EARLY))
+		return ckcd_drop_arrival(q, pkt, AQM_DROP_EARLY);
+	c->early_marks++;
+	if (q->qlen_pkts >= c->limit || aqm_ring_full(&c->ring))
+		return ckcd_drop_arrival(q, pkt, AQM_DROP_OVERFLOW);
+	return ckcd_admit(q, c, &c->flows[pkt->core_slot], pkt);
+}
+
 /* The comparison matched (line 7-8): drop the victim and the arrival. */
 static __attribute__((noinline)) int ckcd_match(struct aqm_queue *q, struct aqm_pkt *pkt,
 						struct aqm_pkt *victim, uint32_t idx, uint64_t now_ns)
@@ -556,7 +580,7 @@ static inline __attribute__((always_inline)) int ckcd_compared(struct aqm_queue 
 		return ckcd_match(q, pkt, victim, idx, now_ns);
 	/* p_c = (q_avg - q_min) / (q_max - q_min), Q16 */
 	if ((r & 0xffff) < (uint32_t)(((uint64_t)(c->avg.avg_q16 - c->qmin_q16) * c->pc_scale) >> 32))
-		return ckcd_drop_arrival(q, pkt, AQM_DROP_EARLY);
+		return ckcd_early(q, pkt);
 	if (q->qlen_pkts >= c->limit || aqm_ring_full(&c->ring))
 		return ckcd_drop_arrival(q, pkt, AQM_DROP_OVERFLOW);
 	return ckcd_admit(q, c, &c->flows[pkt->core_slot], pkt);
@@ -700,6 +724,7 @@ static inline int ckcd_late(const struct ckcd *c, struct ckcd_flow *f, uint64_t 
 
 		__asm__("" : "+r"(enter)); /* one branch on the AND, not one per operand */
 		if (__builtin_expect(enter, 0)) {
+			c->cold[f - c->flows].dropping_since_ns = now_ns;
 			f->dropping = 1; /* line 15: above d_th for longer than Delta */
 			f->count = 1;
 			f->since_ns = c->spaced ? now_ns + c->delta_ns : 0; /* next drop: Delta/sqrt(1) */
@@ -739,6 +764,20 @@ static inline void ckcd_delay_drop(struct aqm_queue *q, struct ckcd *c, struct c
 	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY); /* line 16 */
 }
 
+/* A late packet of flow f (in its dropping state) that would be dropped:
+ * 1 if it is marked CE instead (ecn=1, ECN-capable, and the flow entered
+ * the dropping state less than Delta ago - marks answered within Delta end
+ * the state, so a flow still late after it is not answering them). */
+static inline int ckcd_mark_late(struct aqm_queue *q, struct ckcd *c, struct ckcd_flow *f,
+				 struct aqm_pkt *pkt, uint64_t now_ns)
+{
+	if (!q->ecn || now_ns - c->cold[f - c->flows].dropping_since_ns >= c->delta_ns ||
+	    !aqm_mark_ce(q, pkt, AQM_DROP_DELAY))
+		return 0;
+	c->delay_marks++;
+	return 1;
+}
+
 /* Dequeue, every case (Alg. 1 lines 13-20), from pkt, just taken from the
  * ring (or NULL): each packet dropped is followed by the next one. */
 static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_from(struct aqm_queue *q, struct aqm_pkt *pkt,
@@ -757,6 +796,8 @@ static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_from(struct aqm_qu
 		/* the last packet is judged but never dropped: see ckcd_dequeue */
 		if (!ckcd_late(c, f, now_ns - pkt->enqueue_ns, flow_dth(c, f), now_ns) || !q->qlen_pkts)
 			break;
+		if (ckcd_mark_late(q, c, f, pkt, now_ns))
+			break;
 		ckcd_delay_drop(q, c, f, pkt);
 	}
 	if (!q->qlen_pkts)
@@ -770,6 +811,8 @@ static __attribute__((noinline)) struct aqm_pkt *ckcd_dequeue_drop(struct aqm_qu
 {
 	struct ckcd *c = aqm_priv(q);
 
+	if (ckcd_mark_late(q, c, f, pkt, now_ns))
+		return pkt; /* the queue is not empty: the last packet is never judged late */
 	ckcd_delay_drop(q, c, f, pkt);
 	return ckcd_dequeue_from(q, aqm_ring_pop(&c->ring), now_ns);
 }
@@ -854,6 +897,8 @@ static size_t ckcd_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 	pos = aqm_put_kv(buf, len, pos, "matched", c->matched);
 	pos = aqm_put_kv(buf, len, pos, "early_drops", c->early_drops);
 	pos = aqm_put_kv(buf, len, pos, "delay_drops", c->delay_drops);
+	pos = aqm_put_kv(buf, len, pos, "early_marks", c->early_marks);
+	pos = aqm_put_kv(buf, len, pos, "delay_marks", c->delay_marks);
 	/* per-flow state of the flows seen in this or the last window:
 	 * flow.<hash>=mu_bps:<n>,dth_us:<n>,dropping:<0|1>,queued:<n>,delay_drops:<n> */
 	for (i = 0; i < c->nflows; i++) {

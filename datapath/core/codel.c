@@ -1,17 +1,20 @@
 /* codel.c - Controlled Delay, RFC 8289, with a packet limit.
  *
  * One FIFO under CoDel's control law (codel_law.h, shared with hdcodel):
- * every packet the law chooses is dropped. Seed 000 Table II: limit 80,
+ * every packet the law chooses is dropped - or with ecn=1, if it is
+ * ECN-capable, marked CE and sent, the law going on as after a drop (as
+ * Linux's codel with ecn: count and the next drop time advance). Seed 000 Table II: limit 80,
  * target (D) 5 ms, interval (Delta) 100 ms.
  */
 #include "codel_law.h"
 
-enum { P_LIMIT, P_TARGET, P_INTERVAL };
+enum { P_LIMIT, P_TARGET, P_INTERVAL, P_ECN };
 
 static const struct aqm_param codel_params[] = {
 	[P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
 	[P_TARGET] = CODEL_LAW_PARAM_TARGET,
 	[P_INTERVAL] = CODEL_LAW_PARAM_INTERVAL,
+	[P_ECN] = AQM_PARAM_ECN,
 };
 
 /* floor(sqrt(x)), bit by bit: only when the dropping state is entered. */
@@ -68,9 +71,11 @@ static int codel_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 	return codel_fifo_enqueue(q, aqm_priv(q), pkt);
 }
 
-/* Every packet the law chooses is dropped: plain CoDel. */
+/* Every packet the law chooses is dropped (or marked): plain CoDel. */
 static enum codel_verdict codel_drop(struct aqm_queue *q, struct aqm_pkt *pkt)
 {
+	if (aqm_mark_ce(q, pkt, AQM_DROP_DELAY))
+		return CODEL_SENT_AS_DROP;
 	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY);
 	return CODEL_DROPPED;
 }

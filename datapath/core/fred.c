@@ -12,7 +12,9 @@
  *                                           max(minq, avgcq); count goes on
  *                                           for every arrival
  *   q_avg >= max                            drop (forced)
- * and the hard limit (overflow). A flow's state lives while it has packets
+ * and the hard limit (overflow). With ecn=1 the two RED drops of an
+ * ECN-capable packet are CE marks (forced only without harddrop); the drops
+ * aimed at a flow stay drops. A flow's state lives while it has packets
  * queued: at qlen_i = 0 it leaves N and its strikes are forgotten.
  * Choices the papers leave open are in docs/disciplines-004.md ("FRED").
  */
@@ -127,6 +129,16 @@ static int fred_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 	if (verdict == 1 && fl) {
 		fl->strike++;
 		f->flow_drops++;
+	}
+	/* ecn=1: RED's drops (2 forced, 3 probabilistic) of an ECN-capable
+	 * packet become marks as in red.c; a drop aimed at a flow over its
+	 * share (1) stays a drop - it polices the flows marks did not slow */
+	if ((verdict == 3 || (verdict == 2 && !f->law.harddrop)) && aqm_mark_ce(q, pkt, AQM_DROP_EARLY)) {
+		if (verdict == 3)
+			f->law.prob_marks++;
+		else
+			f->law.forced_marks++;
+		verdict = AQM_QUEUED;
 	}
 	if (verdict != AQM_QUEUED)
 		return fred_drop(q, f, pkt, verdict != 3);

@@ -28,7 +28,7 @@
 #include "codel_law.h"
 
 enum { P_LIMIT, P_TARGET, P_INTERVAL, P_P, P_KEY, P_MODE, P_HEAVY_KEY, P_REC_INT, P_HIST_LEN,
-       P_STAT_INT, P_THIN, P_SPARE, NPARAMS };
+       P_STAT_INT, P_THIN, P_SPARE, P_ECN, NPARAMS };
 
 #define PPM 1000000 /* p is stored in millionths */
 
@@ -48,6 +48,9 @@ static const struct aqm_param hd_params[NPARAMS] = {
 	[P_STAT_INT] = { "stat_int", "packets", 1, 1000000, 32, 0, AQM_PARAM_INT, 0 },
 	[P_THIN] = { "thin", "random|counter", 0, 0, 0, 0, AQM_PARAM_TEXT, "random" },
 	[P_SPARE] = { "spare", "advance|hold", 0, 0, 0, 0, AQM_PARAM_TEXT, "advance" },
+	/* ecn=1: a drop the heavy or thinned decision carries out is a CE mark
+	 * for an ECN-capable packet, the law advancing as codel.c's does */
+	[P_ECN] = AQM_PARAM_ECN,
 };
 
 /* The words of each TEXT parameter; the index is what init stores. */
@@ -363,6 +366,8 @@ static enum codel_verdict hd_verdict(struct aqm_queue *q, struct aqm_pkt *pkt)
 		h->spared++;
 		return h->spare == SPARE_HOLD ? CODEL_SENT_DUE : CODEL_SENT_AS_DROP;
 	}
+	if (aqm_mark_ce(q, pkt, AQM_DROP_DELAY))
+		return CODEL_SENT_AS_DROP;
 	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY);
 	return CODEL_DROPPED;
 }

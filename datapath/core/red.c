@@ -5,6 +5,9 @@
  *                          spread uniformly: drop when count * p_b >= R,
  *                          R uniform in [0,1) drawn after each drop
  *   q_avg >= max           drop ("forced", gentle off)
+ * With ecn=1 an ECN-capable arrival is marked CE instead of either drop (at
+ * q_avg >= max only without harddrop), as sch_red marks, and goes on to the
+ * limit check.
  * plus a hard packet limit (overflow) and the idle-time decay of q_avg
  * (red_avg.h), which needs the link rate and the average packet size.
  */
@@ -55,6 +58,7 @@ int aqm_red_law_init(struct aqm_red_law *law, const char *name, const struct aqm
 	maxp_q32 = ((uint64_t)v[RED_P_MAXP] << 32) / 1000000;
 	law->mark.pb_scale = maxp_q32 / (uint64_t)(v[RED_P_MAX] - v[RED_P_MIN]);
 	law->mark.count = -1;
+	law->harddrop = (uint8_t)v[RED_P_HARDDROP];
 	aqm_red_avg_init(&law->avg, AQM_W_ONE >> v[RED_P_WLOG], (uint64_t)v[RED_P_RATE],
 			 (uint32_t)v[RED_P_AVPKT]);
 	return 0;
@@ -82,7 +86,9 @@ void aqm_red_law_get_xstats(const struct aqm_red_law *law, struct aqm_xstats *ou
 size_t aqm_red_law_xstats_drops(const struct aqm_red_law *law, char *buf, size_t len, size_t pos)
 {
 	pos = aqm_put_kv(buf, len, pos, "prob_drops", law->prob_drops);
-	return aqm_put_kv(buf, len, pos, "forced_drops", law->forced_drops);
+	pos = aqm_put_kv(buf, len, pos, "forced_drops", law->forced_drops);
+	pos = aqm_put_kv(buf, len, pos, "prob_marks", law->prob_marks);
+	return aqm_put_kv(buf, len, pos, "forced_marks", law->forced_marks);
 }
 
 struct red {
@@ -107,9 +113,10 @@ static int red_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns
 	avg = law->avg.avg_q16;
 	if (avg < law->min_q16)
 		law->mark.count = -1;
-	else if (avg >= law->max_q16)
-		return aqm_red_law_force(law, q, pkt);
-	else if (aqm_red_law_between(law, q, pkt, avg) == AQM_DROPPED)
+	else if (avg >= law->max_q16) {
+		if (aqm_red_law_force(law, q, pkt) == AQM_DROPPED)
+			return AQM_DROPPED;
+	} else if (aqm_red_law_between(law, q, pkt, avg) == AQM_DROPPED)
 		return AQM_DROPPED;
 	if (q->qlen_pkts >= law->limit) {
 		aqm_drop_arriving(q, pkt, AQM_DROP_OVERFLOW);

@@ -11,9 +11,14 @@
  *                                       through the penalty token bucket
  *                                       (`penalty_rate` packets/s, burst
  *                                       `penalty_burst`), else dropped (penalty)
- *   otherwise                           dropped with probability p_min (early;
- *                                       Linux marks ECN instead where it can,
- *                                       our packets carry no ECN)
+ *   otherwise                           dropped with probability p_min (early);
+ *                                       with ecn=1 an ECN-capable packet is
+ *                                       marked CE instead, as sch_sfb always
+ *                                       does - but once p_min > 1/2 a share
+ *                                       2 (p_min - 1/2) of them is still
+ *                                       dropped (sch_sfb: the flow is
+ *                                       unresponsive or the link badly
+ *                                       congested)
  * and the hard `limit` (overflow). Dequeue lowers the packet's bins' qlen.
  * Probabilities are Q16 as in Linux (1.0 = 65535). Linux rehashes every
  * 600 s; we do not (docs/disciplines-004.md, "SFB", says why).
@@ -24,7 +29,7 @@
 #define SFB_BINS 16
 #define SFB_MAX_PROB 0xffff
 
-enum { P_LIMIT, P_MAX, P_BIN_SIZE, P_INCREMENT, P_DECREMENT, P_PENALTY_RATE, P_PENALTY_BURST, P_N };
+enum { P_LIMIT, P_MAX, P_BIN_SIZE, P_INCREMENT, P_DECREMENT, P_PENALTY_RATE, P_PENALTY_BURST, P_ECN, P_N };
 
 static const struct aqm_param sfb_params[] = {
 	[P_LIMIT] = { "limit", "packets", 1, 1000000, 1000, 0, AQM_PARAM_INT, 0 },
@@ -35,6 +40,9 @@ static const struct aqm_param sfb_params[] = {
 	[P_DECREMENT] = { "decrement", "probability", 16, 1000000, 167, 6, AQM_PARAM_INT, 0 },
 	[P_PENALTY_RATE] = { "penalty_rate", "packets/s", 0, 1000000, 10, 0, AQM_PARAM_INT, 0 },
 	[P_PENALTY_BURST] = { "penalty_burst", "packets", 0, 1000000, 20, 0, AQM_PARAM_INT, 0 },
+	/* 0 by default, unlike sch_sfb, which marks whenever it can: the core's
+	 * disciplines drop unless told to mark */
+	[P_ECN] = AQM_PARAM_ECN,
 };
 
 struct sfb_bin {
@@ -50,6 +58,7 @@ struct sfb {
 	uint32_t penalty_rate, penalty_burst, tokens;
 	uint64_t token_ns;
 	uint64_t early_drops, penalty_drops, bucket_drops;
+	uint64_t marks; /* ecn=1: CE instead of an early drop */
 };
 
 /* probability in millionths -> Q16, at least 1 */
@@ -164,8 +173,15 @@ static int sfb_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_ns
 	if (p_min >= SFB_MAX_PROB) {
 		if (sfb_rate_limited(s, now_ns))
 			return sfb_drop(q, pkt, &s->penalty_drops, AQM_DROP_PENALTY);
-	} else if ((q->env.random_u32(q->env.ctx) & SFB_MAX_PROB) < p_min) {
-		return sfb_drop(q, pkt, &s->early_drops, AQM_DROP_EARLY);
+	} else {
+		uint32_t r = q->env.random_u32(q->env.ctx) & SFB_MAX_PROB;
+
+		if (r < p_min) {
+			if (!q->ecn || (p_min > SFB_MAX_PROB / 2 && r < (p_min - SFB_MAX_PROB / 2) * 2) ||
+			    !aqm_mark_ce(q, pkt, AQM_DROP_EARLY))
+				return sfb_drop(q, pkt, &s->early_drops, AQM_DROP_EARLY);
+			s->marks++;
+		}
 	}
 	sfb_count(s, h, 1);
 	pkt->core_slot = h;
@@ -221,6 +237,7 @@ static size_t sfb_xstats(const struct aqm_queue *q, char *buf, size_t len, size_
 	pos = aqm_put_kfixed(buf, len, pos, "maxprob", (int64_t)maxp * 1000000 / 65536, 6);
 	pos = aqm_put_kfixed(buf, len, pos, "avgprob", (int64_t)(sump / (SFB_LEVELS * SFB_BINS)) * 1000000 / 65536, 6);
 	pos = aqm_put_kv(buf, len, pos, "early_drops", s->early_drops);
+	pos = aqm_put_kv(buf, len, pos, "marks", s->marks);
 	pos = aqm_put_kv(buf, len, pos, "penalty_drops", s->penalty_drops);
 	return aqm_put_kv(buf, len, pos, "bucket_drops", s->bucket_drops);
 }

@@ -19,13 +19,16 @@
  */
 #include "aqm_impl.h"
 
-enum { P_LIMIT, P_PMAX, P_ZOMBIES, P_OVERWRITE, P_N };
+enum { P_LIMIT, P_PMAX, P_ZOMBIES, P_OVERWRITE, P_ECN, P_N };
 
 static const struct aqm_param sred_params[] = {
 	[P_LIMIT] = { "limit", "packets", 6, 1000000, 80, 0, AQM_PARAM_INT, 0 },
 	[P_PMAX] = { "p_max", "probability", 0, 1000000, 150000, 6, AQM_PARAM_INT, 0 },
 	[P_ZOMBIES] = { "zombies", "entries (M)", 1, 100000, 1000, 0, AQM_PARAM_INT, 0 },
 	[P_OVERWRITE] = { "overwrite", "probability", 0, 1000000, 250000, 6, AQM_PARAM_INT, 0 },
+	/* ecn=1: the probabilistic drop of an ECN-capable packet is a CE mark,
+	 * as RED's (SRED's p_zap is a congestion signal like RED's p_b) */
+	[P_ECN] = AQM_PARAM_ECN,
 };
 
 struct sred_zombie {
@@ -40,7 +43,7 @@ struct sred {
 	uint32_t pmax_q32;       /* p_max, Q32 */
 	uint64_t p_hit_q32;      /* P, the hit frequency, Q32 (1.0 = 2^32) */
 	struct sred_zombie *zombie;
-	uint64_t hits, prob_drops;
+	uint64_t hits, prob_drops, prob_marks;
 };
 
 /* probability in millionths -> Q32, 1.0 saturating at 2^32 - 1 */
@@ -134,9 +137,12 @@ static int sred_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_n
 
 	(void)now_ns;
 	if (p && (p >> 32 || q->env.random_u32(q->env.ctx) < (uint32_t)p)) {
-		s->prob_drops++;
-		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
-		return AQM_DROPPED;
+		if (!aqm_mark_ce(q, pkt, AQM_DROP_EARLY)) {
+			s->prob_drops++;
+			aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
+			return AQM_DROPPED;
+		}
+		s->prob_marks++;
 	}
 	return aqm_fifo_enqueue(q, &s->fifo, pkt, s->limit);
 }
@@ -172,7 +178,8 @@ static size_t sred_xstats(const struct aqm_queue *q, char *buf, size_t len, size
 	pos = aqm_put_kv(buf, len, pos, "est_flows", s->p_hit_q32 ? (UINT64_C(1) << 32) / s->p_hit_q32 : 0);
 	pos = aqm_put_kv(buf, len, pos, "zombies_filled", s->filled);
 	pos = aqm_put_kv(buf, len, pos, "hits", s->hits);
-	return aqm_put_kv(buf, len, pos, "prob_drops", s->prob_drops);
+	pos = aqm_put_kv(buf, len, pos, "prob_drops", s->prob_drops);
+	return aqm_put_kv(buf, len, pos, "prob_marks", s->prob_marks);
 }
 
 const struct aqm_ops aqm_sred_ops = {

@@ -56,10 +56,18 @@ static void host_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	h->drop(h->owner, pkt, why);
 }
 
+static void host_mark(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	struct aqm_host *h = ctx;
+
+	h->mark(h->owner, pkt, why);
+}
+
 void aqm_host_init(struct aqm_host *h, uint64_t seed, aqm_host_drop_fn drop, void *owner)
 {
 	aqm_rng_seed(&h->rng, seed);
 	h->drop = drop;
+	h->mark = 0;
 	h->owner = owner;
 }
 
@@ -72,6 +80,7 @@ struct aqm_env aqm_host_env(struct aqm_host *h, uint64_t rate_bps)
 		.free = host_free,
 		.drop = host_drop,
 		.rate_bps = rate_bps,
+		.mark = h->mark ? host_mark : 0,
 	};
 	return env;
 }

@@ -32,7 +32,11 @@ typedef void (*aqm_host_drop_fn)(void *owner, struct aqm_pkt *pkt, enum aqm_drop
 struct aqm_host {
 	struct aqm_rng rng;
 	aqm_host_drop_fn drop;
-	void *owner; /* handed to drop */
+	/* Optional: told of every packet the core marks CE instead of dropping
+	 * (aqm_env.mark), with the reason; set after aqm_host_init, before
+	 * aqm_host_env. NULL: not told. */
+	aqm_host_drop_fn mark;
+	void *owner; /* handed to drop and mark */
 };
 
 /* The host's random numbers start from seed; drop(owner, ...) receives the drops. */

@@ -41,7 +41,9 @@ enum {
  * widest describe to under 2500 bytes. */
 #define TCA_CKCD_SPEC_LEN 4096
 
-#define CKCD_XSTATS_VERSION 1
+/* 2: marks[] appended (ECN). A reader takes the marks only from a payload
+ * long enough to hold them: a version 1 module sends none. */
+#define CKCD_XSTATS_VERSION 2
 #define CKCD_XSTATS_REASONS 8 /* >= AQM_DROP_REASONS; checked at build time */
 #define CKCD_XSTATS_HAS_FLOWS 1 /* active_flows and fair_share_bps are reported */
 
@@ -53,6 +55,9 @@ struct tc_ckcd_xstats {
 	__u64 fair_share_bps; /* ckcd: C / I */
 	__u64 enq_pkts, deq_pkts;
 	__u64 drops[CKCD_XSTATS_REASONS];
+	__u64 marks[CKCD_XSTATS_REASONS]; /* ECN CE marks instead of drops, by reason */
 };
+/* The length of a version 1 payload, which had no marks. */
+#define CKCD_XSTATS_V1_LEN (sizeof(struct tc_ckcd_xstats) - CKCD_XSTATS_REASONS * sizeof(__u64))
 
 #endif

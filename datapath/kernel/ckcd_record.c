@@ -40,7 +40,7 @@ enum ckcd_event_kind { EV_ENQUEUE = 'e', EV_DEQUEUE = 'd', EV_DROP = 'x', EV_RAN
 struct ckcd_event {
 	u64 t_ns;
 	u32 a, b, c; /* e: flow, len, host; d: seq; x: seq; r: value */
-	u8 kind, dscp, reason;
+	u8 kind, dscp, reason, ecn;
 };
 
 struct ckcd_record {
@@ -64,7 +64,8 @@ static void ckcd_record_put(struct ckcd_record *r, struct ckcd_event e)
 u32 ckcd_record_enqueue(struct ckcd_record *r, u64 t_ns, const struct aqm_pkt *pkt)
 {
 	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_ENQUEUE, .t_ns = t_ns, .a = pkt->flow_hash,
-						.b = pkt->len, .c = pkt->host_hash, .dscp = pkt->dscp });
+						.b = pkt->len, .c = pkt->host_hash, .dscp = pkt->dscp,
+						.ecn = pkt->ecn });
 	return r->next_seq++;
 }
 
@@ -127,7 +128,7 @@ static int ckcd_record_seq_show(struct seq_file *m, void *v)
 	e = &rd->r->ev[i];
 	switch (e->kind) {
 	case EV_ENQUEUE:
-		seq_printf(m, "e %llu %u %u %u %u\n", e->t_ns, e->a, e->b, e->dscp, e->c);
+		seq_printf(m, "e %llu %u %u %u %u %u\n", e->t_ns, e->a, e->b, e->dscp, e->c, e->ecn);
 		break;
 	case EV_DEQUEUE:
 		if (e->a == CKCD_RECORD_NO_PKT)

@@ -11,7 +11,8 @@
  * handle's major in hex; "~2", "~3"... after it for a second qdisc of one
  * handle on one device), one per line:
  *
- *   e T FLOW LEN DSCP HOST   a packet arrived at T ns (its seq: the count of e lines before it)
+ *   e T FLOW LEN DSCP HOST ECN  a packet arrived at T ns (its seq: the count of e lines
+ *                            before it), ECN its IP header's ECN field (0 Not-ECT .. 3 CE)
  *   d T SEQ                  the core was asked for a packet at T and gave SEQ ('-': none)
  *   x SEQ REASON             the core dropped packet SEQ (the arriving one or a queued one)
  *   r VALUE                  the core drew this random number (in the order it drew them)

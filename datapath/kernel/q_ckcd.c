@@ -408,7 +408,7 @@ static int ckcd_print_xstats(struct qdisc_util *qu, FILE *f, struct rtattr *xsta
 
 	if (!xstats)
 		return 0;
-	if (RTA_PAYLOAD(xstats) < sizeof(*st))
+	if (RTA_PAYLOAD(xstats) < CKCD_XSTATS_V1_LEN)
 		return -1;
 	st = RTA_DATA(xstats);
 	print_string(PRINT_FP, NULL, "  drops:", NULL);
@@ -417,6 +417,15 @@ static int ckcd_print_xstats(struct qdisc_util *qu, FILE *f, struct rtattr *xsta
 		print_u64(PRINT_JSON, key, NULL, st->drops[i]);
 		print_string(PRINT_FP, NULL, " %s", aqm_drop_reason_name(i));
 		print_u64(PRINT_FP, NULL, " %llu", st->drops[i]);
+	}
+	if (RTA_PAYLOAD(xstats) >= sizeof(*st)) { /* version 2 on: ECN marks */
+		print_string(PRINT_FP, NULL, "\n  marks:", NULL);
+		for (i = 0; i < st->nreasons && i < CKCD_XSTATS_REASONS; i++) {
+			snprintf(key, sizeof(key), "mark_%s", aqm_drop_reason_name(i));
+			print_u64(PRINT_JSON, key, NULL, st->marks[i]);
+			print_string(PRINT_FP, NULL, " %s", aqm_drop_reason_name(i));
+			print_u64(PRINT_FP, NULL, " %llu", st->marks[i]);
+		}
 	}
 	print_u64(PRINT_ANY, "enq_pkts", "\n  enq_pkts %llu", st->enq_pkts);
 	print_u64(PRINT_ANY, "deq_pkts", " deq_pkts %llu", st->deq_pkts);

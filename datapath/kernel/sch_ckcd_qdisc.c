@@ -633,12 +633,14 @@ static void ckcd_classify(const struct ckcd_sched *s, struct sk_buff *skb, struc
 	pkt->flow_hash = skb_get_hash(skb);
 	pkt->dscp = 0;
 	pkt->host_hash = 0;
+	pkt->ecn = AQM_ECN_NOT_ECT; /* not IP: never marked */
 	switch (skb_protocol(skb, true)) {
 	case htons(ETH_P_IP):
 		if (pskb_network_may_pull(skb, sizeof(struct iphdr))) {
 			const struct iphdr *iph = ip_hdr(skb);
 
 			pkt->dscp = ipv4_get_dsfield(iph) >> 2;
+			pkt->ecn = ipv4_get_dsfield(iph) & INET_ECN_MASK;
 			pkt->host_hash = jhash_2words((__force u32)iph->saddr,
 						      (__force u32)iph->daddr, s->hash_seed);
 		}
@@ -648,6 +650,7 @@ static void ckcd_classify(const struct ckcd_sched *s, struct sk_buff *skb, struc
 			const struct ipv6hdr *ip6h = ipv6_hdr(skb);
 
 			pkt->dscp = ipv6_get_dsfield(ip6h) >> 2;
+			pkt->ecn = ipv6_get_dsfield(ip6h) & INET_ECN_MASK;
 			pkt->host_hash = jhash2((const u32 *)&ip6h->saddr, 8, s->hash_seed);
 		}
 		break;
@@ -721,6 +724,12 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 	if (!pkt)
 		return NULL;
 	skb = pkt->frame;
+	/* The core marked it (ecn=1) instead of dropping it: write CE with the
+	 * kernel's own helper, as sch_red and sch_codel do (the IPv4 checksum
+	 * is updated; a Not-ECT packet is never marked: the core read ecn from
+	 * this header at enqueue, and a mark never changes the length). */
+	if (pkt->ecn == AQM_ECN_CE)
+		INET_ECN_set_ce(skb);
 	ckcd_desc_put(&s->pool, pkt);
 	sch->q.qlen--;
 	qdisc_qstats_backlog_dec(sch, skb);
@@ -799,8 +808,10 @@ static int ckcd_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	/* numbers only under the lock: no text is formatted or parsed */
 	sch_tree_lock(sch);
 	as = aqm_get_stats(s->q);
-	for (i = 0; i < AQM_DROP_REASONS; i++)
+	for (i = 0; i < AQM_DROP_REASONS; i++) {
 		st.drops[i] = as->drops[i];
+		st.marks[i] = as->marks[i];
+	}
 	st.enq_pkts = as->enq_pkts;
 	st.deq_pkts = as->deq_pkts;
 	aqm_get_xstats(s->q, &xs);

@@ -76,6 +76,7 @@ static void parse_ipv4(const uint8_t *ip, size_t avail, struct frame_info *out)
 		return;
 	k->family = 4;
 	out->dscp = ip[1] >> 2;
+	out->ecn = ip[1] & 3u;
 	k->l4_proto = ip[9];
 	memcpy(k->src, ip + 12, 4);
 	memcpy(k->dst, ip + 16, 4);
@@ -94,6 +95,7 @@ static void parse_ipv6(const uint8_t *ip, size_t avail, struct frame_info *out)
 		return;
 	k->family = 6;
 	out->dscp = (uint8_t)(((ip[0] & 0x0fu) << 4 | ip[1] >> 4) >> 2);
+	out->ecn = (ip[1] >> 4) & 3u; /* the traffic class's low two bits */
 	memcpy(k->src, ip + 8, 16);
 	memcpy(k->dst, ip + 24, 16);
 	nh = ip[6];
@@ -185,6 +187,44 @@ void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
 	 * A seed of its own keeps it apart from the flow hash of the same pair
 	 * (frame_host_hash). */
 	out->host_hash = frame_host_hash(hash_seed, k);
+}
+
+int frame_set_ce(uint8_t *frame, uint32_t len)
+{
+	size_t l3 = ETH_HDR_LEN;
+	uint16_t ethertype;
+	uint8_t *ip;
+
+	if (len < ETH_HDR_LEN)
+		return 0;
+	ethertype = rd16(frame + 12);
+	if (is_vlan(ethertype) && len - l3 >= 4) {
+		ethertype = rd16(frame + l3 + 2);
+		l3 += 4;
+	}
+	ip = frame + l3;
+	if (ethertype == ETHERTYPE_IPV4 && len - l3 >= 20 && ip[0] >> 4 == 4) {
+		uint32_t old = rd16(ip), new, sum;
+
+		if ((ip[1] & 3u) == 0)
+			return 0;
+		ip[1] |= 3u;
+		new = rd16(ip);
+		/* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') in one's complement */
+		sum = (~rd16(ip + 10) & 0xffffu) + (~old & 0xffffu) + new;
+		sum = (sum & 0xffffu) + (sum >> 16);
+		sum = (sum & 0xffffu) + (sum >> 16);
+		ip[10] = (uint8_t)(~sum >> 8);
+		ip[11] = (uint8_t)~sum;
+		return 1;
+	}
+	if (ethertype == ETHERTYPE_IPV6 && len - l3 >= 40 && ip[0] >> 4 == 6) {
+		if (((ip[1] >> 4) & 3u) == 0)
+			return 0;
+		ip[1] |= 0x30u;
+		return 1;
+	}
+	return 0;
 }
 
 uint32_t frame_host_hash(uint64_t hash_seed, const struct flow_key *k)

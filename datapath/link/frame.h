@@ -31,6 +31,7 @@ struct frame_info {
 	uint32_t flow_hash;
 	uint32_t host_hash; /* the source and destination addresses only: the host pair */
 	uint8_t dscp; /* 0 for non-IP */
+	uint8_t ecn;  /* the IP header's ECN field (enum aqm_ecn); 0 (Not-ECT) for non-IP */
 };
 
 /* Length check only; len is the length the socket reported (MSG_TRUNC). */
@@ -54,6 +55,12 @@ void frame_classify(const uint8_t *frame, uint32_t len, uint64_t hash_seed,
  * family, source and destination (the other fields are not read): how
  * host_key.c names a host pair in a spec. */
 uint32_t frame_host_hash(uint64_t hash_seed, const struct flow_key *key);
+
+/* Sets the ECN field of an IPv4 or IPv6 frame (behind at most one VLAN tag)
+ * to CE, as the core's mark asks (RFC 3168); an IPv4 header's checksum is
+ * updated incrementally (RFC 1624). Returns 1 when the frame is CE now, 0
+ * when it is not IP or Not-ECT (left untouched). Never changes the length. */
+int frame_set_ce(uint8_t *frame, uint32_t len);
 
 /* "tcp 10.0.0.1:40000>10.0.0.2:5201", "ipv6 proto 58 ...", "eth 0x88cc
  * 02:..>..". Returns the length written. */

@@ -95,8 +95,9 @@ struct flow_stats {
 	uint64_t tx_pkts, tx_bytes; /* delivered to the far side */
 	uint64_t drops[AQM_DROP_REASONS];
 	uint64_t drop_bytes;
+	uint64_t marks[AQM_DROP_REASONS]; /* ECN CE marks instead of drops, by reason */
 	/* values at the previous log line, for per-interval deltas */
-	uint64_t log_tx_bytes, log_tx_pkts, log_drops;
+	uint64_t log_tx_bytes, log_tx_pkts, log_drops, log_marks;
 };
 
 /* A --host-delay line holds at most this share of the pool (pool_pkts /
@@ -197,6 +198,8 @@ struct link_dir {
 	uint64_t tx_frames, tx_bytes, tx_errors;
 	struct late_hist tx_wake; /* sender's wake-ups against their deadline */
 	uint64_t drops[AQM_DROP_REASONS]; /* mirrors the core's, plus FLUSH on reconfigure */
+	uint64_t marks[AQM_DROP_REASONS]; /* ECN CE marks, by the reason they replace */
+	uint64_t ce_not_written; /* marked by the core but the frame would not take CE (never expected) */
 
 	struct ns_hist sojourn;     /* since start */
 	struct ns_hist sojourn_log; /* since the previous log line */
@@ -205,6 +208,7 @@ struct link_dir {
 	uint64_t log_late_over_1ms; /* late_over_1ms at the previous log line */
 	uint64_t log_rx_frames, log_tx_frames, log_tx_bytes;
 	uint64_t log_drops[AQM_DROP_REASONS];
+	uint64_t log_marks[AQM_DROP_REASONS];
 
 	struct flow_stats *flows; /* FLOW_TABLE_SIZE + 1 ("other") */
 	uint32_t nflows;

@@ -127,6 +127,19 @@ static void dir_drop(void *owner, struct aqm_pkt *ap, enum aqm_drop_reason why)
 	pool_put(&d->link->pool, p);
 }
 
+/* The core marked ap CE instead of dropping it (ecn=1): counted here, the
+ * frame itself rewritten when it is sent (serve_until). */
+static void dir_mark(void *owner, struct aqm_pkt *ap, enum aqm_drop_reason why)
+{
+	struct link_dir *d = owner;
+	struct pkt *p = (struct pkt *)ap;
+
+	if ((unsigned)why < AQM_DROP_REASONS) {
+		d->marks[why]++;
+		d->flows[p->flow_idx].marks[why]++;
+	}
+}
+
 /* ---- flows ----------------------------------------------------------- */
 
 static uint32_t flow_lookup(struct link_dir *d, const struct frame_info *fi)
@@ -166,6 +179,7 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	d->delay_ns = l->cfg.delay_ns[index];
 	/* Direction ab draws what ckcd-replay --seed draws; ba its own stream. */
 	aqm_host_init(&d->host, l->cfg.seed + (uint64_t)index, dir_drop, d);
+	d->host.mark = dir_mark;
 	d->env = aqm_host_env(&d->host, d->rate_bps);
 	while (cap < l->cfg.pool_pkts)
 		cap <<= 1;
@@ -294,6 +308,7 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 	p->aqm.host_hash = fi.host_hash;
 	p->aqm.len = len;
 	p->aqm.dscp = fi.dscp;
+	p->aqm.ecn = fi.ecn;
 	p->aqm.band = 0;
 	p->aqm.frame = p->data;
 	h = cfg->n_host_delay ? host_delay_find(cfg->host_delay, cfg->n_host_delay, &fi.key) : -1;
@@ -361,6 +376,8 @@ static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 		if (!ap)
 			break;
 		p = (struct pkt *)ap;
+		if (ap->ecn == AQM_ECN_CE && !frame_set_ce(p->data, ap->len))
+			d->ce_not_written++;
 		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
 		d->free_ns = start + tx_time_ns(d, ap->len);
 		p->release_ns = d->free_ns + d->delay_ns;

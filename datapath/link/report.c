@@ -38,6 +38,7 @@ static void put_aqm_stats(struct jbuf *b, const struct aqm_stats *s)
 	jb_ku64(b, "deq_bytes", s->deq_bytes);
 	put_drops(b, "drops", s->drops);
 	put_drops(b, "drop_bytes", s->drop_bytes);
+	put_drops(b, "marks", s->marks);
 }
 
 static void put_hist_us(struct jbuf *b, const char *key, const struct ns_hist *h)
@@ -209,6 +210,7 @@ static void put_flow(struct jbuf *b, const struct flow_stats *f, int other)
 	jb_ku64(b, "drop_pkts", total);
 	jb_ku64(b, "drop_bytes", f->drop_bytes);
 	put_drops(b, "drops", f->drops);
+	put_drops(b, "marks", f->marks);
 	jb_obj_close(b);
 }
 
@@ -270,6 +272,8 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		jb_ku64(b, "host_delay_pkts", d->access_pkts);
 		jb_ku64(b, "host_delay_drops", d->host_delay_drops);
 		put_drops(b, "drops", d->drops);
+		put_drops(b, "marks", d->marks);
+		jb_ku64(b, "ce_not_written", d->ce_not_written);
 		put_qdisc(b, d->q);
 		jb_key(b, "queue");
 		jb_obj_open(b);
@@ -334,12 +338,14 @@ void report_log_tick(struct link *l, uint64_t t)
 	jb_init(&b);
 	for (int i = 0; i < 2; i++) {
 		struct link_dir *d = &l->dir[i];
-		uint64_t drops_delta[AQM_DROP_REASONS];
+		uint64_t drops_delta[AQM_DROP_REASONS], marks_delta[AQM_DROP_REASONS];
 		uint64_t late_over = late_over_1ms(&d->late);
 		uint64_t tx_frames = COUNTER_READ(d->tx_frames), tx_bytes = COUNTER_READ(d->tx_bytes);
 		for (int k = 0; k < AQM_DROP_REASONS; k++) {
 			drops_delta[k] = d->drops[k] - d->log_drops[k];
 			d->log_drops[k] = d->drops[k];
+			marks_delta[k] = d->marks[k] - d->log_marks[k];
+			d->log_marks[k] = d->marks[k];
 		}
 		jb_obj_open(&b);
 		jb_kdbl(&b, "t", (double)(t - l->start_ns) / 1e9);
@@ -351,6 +357,7 @@ void report_log_tick(struct link *l, uint64_t t)
 		jb_ku64(&b, "tx_frames", tx_frames - d->log_tx_frames);
 		jb_ku64(&b, "tx_bytes", tx_bytes - d->log_tx_bytes);
 		put_drops(&b, "drops", drops_delta);
+		put_drops(&b, "marks", marks_delta);
 		put_hist_us(&b, "sojourn_us", &d->sojourn_log);
 		jb_kdbl(&b, "late_max_us",
 			(double)__atomic_exchange_n(&d->log_late_max_ns, 0, __ATOMIC_RELAXED) / 1e3);
@@ -359,16 +366,18 @@ void report_log_tick(struct link *l, uint64_t t)
 		jb_arr_open(&b);
 		for (int k = 0; k <= FLOW_TABLE_SIZE; k++) {
 			struct flow_stats *f = &d->flows[k];
-			uint64_t drops = 0, f_tx_bytes, f_tx_pkts;
+			uint64_t drops = 0, marks = 0, f_tx_bytes, f_tx_pkts;
 			char key[160];
 
 			if (!f->used)
 				continue;
-			for (int r = 0; r < AQM_DROP_REASONS; r++)
+			for (int r = 0; r < AQM_DROP_REASONS; r++) {
 				drops += f->drops[r];
+				marks += f->marks[r];
+			}
 			f_tx_bytes = COUNTER_READ(f->tx_bytes);
 			f_tx_pkts = COUNTER_READ(f->tx_pkts);
-			if (f_tx_bytes == f->log_tx_bytes && drops == f->log_drops)
+			if (f_tx_bytes == f->log_tx_bytes && drops == f->log_drops && marks == f->log_marks)
 				continue;
 			jb_obj_open(&b);
 			if (k == FLOW_OTHER) {
@@ -382,10 +391,12 @@ void report_log_tick(struct link *l, uint64_t t)
 			jb_ku64(&b, "tx_bytes", f_tx_bytes - f->log_tx_bytes);
 			jb_ku64(&b, "tx_pkts", f_tx_pkts - f->log_tx_pkts);
 			jb_ku64(&b, "drops", drops - f->log_drops);
+			jb_ku64(&b, "marks", marks - f->log_marks);
 			jb_obj_close(&b);
 			f->log_tx_bytes = f_tx_bytes;
 			f->log_tx_pkts = f_tx_pkts;
 			f->log_drops = drops;
+			f->log_marks = marks;
 		}
 		jb_arr_close(&b);
 		/* the discipline's state now (CKCD: I, mu_f, each flow's mu_i, d_th and

@@ -411,6 +411,86 @@ static void test_host_key(void)
 	CHECK(strstr(err, "longer than 19 bytes") != NULL);
 }
 
+/* The IPv4 header checksum over ihl 32-bit words: 0xffff when right. */
+static uint16_t ip_csum_fold(const uint8_t *ip)
+{
+	uint32_t sum = 0;
+
+	for (int i = 0; i < (ip[0] & 0x0f) * 4; i += 2)
+		sum += (uint32_t)ip[i] << 8 | ip[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+static void ip_csum_set(uint8_t *ip)
+{
+	ip[10] = ip[11] = 0;
+	uint16_t c = (uint16_t)~ip_csum_fold(ip);
+	ip[10] = (uint8_t)(c >> 8);
+	ip[11] = (uint8_t)c;
+}
+
+/* Rule: a CE mark sets the ECN field to 11 and nothing else, keeps an IPv4
+ * header's checksum right (RFC 1624's incremental update, checked against a
+ * full recomputation over many TOS/checksum values), never touches a
+ * Not-ECT or non-IP frame, and never changes the length. */
+static void test_set_ce(void)
+{
+	uint8_t f[64], before[64];
+	struct frame_info fi;
+	size_t n;
+
+	for (unsigned tos = 0; tos < 256; tos++) {
+		for (unsigned id = 0; id < 64; id++) {
+			n = ipv4_tcp(f, (uint8_t)tos, 40000, 5201, 0);
+			f[14 + 4] = (uint8_t)(id * 37);
+			f[14 + 5] = (uint8_t)(id * 101);
+			ip_csum_set(f + 14);
+			CHECK(ip_csum_fold(f + 14) == 0xffff);
+			memcpy(before, f, n);
+			frame_classify(f, (uint32_t)n, 1, &fi);
+			CHECK(fi.ecn == (tos & 3));
+			if (!(tos & 3)) {
+				CHECK(frame_set_ce(f, (uint32_t)n) == 0);
+				CHECK(memcmp(f, before, n) == 0);
+				continue;
+			}
+			CHECK(frame_set_ce(f, (uint32_t)n) == 1);
+			CHECK(f[15] == (tos | 3));
+			CHECK(ip_csum_fold(f + 14) == 0xffff);
+			CHECK(memcmp(f, before, 15) == 0 && memcmp(f + 16, before + 16, 8) == 0 &&
+			      memcmp(f + 26, before + 26, n - 26) == 0);
+		}
+	}
+	/* behind an 802.1Q tag */
+	n = ipv4_tcp(f, 0x02, 1, 2, 0);
+	ip_csum_set(f + 14);
+	CHECK(frame_put_vlan_tag(f, (uint32_t)n, sizeof(f), 0x8100, 7) == n + 4);
+	CHECK(frame_set_ce(f, (uint32_t)n + 4) == 1 && (f[19] & 3) == 3 && ip_csum_fold(f + 18) == 0xffff);
+	/* IPv6: traffic class 0xb9 (ECT(1)... 01) -> ...11, flow label untouched */
+	memset(f, 0, sizeof(f));
+	n = eth(f, 0x86dd);
+	f[14] = 0x6b;
+	f[15] = 0x95;
+	f[16] = 0x43;
+	f[20] = 0;
+	memcpy(before, f, 64);
+	frame_classify(f, 64, 1, &fi);
+	CHECK(fi.ecn == 1);
+	CHECK(frame_set_ce(f, 64) == 1 && f[14] == 0x6b && f[15] == 0xb5 && f[16] == 0x43);
+	f[15] = 0x85; /* Not-ECT */
+	CHECK(frame_set_ce(f, 64) == 0 && f[15] == 0x85);
+	/* not IP: ARP, and a truncated IPv4 header */
+	n = eth(f, 0x0806);
+	memset(f + n, 0xff, 28);
+	memcpy(before, f, 42);
+	frame_classify(f, 42, 1, &fi);
+	CHECK(fi.ecn == 0 && frame_set_ce(f, 42) == 0 && memcmp(f, before, 42) == 0);
+	n = ipv4_tcp(f, 0x03, 1, 2, 0);
+	CHECK(frame_set_ce(f, 14 + 19) == 0);
+}
+
 int main(void)
 {
 	test_host_rng();
@@ -418,6 +498,7 @@ int main(void)
 	test_put_vlan_tag();
 	test_host_delay();
 	test_classify();
+	test_set_ce();
 	test_host_key();
 	test_json();
 	test_units();

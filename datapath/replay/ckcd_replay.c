@@ -5,9 +5,12 @@
  *   ckcd-replay --describe --qdisc "red min=20 max=60"
  *   ckcd-replay --catalog      (every discipline's parameter table, as JSON)
  *
- * Trace: one arrival per line, "time_ns flow_id length [dscp [host_id]]", '#'
- * starts a comment, times non-decreasing. host_id (default: the flow id) is
- * the packet's host_hash, the host pair hdcodel key=host penalizes. The link
+ * Trace: one arrival per line, "time_ns flow_id length [dscp [host_id [ecn]]]",
+ * '#' starts a comment, times non-decreasing. host_id (default: the flow id) is
+ * the packet's host_hash, the host pair hdcodel key=host penalizes; ecn the
+ * packet's ECN codepoint, 0 Not-ECT (the default), 1 ECT(1), 2 ECT(0), 3 CE:
+ * a discipline with ecn=1 marks ECN-capable packets CE instead of dropping
+ * them ("mark" in the packet's line, "marks" by reason in the totals). The link
  * serializes one packet at a time at --rate-bps (length * 8 / rate); the queue
  * is asked for the next packet whenever the link is free. Output: JSON lines,
  * see docs/datapath-core.md.
@@ -42,6 +45,7 @@ struct rec {
 	struct aqm_pkt pkt;
 	uint64_t seq, arr_ns;
 	uint32_t flow;
+	int mark; /* the reason the core marked it CE for, or -1 */
 };
 
 struct flowstat {
@@ -49,6 +53,7 @@ struct flowstat {
 	int used;
 	uint64_t arr_pkts, arr_bytes, sent_pkts, sent_bytes;
 	uint64_t drops[AQM_DROP_REASONS];
+	uint64_t marks[AQM_DROP_REASONS];
 	uint64_t first_arr_ns, last_arr_ns, last_dep_ns;
 	uint64_t sojourn_sum_ns;
 };
@@ -138,25 +143,41 @@ static void on_drop(void *owner, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 	if (g.print_packets)
 		printf("{\"type\":\"pkt\",\"seq\":%" PRIu64 ",\"t_arr_ns\":%" PRIu64 ",\"flow\":%" PRIu32
 		       ",\"len\":%" PRIu32 ",\"dscp\":%u,\"band\":%u,\"verdict\":\"dropped\",\"reason\":\"%s\""
-		       ",\"t_ns\":%" PRIu64 ",\"sojourn_ns\":%" PRIu64 "}\n",
+		       ",\"mark\":%s%s%s,\"t_ns\":%" PRIu64 ",\"sojourn_ns\":%" PRIu64 "}\n",
 		       r->seq, r->arr_ns, r->flow, pkt->len, pkt->dscp, pkt->band,
-		       aqm_drop_reason_name(why), g.now_ns, g.now_ns - r->arr_ns);
+		       aqm_drop_reason_name(why), r->mark >= 0 ? "\"" : "",
+		       r->mark >= 0 ? aqm_drop_reason_name(r->mark) : "null", r->mark >= 0 ? "\"" : "",
+		       g.now_ns, g.now_ns - r->arr_ns);
+}
+
+/* The core marked the packet CE instead of dropping it (ecn=1). */
+static void on_mark(void *owner, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	struct rec *r = (struct rec *)pkt;
+
+	(void)owner;
+	flow_stat(r->flow)->marks[why]++;
+	r->mark = (int)why;
 }
 
 static void on_sent(struct rec *r, uint64_t deq_ns, uint64_t dep_ns)
 {
 	struct flowstat *f = flow_stat(r->flow);
+	char mark[40] = "null";
 
 	f->sent_pkts++;
 	f->sent_bytes += r->pkt.len;
 	f->last_dep_ns = dep_ns;
 	f->sojourn_sum_ns += deq_ns - r->arr_ns;
+	if (r->mark >= 0)
+		snprintf(mark, sizeof(mark), "\"%s\"", aqm_drop_reason_name(r->mark));
 	if (g.print_packets)
 		printf("{\"type\":\"pkt\",\"seq\":%" PRIu64 ",\"t_arr_ns\":%" PRIu64 ",\"flow\":%" PRIu32
 		       ",\"len\":%" PRIu32 ",\"dscp\":%u,\"band\":%u,\"verdict\":\"sent\",\"reason\":null"
+		       ",\"ecn\":%u,\"mark\":%s"
 		       ",\"t_ns\":%" PRIu64 ",\"t_dep_ns\":%" PRIu64 ",\"sojourn_ns\":%" PRIu64 "}\n",
-		       r->seq, r->arr_ns, r->flow, r->pkt.len, r->pkt.dscp, r->pkt.band, deq_ns, dep_ns,
-		       deq_ns - r->arr_ns);
+		       r->seq, r->arr_ns, r->flow, r->pkt.len, r->pkt.dscp, r->pkt.band, r->pkt.ecn, mark,
+		       deq_ns, dep_ns, deq_ns - r->arr_ns);
 }
 
 static void print_json_string(const char *s)
@@ -261,6 +282,8 @@ static void print_stats_obj(const struct aqm_stats *s)
 	print_reasons(s->drops);
 	printf(",\"drop_bytes\":");
 	print_reasons(s->drop_bytes);
+	printf(",\"marks\":");
+	print_reasons(s->marks);
 	putchar('}');
 }
 
@@ -382,7 +405,8 @@ static void usage(FILE *to)
 		"                   \"param\",\"other\",\"band\"}, names or null)\n"
 		"       ckcd-replay --list\n"
 		"       ckcd-replay --catalog\n"
-		"Trace lines: time_ns flow_id length [dscp [host_id]]   ('#' comments; stdin if no FILE)\n");
+		"Trace lines: time_ns flow_id length [dscp [host_id [ecn]]]   ('#' comments; stdin if no FILE;\n"
+		"             ecn 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE)\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -419,15 +443,16 @@ static void read_events(FILE *in, const char *name)
 	g.ops = xalloc(malloc(cap_ops * sizeof(*g.ops)));
 	g.randoms = xalloc(malloc(cap_rand * sizeof(*g.randoms)));
 	while (fgets(line, sizeof(line), in)) {
-		unsigned long long t = 0, flow, len, dscp, host, v;
+		unsigned long long t = 0, flow, len, dscp, host, v, ecn = 0;
 		int ok;
 
 		lineno++;
 		switch (line[0]) {
 		case 'e':
-			ok = sscanf(line, "e %llu %llu %llu %llu %llu", &t, &flow, &len, &dscp, &host) == 5 &&
+			/* the ECN field is a sixth column of newer records */
+			ok = sscanf(line, "e %llu %llu %llu %llu %llu %llu", &t, &flow, &len, &dscp, &host, &ecn) >= 5 &&
 			     !strchr(line, '-') && len >= 1 && len <= 65535 && dscp <= 63 && flow <= UINT32_MAX &&
-			     host <= UINT32_MAX;
+			     host <= UINT32_MAX && ecn <= 3;
 			break;
 		case 'd':
 			ok = sscanf(line, "d %llu", &t) == 1 && line[2] != '-';
@@ -441,7 +466,7 @@ static void read_events(FILE *in, const char *name)
 			ok = 0;
 		}
 		if (!ok || (line[0] != 'r' && t < last_t)) {
-			fprintf(stderr, "ckcd-replay: %s:%zu: expected 'e T FLOW LEN DSCP HOST', 'd T SEQ', 'r VALUE' "
+			fprintf(stderr, "ckcd-replay: %s:%zu: expected 'e T FLOW LEN DSCP HOST [ECN]', 'd T SEQ', 'r VALUE' "
 				"or 'x SEQ REASON', times non-decreasing\n", name, lineno);
 			exit(2);
 		}
@@ -459,9 +484,10 @@ static void read_events(FILE *in, const char *name)
 			continue;
 		if (nrecs == cap_recs)
 			g.recs = xalloc(realloc(g.recs, (cap_recs *= 2) * sizeof(*g.recs)));
-		g.recs[nrecs] = (struct rec){ .seq = nrecs, .arr_ns = t, .flow = (uint32_t)flow };
+		g.recs[nrecs] = (struct rec){ .seq = nrecs, .arr_ns = t, .flow = (uint32_t)flow, .mark = -1 };
 		g.recs[nrecs].pkt = (struct aqm_pkt){ .flow_hash = (uint32_t)flow, .len = (uint32_t)len,
-						      .dscp = (uint8_t)dscp, .host_hash = (uint32_t)host };
+						      .dscp = (uint8_t)dscp, .host_hash = (uint32_t)host,
+						      .ecn = (uint8_t)ecn };
 		nrecs++;
 	}
 }
@@ -509,7 +535,7 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 
 	while (fgets(line, sizeof(line), in)) {
 		char *p = line, *hash = strchr(line, '#');
-		unsigned long long t, flow, len, dscp = 0, host;
+		unsigned long long t, flow, len, dscp = 0, host, ecn = 0;
 		int got;
 
 		lineno++;
@@ -519,14 +545,14 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 			p++;
 		if (!*p || *p == '\n' || *p == '\r')
 			continue;
-		got = sscanf(p, "%llu %llu %llu %llu %llu", &t, &flow, &len, &dscp, &host);
+		got = sscanf(p, "%llu %llu %llu %llu %llu %llu", &t, &flow, &len, &dscp, &host, &ecn);
 		if (got < 5)
 			host = flow; /* a trace without hosts: each flow its own host pair */
 		if (got < 3 || strchr(p, '-') || len < 1 || len > 65535 || dscp > 63 ||
-		    flow > UINT32_MAX || host > UINT32_MAX) {
+		    flow > UINT32_MAX || host > UINT32_MAX || ecn > 3) {
 			fprintf(stderr,
-				"ckcd-replay: %s:%zu: expected 'time_ns flow_id length [dscp [host_id]]' "
-				"(length 1..65535, dscp 0..63, ids below 2^32)\n",
+				"ckcd-replay: %s:%zu: expected 'time_ns flow_id length [dscp [host_id [ecn]]]' "
+				"(length 1..65535, dscp 0..63, ids below 2^32, ecn 0..3)\n",
 				name, lineno);
 			exit(2);
 		}
@@ -547,7 +573,9 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 		v[cnt].pkt.len = (uint32_t)len;
 		v[cnt].pkt.dscp = (uint8_t)dscp;
 		v[cnt].pkt.host_hash = (uint32_t)host;
+		v[cnt].pkt.ecn = (uint8_t)ecn;
 		v[cnt].pkt.frame = &v[cnt];
+		v[cnt].mark = -1;
 		cnt++;
 	}
 	*n = cnt;
@@ -663,6 +691,7 @@ int main(int argc, char **argv)
 		fclose(in);
 	}
 	aqm_host_init(&host, seed, on_drop, NULL);
+	host.mark = on_mark;
 	/* the link drains at --rate-bps: a spec without rate_bps follows it */
 	env = aqm_host_env(&host, rate_bps);
 	if (events)
@@ -776,6 +805,8 @@ report:
 		       f->flow, f->arr_pkts, f->arr_bytes, f->sent_pkts, f->sent_bytes, f->first_arr_ns,
 		       f->last_arr_ns, f->last_dep_ns, f->sent_pkts ? f->sojourn_sum_ns / f->sent_pkts : 0);
 		print_reasons(f->drops);
+		printf(",\"marks\":");
+		print_reasons(f->marks);
 		printf("}\n");
 	}
 	printf("{\"type\":\"stats\",\"qlen_pkts\":%" PRIu32 ",\"total\":", aqm_qlen_pkts(q));

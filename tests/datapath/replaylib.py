@@ -1,7 +1,8 @@
 """Helpers for the datapath tests: synthetic traces and runs of build/ckcd-replay.
 
-A trace is a list of (time_ns, flow, length, dscp) or (time_ns, flow, length, dscp, host),
-host being the host-pair id hdcodel key=host reads. ckcd-replay prints JSON
+A trace is a list of (time_ns, flow, length, dscp), (time_ns, flow, length, dscp, host) or
+(time_ns, flow, length, dscp, host, ecn), host being the host-pair id hdcodel key=host reads
+and ecn the packet's ECN codepoint (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE). ckcd-replay prints JSON
 lines (docs/datapath-core.md); `run` parses them into a Result.
 """
 
@@ -51,6 +52,15 @@ def cbr(flow: int, rate_bps: float, start_ns: int, end_ns: int, length: int = 15
     return [(int(start_ns + i * gap), flow, length, dscp) for i in range(n)]
 
 
+ECT0 = 2
+CE = 3
+
+
+def with_ecn(trace, ecn: int) -> list[tuple[int, int, int, int, int, int]]:
+    """The trace's packets with ECN codepoint ecn (host: the flow, as ckcd-replay's default)."""
+    return [(p[0], p[1], p[2], p[3] if len(p) > 3 else 0, p[4] if len(p) > 4 else p[1], ecn) for p in trace]
+
+
 def merge(*traces) -> list[tuple[int, int, int, int]]:
     return sorted((p for t in traces for p in t), key=lambda p: p[0])
 
@@ -71,6 +81,11 @@ class Result:
     def dropped(self, reason: str | None = None, flow: int | None = None) -> list[dict]:
         return [p for p in self.packets if p["verdict"] == "dropped"
                 and (reason is None or p["reason"] == reason) and (flow is None or p["flow"] == flow)]
+
+    def marked(self, reason: str | None = None, flow: int | None = None) -> list[dict]:
+        """Packets the discipline marked CE instead of dropping (sent, with the reason)."""
+        return [p for p in self.packets if p["verdict"] == "sent" and p.get("mark") is not None
+                and (reason is None or p["mark"] == reason) and (flow is None or p["flow"] == flow)]
 
     def rate_bps(self, flow: int, t0: int, t1: int, delivered: bool = True) -> float:
         """Delivered (or offered) bit rate of a flow over arrivals in [t0, t1)."""

@@ -143,7 +143,7 @@ def test_describe_fills_in_table_ii_defaults():
     # seed 003: Linux 3.17's CoDel (limit 1000, target 5 ms, interval 100 ms), p = 1/3, the
     # connection keyed by host pair, and the controller's estimator defaults
     assert {"limit=1000", "target_ms=5", "interval_ms=100", "p=0.333333", "key=host", "mode=dynamic",
-            "rec_int=1", "hist_len=128", "stat_int=32", "thin=random", "spare=advance"} == set(
+            "rec_int=1", "hist_len=128", "stat_int=32", "thin=random", "spare=advance", "ecn=0"} == set(
         run_raw(["--describe", "--qdisc", "hdcodel"]).stdout.split()[1:])
 
 
@@ -153,6 +153,7 @@ def test_describe_fills_in_table_ii_defaults():
     ("0 1 1500 64\n", "dscp"),
     ("0 1 1500 0 4294967296\n", "host_id"),
     ("0 1 1500 0 -1\n", "expected"),
+    ("0 1 1500 0 1 4\n", "ecn"),
     ("100 1 1500\n50 1 1500\n", "backwards"),
     ("-5 1 1500\n", "expected"),
     ("x y z\n", "expected"),

@@ -325,6 +325,8 @@ def ckcd_stats(show_out, handle):
     st["backlog_pkts"] = int(re.search(r"backlog \S+ (\d+)p", text).group(1))
     drops = re.search(r"drops:((?: [\w-]+ \d+)+)", text).group(1).split()
     st["drops"] = {drops[i]: int(drops[i + 1]) for i in range(0, len(drops), 2)}
+    marks = re.search(r"marks:((?: [\w-]+ \d+)+)", text).group(1).split()
+    st["marks"] = {marks[i]: int(marks[i + 1]) for i in range(0, len(marks), 2)}
     over = re.search(r"overlimits (\d+)", text)
     st["overlimits"] = int(over.group(1)) if over else 0
     flows = re.search(r"active_flows (\d+) fair_share_bps (\d+)", text)
