@@ -15,7 +15,10 @@ Definitions (docs/experiments.md has the reasons):
   the dequeue samples;
 - RTT: ping from the scenario's ping source every 0.2 s (base RTT = 2 x delay); per flow also the
   sender's smoothed RTT (tcp_info, iperf3);
-- drops by reason: ckcd-link's counters (log deltas summed over the window).
+- drops by reason: ckcd-link's counters (log deltas summed over the window);
+- ECN marks by reason likewise (a discipline with ecn=1 marks CE instead of some drops), and per
+  sending host the segments its TCP saw acknowledged with ECE (the CE marks echoed back: the
+  congestion signals an ECN sender received; the kernel's TCPDeliveredCE over the whole run).
 """
 
 from __future__ import annotations
@@ -77,7 +80,9 @@ def run_metrics(record: dict) -> dict:
             "jain": jain_index(rates), "total_mbps": total,
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
-            "drops": _drops_by_reason(row for w in windows.values() for row in w.rows), "links": links, "cpu": cpu,
+            "drops": _drops_by_reason(row for w in windows.values() for row in w.rows),
+            "marks": _drops_by_reason((row for w in windows.values() for row in w.rows), "marks"),
+            "senders": _sender_metrics(record.get("tcp_counters") or {}), "links": links, "cpu": cpu,
             "short_flows": {g["label"]: short_flow_metrics(g, w0, w1) for g in record.get("short_flows", [])},
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
 
@@ -143,7 +148,8 @@ def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -
             "rtt_class": rtt_class(base_rtt_ms),
             "cwnd_pkts": _stats(in_window([[r[0], r[2]] for r in tcp if r[2] is not None], w0, w1)),
             "link_drops": sum(sum(d.values()) for d in (flow.get("link_drops") or {}).values()),
-            "error": flow["error"]}
+            "link_marks": sum(sum(d.values()) for d in (flow.get("link_marks") or {}).values()),
+            "ecn": flow.get("ecn", False), "error": flow["error"]}
 
 
 def _group_metrics(flows: list[dict], rates: list[float], attr: str) -> dict:
@@ -191,7 +197,8 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int) -> dic
             # frames it dequeued (differs from the per-frame mean when the rate changes)
             "queue_delay_time_mean_ms": _mean([r["sojourn_ms"] for r in rows if r["sojourn_ms"] is not None]),
             "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
-            "drops": _drops_by_reason(rows), "schedule": sched, "schedule_kept": sched["kept"],
+            "drops": _drops_by_reason(rows), "marks": _drops_by_reason(rows, "marks"),
+            "schedule": sched, "schedule_kept": sched["kept"],
             "lost_before_link": _lost_before_link(final)}
 
 
@@ -226,12 +233,21 @@ def _queue_delay_ms(windows) -> dict:
     return dict(_stats(samples), mean=weighted_sum / frames if frames else None)
 
 
-def _drops_by_reason(rows) -> dict:
+def _drops_by_reason(rows, key: str = "drops") -> dict:
+    """The log rows' counters by reason (key: "drops", or "marks"; rows from before ckcd-link
+    marked have none), summed."""
     drops: dict = {}
     for r in rows:
-        for reason, n in r["drops"].items():
+        for reason, n in r.get(key, {}).items():
             drops[reason] = drops.get(reason, 0) + n
     return drops
+
+
+def _sender_metrics(counters: dict) -> dict:
+    """Per sending host: segments delivered and those acknowledged with ECE, over the run."""
+    return {host: {"delivered": c.get("delivered"), "delivered_ce": c.get("delivered_ce"),
+                   "ce_fraction": c["delivered_ce"] / c["delivered"] if c.get("delivered") else None}
+            for host, c in sorted(counters.items())}
 
 
 def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows: list[dict],
@@ -338,6 +354,7 @@ SCALARS = {
     "rtt_p95_ms": lambda m: m["rtt_ms"]["p95"],
     "rtt_p99_ms": lambda m: m["rtt_ms"]["p99"],
     "drops": lambda m: sum(m["drops"].values()),
+    "marks": lambda m: sum(m.get("marks", {}).values()),
     "cpu_mean_pct": lambda m: m["cpu"]["mean_pct"],
 }
 
@@ -379,6 +396,8 @@ def summarize(records: list[dict]) -> list[dict]:
         entry["short_flows"] = _short_flow_summary(ok)
         reasons = sorted({k for r in ok for k in r["metrics"]["drops"]})
         entry["drops_by_reason"] = {k: mean_ci95([r["metrics"]["drops"].get(k, 0) for r in ok]) for k in reasons}
+        reasons = sorted({k for r in ok for k in r["metrics"].get("marks", {})})
+        entry["marks_by_reason"] = {k: mean_ci95([r["metrics"]["marks"].get(k, 0) for r in ok]) for k in reasons}
         out.append(entry)
     return out
 

@@ -70,14 +70,15 @@ def _flows_csv(path: str, records: list[dict]) -> None:
         w = csv.writer(f)
         w.writerow(["scenario", "case", "rep", "flow", "cc", "aggregate", "mean_mbps", "srtt_mean_ms",
                     "srtt_p95_ms", "base_rtt_ms", "min_rtt_ms", "cwnd_mean_pkts", "retransmits", "link_drops",
-                    "error"])
+                    "link_marks", "ecn", "error"])
         for r in records:
             for fl in (r.get("metrics") or {}).get("flows", []):
                 w.writerow([r["scenario"]["name"], r["case"]["name"], r["rep"], fl["label"], fl["cc"],
                             fl["aggregate"] or "", _csv_num(fl["mean_mbps"]), _csv_num(fl["srtt_ms"]["mean"]),
                             _csv_num(fl["srtt_ms"]["p95"]), _csv_num(fl.get("base_rtt_ms")),
                             _csv_num(fl.get("min_rtt_ms")), _csv_num((fl.get("cwnd_pkts") or {}).get("mean")),
-                            fl["retransmits"], fl["link_drops"], fl["error"] or ""])
+                            fl["retransmits"], fl["link_drops"], fl.get("link_marks", 0),
+                            int(bool(fl.get("ecn"))), fl["error"] or ""])
 
 
 def _timeseries_csv(path: str, records: list[dict]) -> None:
@@ -363,10 +364,12 @@ def case_table(entries: list[dict]) -> list[str]:
     # flows of different base RTTs (access delays): each RTT's mean rate and min RTT
     rtts = sorted({g for e in entries for g in e["rtts"]}, key=analysis.group_order)
     rtts = rtts if len(rtts) > 1 else []
+    # ECN marks only where some case marked (a discipline with ecn=1 and ECN-capable flows)
+    marks = any(v["mean"] for e in entries for v in e.get("marks_by_reason", {}).values())
     head = ["case", "Jain"] + [f"{g} Mbit/s/flow" for g in groups] + [f"{a} Mbit/s, sRTT ms" for a in aggs] + \
            [f"{g}: Mbit/s/flow" for g in rtts] + \
-           ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops",
-            "CPU %", "trusted"]
+           ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops"] + \
+           (["ECN marks"] if marks else []) + ["CPU %", "trusted"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in entries:
         drops = ", ".join(f"{k} {v['mean']:.0f}" for k, v in e["drops_by_reason"].items() if v["mean"]) or "0"
@@ -379,7 +382,11 @@ def case_table(entries: list[dict]) -> list[str]:
                   " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
                                                             "queue_delay_p99_ms")),
                   " / ".join(fmt(e[k]["mean"]) for k in ("rtt_mean_ms", "rtt_p95_ms", "rtt_p99_ms")),
-                  drops, fmt(e["cpu_mean_pct"]["mean"], 0), f"{e['trusted']}/{e['runs']}"]
+                  drops]
+        if marks:
+            cells.append(", ".join(f"{k} {v['mean']:.0f}" for k, v in e["marks_by_reason"].items() if v["mean"])
+                         or "0")
+        cells += [fmt(e["cpu_mean_pct"]["mean"], 0), f"{e['trusted']}/{e['runs']}"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

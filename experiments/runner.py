@@ -144,7 +144,11 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
         for host in net.hosts:
             host.cmd("ip tcp_metrics flush all >/dev/null 2>&1")
         record["host_setup"] = host_setup(scenario, net)
+        senders = sorted({f.src for f in scenario.flows})
+        before = {h: tcp_counters(net.get(h)) for h in senders}
         record.update(_traffic(scenario, net, links, run_dir, progress))
+        record["tcp_counters"] = {h: {k: tcp_counters(net.get(h)).get(k, 0) - v for k, v in before[h].items()}
+                                  for h in senders}
     record["error"] = None
     record["metrics"] = analysis.run_metrics(record)
     _write_json(os.path.join(run_dir, "run.json"), record)
@@ -152,14 +156,39 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
 
 
 def host_setup(scenario: Scenario, net) -> dict:
-    """The scenario's per-host settings: TCP's SACK (a per-namespace sysctl). The access delays
-    are the links' (--host-delay), recorded here beside it."""
+    """The scenario's per-host settings, per-namespace sysctls: TCP's SACK, and ECN - 1 (ask for
+    it) on a host that sends ECN-capable flows, else 2 (Linux's default: accept it when asked,
+    never ask). The access delays are the links' (--host-delay), recorded here beside them."""
     sack = 1 if scenario.tcp_sack else 0
+    ecn_senders = {f.src for f in scenario.flows if f.ecn}
+    tcp_ecn = {}
     for host in net.hosts:
-        host.cmd(f"sysctl -qw net.ipv4.tcp_sack={sack}")
-        if host.cmd("sysctl -n net.ipv4.tcp_sack").strip() != str(sack):
-            raise RunError(f"{host.name}: net.ipv4.tcp_sack did not take the value {sack}")
-    return {"tcp_sack": scenario.tcp_sack, "access_delay_ms": dict(scenario.access_delay_ms)}
+        tcp_ecn[host.name] = 1 if host.name in ecn_senders else 2
+        for key, value in (("tcp_sack", sack), ("tcp_ecn", tcp_ecn[host.name])):
+            host.cmd(f"sysctl -qw net.ipv4.{key}={value}")
+            if host.cmd(f"sysctl -n net.ipv4.{key}").strip() != str(value):
+                raise RunError(f"{host.name}: net.ipv4.{key} did not take the value {value}")
+    return {"tcp_sack": scenario.tcp_sack, "tcp_ecn": tcp_ecn, "access_delay_ms": dict(scenario.access_delay_ms)}
+
+
+# The kernel's TCP counters a run records per sending host (/proc/net/netstat, TcpExt: the
+# host's network namespace): segments delivered, and those acknowledged with ECE - the CE marks
+# the receiver echoed, i.e. the congestion signals an ECN sender saw.
+TCP_COUNTERS = {"TCPDelivered": "delivered", "TCPDeliveredCE": "delivered_ce"}
+
+
+def tcp_counters(host) -> dict:
+    """TCP_COUNTERS of a Mininet host's namespace now ({} if /proc/net/netstat says none)."""
+    return parse_netstat(host.cmd("cat /proc/net/netstat"))
+
+
+def parse_netstat(text: str) -> dict:
+    """TCP_COUNTERS from /proc/net/netstat's TcpExt header and value lines."""
+    lines = [line.split() for line in text.splitlines() if line.startswith("TcpExt:")]
+    if len(lines) < 2:
+        return {}
+    values = dict(zip(lines[0][1:], lines[1][1:]))
+    return {name: int(values[key]) for key, name in TCP_COUNTERS.items() if key in values}
 
 
 def apply_policy(api: CoexClient, scenario: Scenario, case: Case, net, link_ends) -> dict | None:
@@ -409,6 +438,7 @@ def _wait_for_clients(clients: list[subprocess.Popen], grace_s: float) -> None:
 
 def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, tcp_info: list) -> dict:
     rec = {"label": f.label, "cc": f.cc, "src": f.src, "dst": f.dst, "port": f.port, "aggregate": f.aggregate,
+           "ecn": f.ecn,
            "start_s": f.start_s, "stop_s": f.stop_s, "rate_bps": f.rate_bps, "launched_s": launched_s,
            "goodput": [], "srtt": [], "tcp_info": tcp_info, "error": None,
            "min_rtt_ms": min((row[3] for row in tcp_info if row[3] is not None), default=None)}
@@ -441,11 +471,12 @@ def _flow_record(f, launched_s: float | None, run_dir: str, stats: dict, tcp_inf
     conn = report["start"]["connected"][0]
     key = f"tcp {conn['local_host']}:{conn['local_port']}>{conn['remote_host']}:{conn['remote_port']}"
     rec["key"] = key
-    rec["link_drops"] = {}
+    rec["link_drops"], rec["link_marks"] = {}, {}
     for name, st in stats.items():
         for fl in st["dirs"]["ab"].get("flows", []):
             if fl["key"] == key:
                 rec["link_drops"][name] = fl["drops"]
+                rec["link_marks"][name] = fl.get("marks", {})
     return rec
 
 
@@ -468,13 +499,14 @@ def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: d
                 series.append({"t": round(row["t"] + offset_s, 3), "interval_s": row["interval_s"],
                                "qlen_pkts": row["qlen_pkts"], "tx_bytes": row["tx_bytes"],
                                "sojourn_ms": soj["mean"] / 1000 if soj.get("count") else None,
-                               "sojourn_count": soj.get("count", 0), "drops": row.get("drops", {})})
+                               "sojourn_count": soj.get("count", 0), "drops": row.get("drops", {}),
+                               "marks": row.get("marks", {})})
     ab = stats["dirs"]["ab"]
     if len(sojourn_samples) > MAX_STORED_SAMPLES:  # an even subsample keeps the percentiles
         step = len(sojourn_samples) / MAX_STORED_SAMPLES
         sojourn_samples = [sojourn_samples[int(k * step)] for k in range(MAX_STORED_SAMPLES)]
     return {"series": series, "sojourn_samples": sojourn_samples, "ckcd": ckcd.points,
-            "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops",
+            "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops", "marks",
                                                                 "tx_bytes", "sojourn_us", "schedule",
                                                                 "tx_wake", "nflows", "rx_io",
                                                                 "rx_kernel_drops")}}

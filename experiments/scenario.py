@@ -112,6 +112,9 @@ class Flow:
     port: int
     aggregate: str | None = None
     rate_bps: int | None = None  # iperf3 -b: an application-limited flow
+    # ECN-capable (RFC 3168): its sender host asks for ECN (net.ipv4.tcp_ecn=1). A per-host
+    # setting in Linux, so every flow of one sender agrees (checked when the file is read).
+    ecn: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -509,8 +512,17 @@ def _flows(top: _Table, hosts: dict[str, tuple[str, ...]], duration_s: float) ->
     if not raw_flows:
         raise top.error("flows", "at least one flow is needed")
     flows: list[Flow] = []
+    ecn_of_host: dict[str, tuple[bool, int]] = {}  # sender -> (ecn, the first entry that said so)
     for i, raw in enumerate(raw_flows):
-        flows += _flow_entry(_Table(raw, f"flows[{i}]", top.source), hosts, duration_s, FIRST_PORT + len(flows))
+        ft = _Table(raw, f"flows[{i}]", top.source)
+        entry = _flow_entry(ft, hosts, duration_s, FIRST_PORT + len(flows))
+        src, ecn = entry[0].src, entry[0].ecn
+        first = ecn_of_host.setdefault(src, (ecn, i))
+        if first[0] != ecn:
+            raise ft.error("ecn", f"{src} sends flows[{first[1]}] with ecn = {str(first[0]).lower()}: ECN is a "
+                                  f"per-host setting in Linux (net.ipv4.tcp_ecn), so all flows of one sender "
+                                  f"must agree")
+        flows += entry
     _make_labels_unique(flows)
     return flows
 
@@ -523,11 +535,12 @@ def _flow_entry(ft: _Table, hosts: dict[str, tuple[str, ...]], duration_s: float
     start_s, stop_s, every_s = _flow_times(ft, count, duration_s)
     aggregate = ft.choice("aggregate", AGGREGATES, None)
     rate_bps = _rate_bps(ft, "rate_mbps", "rate_bps", None)
+    ecn = ft.get("ecn", bool, False)
     label = ft.get("label", str, cc)
     ft.done()
     return [Flow(label=f"{label}{k + 1}" if count > 1 else label, src=src, dst=dst, cc=cc,
                  start_s=start_s + k * every_s, stop_s=stop_s, port=first_port + k, aggregate=aggregate,
-                 rate_bps=rate_bps)
+                 rate_bps=rate_bps, ecn=ecn)
             for k in range(count)]
 
 

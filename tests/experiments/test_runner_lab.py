@@ -41,10 +41,12 @@ RTTS = {"name": "rtts", "topology": "dumbbell", "hosts_per_side": 3, "duration_s
 def batch(private_ovs, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("exp"))
     fidelity = parse_scenario(FIDELITY, "test")
+    # CUBIC is ECN-capable in every case; only ckcd_ecn's queue marks
     pair = parse_scenario({"name": "pair", "topology": "dumbbell", "duration_s": 12, "warmup_s": 3,
-                           "disciplines": ["droptail", "ckcd"], "link": LINK,
+                           "disciplines": ["droptail", "ckcd", "ckcd_ecn"], "link": LINK,
+                           "variants": {"ckcd_ecn": {"discipline": "ckcd", "ecn": 1}},
                            "flows": [{"src": "h1", "dst": "h3", "cc": "bbr"},
-                                     {"src": "h2", "dst": "h4", "cc": "cubic"}]}, "test")
+                                     {"src": "h2", "dst": "h4", "cc": "cubic", "ecn": True}]}, "test")
     rtts = parse_scenario(RTTS, "test")
     records = run_batch([fidelity, pair, rtts], out)
     result = write_report(out, records, command="test")
@@ -102,7 +104,7 @@ DRAIN_MS = 80 * 1514 * 8 / 50e6 * 1e3   # a full 80-packet buffer at 50 Mbit/s: 
 def test_outputs_exist_and_are_consistent(batch, tmp_path):
     out, records, result = batch
     pair = {r["case"]["name"]: r for r in runs_of(records, "pair")}
-    assert set(pair) == {"droptail", "ckcd"}
+    assert set(pair) == {"droptail", "ckcd", "ckcd_ecn"}
     for name, run in pair.items():
         m = run["metrics"]
         assert not run.get("error"), run.get("error")
@@ -125,7 +127,8 @@ def test_outputs_exist_and_are_consistent(batch, tmp_path):
         assert float(row["mean_mbps"]) == pytest.approx(fl["mean_mbps"], abs=0.01)
     with open(os.path.join(out, "summary.csv")) as f:
         summary = {(r["scenario"], r["case"]): r for r in csv.DictReader(f)}
-    assert set(summary) == {("fidelity", "droptail"), ("pair", "droptail"), ("pair", "ckcd"), ("rtts", "droptail")}
+    assert set(summary) == {("fidelity", "droptail"), ("pair", "droptail"), ("pair", "ckcd"), ("pair", "ckcd_ecn"),
+                            ("rtts", "droptail")}
     for name, run in pair.items():
         assert float(summary[("pair", name)]["jain"]) == pytest.approx(run["metrics"]["jain"], abs=1e-3)
     report = open(os.path.join(out, "report.md")).read()
@@ -161,6 +164,32 @@ def test_each_flow_sees_its_own_base_rtt(batch):
     # The per-flow time series came along: cwnd and sRTT rows for every flow.
     for f in run["flows"]:
         assert len(f["tcp_info"]) >= 10 and all(row[2] for row in f["tcp_info"]), f["label"]
+
+
+def test_ecn_capable_cubic_is_marked_not_dropped_early_under_ckcd_ecn(batch):
+    """Rule (docs/ecn.md): with ecn=1 CKCD marks the ECN-capable CUBIC flow where it would drop
+    it early (p_c; q_avg cannot pass q_max = the 80-packet limit here), so CUBIC has no early
+    drops, and its sender's TCP sees the marks echoed (the kernel's TCPDeliveredCE on h2). BBR
+    is not ECN-capable: it is still dropped. Without ecn=1 the same ECN-capable CUBIC is
+    dropped, never marked. No tolerance: these are counts of what the link and TCP did."""
+    _, records, _ = batch
+    runs = {r["case"]["name"]: r for r in runs_of(records, "pair")}
+    on, off = runs["ckcd_ecn"], runs["ckcd"]
+    for run in (on, off):
+        assert run["host_setup"]["tcp_ecn"]["h2"] == 1 and run["host_setup"]["tcp_ecn"]["h1"] == 2
+    flows = {f["label"]: f for f in on["flows"]}
+    cubic_marks = sum(sum(m.values()) for m in flows["cubic"]["link_marks"].values())
+    cubic_early = sum(d.get("early", 0) for d in flows["cubic"]["link_drops"].values())
+    bbr_drops = sum(sum(d.values()) for d in flows["bbr"]["link_drops"].values())
+    print(f"ckcd ecn=1: CUBIC marked {cubic_marks}, early drops {cubic_early}; BBR dropped {bbr_drops}; "
+          f"senders {on['metrics']['senders']}; marks by reason {on['metrics']['marks']}")
+    assert cubic_marks > 0 and cubic_early == 0
+    assert on["tcp_counters"]["h2"]["delivered_ce"] > 0
+    assert on["tcp_counters"]["h1"]["delivered_ce"] == 0
+    assert sum(sum(m.values()) for m in flows["bbr"]["link_marks"].values()) == 0
+    off_cubic = {f["label"]: f for f in off["flows"]}["cubic"]
+    assert sum(sum(m.values()) for m in off_cubic["link_marks"].values()) == 0
+    assert off["tcp_counters"]["h2"]["delivered_ce"] == 0
 
 
 def test_short_flows_complete_and_take_at_least_two_round_trips(batch):
