@@ -22,7 +22,10 @@ from ryu_app.view import ControllerView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PORT_LABELS = ["dpid", "port", "interface"]
-DROP_REASONS = ("overflow", "early", "choke_match", "delay", "penalty", "flush")
+# ckcd-link's reasons (datapath/link/report.c), the keys of its `drops` and of its `marks`: an
+# ECN-capable packet a discipline given ecn=1 would drop is marked CE instead, counted by the
+# same reason.
+DROP_REASONS = ("overflow", "early", "choke_match", "delay", "penalty", "flush", "shrink")
 
 
 def parse_xstats(text: str) -> list[dict]:
@@ -145,6 +148,9 @@ class CoexCollector:
                                              labels=PORT_LABELS),
             "drops": CounterMetricFamily("coex_port_drops", "Frames the queue dropped, by reason",
                                          labels=PORT_LABELS + ["reason"]),
+            "marks": CounterMetricFamily("coex_port_marks",
+                                         "Frames the queue marked CE (ECN) where it would have dropped them, by reason",
+                                         labels=PORT_LABELS + ["reason"]),
             "tx_pkts": CounterMetricFamily("coex_port_transmitted_packets", "Frames sent on the link",
                                            labels=PORT_LABELS),
             "tx_bytes": CounterMetricFamily("coex_port_transmitted_bytes", "Bytes sent on the link",
@@ -193,9 +199,10 @@ class CoexCollector:
         f["delay"].add_metric(labels, (d.get("delay_ms") or 0) / 1e3)
         f["qlen"].add_metric(labels, d.get("qlen_pkts", 0))
         f["qbytes"].add_metric(labels, d.get("qlen_bytes", 0))
-        drops = d.get("drops", {})
-        for reason in sorted(set(DROP_REASONS) | set(drops)):
-            f["drops"].add_metric(labels + [reason], drops.get(reason, 0))
+        for key in ("drops", "marks"):  # every reason, also at 0 (a ckcd-link before ECN: no marks)
+            counts = d.get(key) or {}
+            for reason in sorted(set(DROP_REASONS) | set(counts)):
+                f[key].add_metric(labels + [reason], counts.get(reason, 0))
         f["tx_pkts"].add_metric(labels, d.get("tx_frames", 0))
         f["tx_bytes"].add_metric(labels, d.get("tx_bytes", 0))
         if rate:

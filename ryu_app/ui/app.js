@@ -7,7 +7,7 @@ const POLL_MS = 1000;
 const WINDOW_S = 120;          // what the charts show
 const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"];
 const REASON_COLORS = {overflow: "#dc2626", early: "#d97706", choke_match: "#7c3aed", delay: "#2563eb",
-                       penalty: "#db2777", flush: "#4b5563"};
+                       penalty: "#db2777", flush: "#4b5563", shrink: "#0891b2"};
 
 // --- Prometheus text format (what GET /metrics sends) --------------------------------------
 
@@ -68,10 +68,14 @@ function record(now, metrics) {
       const ds = s.value - sum0.get(k);
       push(`delay/${k}`, now, dn > 0 && ds >= 0 ? 1000 * ds / dn : 0);
     }
-    const drops0 = byKey(samples(previous.metrics, "coex_port_drops_total"), l => `${portKey(l)}/${l.reason}`);
-    for (const s of samples(metrics, "coex_port_drops_total")) {
-      const k = `${portKey(s.labels)}/${s.labels.reason}`;
-      if (drops0.has(k)) push(`drops/${k}`, now, Math.max(0, s.value - drops0.get(k)) / dt);
+    // drops and ECN marks (CE where the discipline would have dropped) per second, by reason
+    for (const kind of ["drops", "marks"]) {
+      const name = `coex_port_${kind}_total`;
+      const before = byKey(samples(previous.metrics, name), l => `${portKey(l)}/${l.reason}`);
+      for (const s of samples(metrics, name)) {
+        const k = `${portKey(s.labels)}/${s.labels.reason}`;
+        if (before.has(k)) push(`${kind}/${k}`, now, Math.max(0, s.value - before.get(k)) / dt);
+      }
     }
     // per aggregate: the largest rate over the switches (each switch on the path counts it once)
     const bytes0 = byKey(samples(previous.metrics, "coex_aggregate_bytes_total"), l => `${l.aggregate}/${l.dpid}`);
@@ -127,11 +131,12 @@ function drawChart(canvas, series, unit, now) {
   ctx.save(); ctx.translate(9, top + ph / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(unit, 0, -6); ctx.restore();
   let lx = left;
   for (const s of series) {
-    ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.beginPath();
+    ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash || []); ctx.beginPath();
     s.points.forEach(([t, v], i) => (i ? ctx.lineTo(x(t), y(v)) : ctx.moveTo(x(t), y(v))));
-    ctx.stroke();
+    ctx.stroke(); ctx.setLineDash([]);
     drawn += s.points.length;
-    ctx.fillStyle = s.color; ctx.fillRect(lx, h - 12, 10, 3);
+    ctx.fillStyle = s.color;
+    if (s.dash) { ctx.fillRect(lx, h - 12, 4, 3); ctx.fillRect(lx + 6, h - 12, 4, 3); } else ctx.fillRect(lx, h - 12, 10, 3);
     ctx.fillStyle = "#374151"; ctx.textAlign = "left"; ctx.textBaseline = "middle";
     ctx.fillText(s.name, lx + 13, h - 11);
     lx += 24 + ctx.measureText(s.name).width;
@@ -184,11 +189,17 @@ function drawPorts(metrics, now) {
     ].filter(Boolean).join(" · ");
     drawChart(div.querySelector(".delay"),
       [{name: "queueing delay (mean per second)", color: COLORS[0], points: history[`delay/${k}`] || []}], "ms", now);
-    const reasons = Object.keys(history).filter(h => h.startsWith(`drops/${k}/`)).map(h => h.split("/").pop());
-    const shown = reasons.filter(r => (history[`drops/${k}/${r}`] || []).some(([, v]) => v > 0));
-    drawChart(div.querySelector(".drops"),
-      (shown.length ? shown : ["overflow"]).map(r => ({name: `${r} drops`, color: REASON_COLORS[r] || "#111827",
-                                                        points: history[`drops/${k}/${r}`] || []})), "drops/s", now);
+    // the reasons that dropped (solid) or marked (dashed, same colour) in the window
+    const shown = kind => Object.keys(history).filter(h => h.startsWith(`${kind}/${k}/`))
+      .filter(h => history[h].some(([, v]) => v > 0)).map(h => h.split("/").pop());
+    const drops = shown("drops"), marks = shown("marks");
+    const series = (drops.length || marks.length ? drops : ["overflow"]).map(r => (
+      {name: `${r} drops`, color: REASON_COLORS[r] || "#111827", points: history[`drops/${k}/${r}`] || []}));
+    for (const r of marks) {
+      series.push({name: `${r} marks`, color: REASON_COLORS[r] || "#111827", dash: [5, 3],
+                   points: history[`marks/${k}/${r}`]});
+    }
+    drawChart(div.querySelector(".drops"), series, marks.length ? "drops, marks/s" : "drops/s", now);
   }
 }
 

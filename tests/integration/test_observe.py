@@ -25,6 +25,7 @@ import pytest
 
 from experiments.traffic import iperf3
 from ovs_config.private_ovs import ofctl
+from ryu_app.metrics import DROP_REASONS
 from tests.integration.labkit import SFLOW_PORT, dumbbell_through_link
 from tests.waiting import eventually
 
@@ -154,6 +155,9 @@ def test_prometheus_stores_what_the_lab_did(observed_lab, prometheus):
     eventually(lambda: prom.value(drops) == after, timeout_s=STORED_TIMEOUT_S,
                what=f"Prometheus stored the overflow drops after the overload ({after})")
     assert prom.value(f"increase({drops}[5m])") >= OVERLOAD_MIN_DROPS
+    # Beside the drops, the ECN marks by reason: every reason stored, all 0 (droptail marks nothing).
+    marks = 'coex_port_marks_total{dpid="1",port="3"}'
+    assert prom.value(f"count({marks})") == len(DROP_REASONS) and prom.value(f"sum({marks})") == 0
     # The queue delay summary moved, and its mean is within the buffer: 80 MTU frames at
     # 50 Mbit/s drain in 80 x 1514 x 8 / 50e6 = 19.4 ms (within ckcd-link's 1/16 histogram).
     mean = prom.value('rate(coex_port_sojourn_seconds_sum{port="3",dpid="1"}[5m])'

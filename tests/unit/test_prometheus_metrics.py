@@ -19,6 +19,7 @@ DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "metrics.md")
 TOKEN = "s3cret-token-value"
 LINK_STATS = {"rate_bps": 50_000_000, "delay_ms": 5, "qlen_pkts": 12, "qlen_bytes": 18168, "tx_frames": 1000,
               "tx_bytes": 1_514_000, "drops": {"overflow": 7, "early": 2},
+              "marks": {"early": 5, "delay": 3}, "ce_not_written": 0,
               "qdisc": "bands weights=1,3 map=46:1 | ckcd limit=80 | droptail limit=80",
               "xstats": "band=0 deficit=0 qlen_pkts=3 active_flows=2 fair_share_bps=12500000 band=1 deficit=5 qlen_pkts=9",
               "sojourn_us": {"count": 1000, "mean": 2000.0, "p50": 1500.0, "p99": 9000.0, "max": 12000.0}}
@@ -98,6 +99,9 @@ def test_metrics_read_the_controller_the_link_and_the_flow_counters_at_scrape_ti
     assert got[("coex_port_link_rate_bits_per_second", PORT)] == 50e6
     assert got[("coex_port_drops_total", PORT + (("reason", "overflow"),))] == 7
     assert got[("coex_port_drops_total", PORT + (("reason", "delay"),))] == 0  # every reason, also at 0
+    assert got[("coex_port_marks_total", PORT + (("reason", "early"),))] == 5  # ECN: CE instead of a drop
+    assert got[("coex_port_marks_total", PORT + (("reason", "delay"),))] == 3
+    assert got[("coex_port_marks_total", PORT + (("reason", "overflow"),))] == 0  # every reason, also at 0
     assert got[("coex_port_busy_seconds_total", PORT)] == 1_514_000 * 8 / 50e6
     assert got[("coex_port_sojourn_seconds_count", PORT)] == 1000
     assert got[("coex_port_sojourn_seconds_sum", PORT)] == 2.0
@@ -122,6 +126,39 @@ def test_metrics_read_the_controller_the_link_and_the_flow_counters_at_scrape_ti
     assert got[("coex_policy_version", ())] == 5
     assert got[("coex_rest_errors_total", (("code", "401"),))] == 1  # no token given
     assert not [k for k in got if k[0] == "coex_aggregate_bytes_total"]
+
+
+REASONS = ("choke_match", "delay", "early", "flush", "overflow", "penalty", "shrink")  # ckcd-link's drops keys
+
+
+def test_ecn_marks_are_exposed_by_reason_beside_the_drops(monkeypatch):
+    """ckcd-link's `marks` (docs/ckcd-link.md, `stats`) as coex_port_marks_total, one sample per
+    reason as coex_port_drops_total has, read from the direction's own counts (not the queue's)."""
+    reply = {**LINK_STATS, "drops": {r: 0 for r in REASONS} | {"overflow": 11},
+             "marks": {r: 0 for r in REASONS} | {"early": 40, "delay": 2, "penalty": 1},
+             "queue": {"drops": {"overflow": 999}, "marks": {"early": 999}}}
+    monkeypatch.setitem(globals(), "LINK_STATS", reply)
+    _, api = make_api()
+    text = api.handle("GET", "/metrics", {}, b"")[1].body.decode()
+    assert "# TYPE coex_port_marks_total counter" in text
+    labels = 'dpid="{}",interface="s1-l0",port="1"'.format(DPID)
+    got = {(m.group(1), m.group(2)): float(m.group(3)) for m in re.finditer(
+        r'^(coex_port_(?:drops|marks)_total)\{' + labels + r',reason="(\w+)"\} (\S+)$', text, re.M)}
+    assert got == {**{("coex_port_drops_total", r): 0.0 for r in REASONS}, ("coex_port_drops_total", "overflow"): 11.0,
+                   **{("coex_port_marks_total", r): 0.0 for r in REASONS},
+                   ("coex_port_marks_total", "early"): 40.0, ("coex_port_marks_total", "delay"): 2.0,
+                   ("coex_port_marks_total", "penalty"): 1.0}
+
+
+def test_a_link_without_marks_shows_every_reason_at_zero(monkeypatch):
+    """A ckcd-link from before ECN has no `marks`: it marked nothing, and the series are all there
+    (a query over marks and drops together never misses a port)."""
+    monkeypatch.setitem(globals(), "LINK_STATS", {k: v for k, v in LINK_STATS.items() if k != "marks"})
+    _, api = make_api()
+    got = scrape(api)
+    marks = {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "coex_port_marks_total"}
+    assert marks == {r: 0 for r in REASONS}
+    assert got[("coex_port_drops_total", PORT + (("reason", "overflow"),))] == 7
 
 
 def test_metrics_routes_refuse_other_methods_and_paths_with_json():
