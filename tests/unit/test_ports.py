@@ -1,11 +1,13 @@
 """coex.ports: the discipline a ckcd-link bottleneck runs (Hock et al., CoEx: Separate
-Queues) and the port record GET /coex/v1/state shows."""
+Queues) and the port record GET /coex/v1/state shows (with a kernel port's qdisc stats)."""
 
 import json
 
 from coex.planner import queue_plan
 from coex.policy import Policy
 from coex.ports import PortState, link_discipline
+from controller_parts import DPID, ControllerParts
+from ovs_config import aqm
 
 BASE = "droptail limit=80"  # what the lab started the link with
 CKCD = {"discipline": "ckcd", "params": {"limit": 80}}
@@ -45,3 +47,40 @@ def test_port_state_shows_only_what_was_configured_in_the_rest_answers_order():
     shown = state.to_dict()
     assert list(shown) == ["name", "queue_backend", "queues", "status"]
     assert json.dumps(shown["queues"]) == json.dumps([vars(c) for c in classes])  # as before the dataclass
+
+
+class AgentRow:
+    """The Interface row ckcd-qdisc-agent wrote (ovs_config.aqm.interface_ids reads it)."""
+    where = "tcp:192.0.2.10:6640"
+
+    def __init__(self, ids: dict):
+        self.ids = ids
+
+    def find_one(self, table, name, columns):
+        assert (table, name, columns) == ("Interface", "s1-eth1", ("external_ids",))
+        return {"external_ids": self.ids}
+
+
+def test_a_kernel_ports_state_shows_the_qdiscs_ecn_marks_beside_its_drops():
+    """sch_ckcd with ecn=1 (xstats version 2): `tc -s -j` gives mark_<reason> beside drop_<reason>
+    (tc 6.1 prints a qdisc's xstats among its own keys), and GET /state shows them as the agent
+    reported them, numbers still."""
+    reasons = ("overflow", "early", "choke-match", "delay", "penalty", "flush", "shrink")
+    leaf = {"kind": "ckcd", "handle": "10:", "parent": "1:1", "options": {"spec": "ckcd limit=80 ecn=1"},
+            **{f"drop_{r}": 0 for r in reasons}, "drop_overflow": 4,
+            **{f"mark_{r}": 0 for r in reasons}, "mark_early": 31, "mark_delay": 2,
+            "enq_pkts": 900, "deq_pkts": 896, "active_flows": 2, "fair_share_bps": 25_000_000}
+    tc = [{"kind": "htb", "handle": "1:", "root": True}, leaf]
+    qdisc = aqm.kernel_status("s1-eth1", AgentRow({"ckcd-qdisc-applied": "ckcd limit=80 ecn=1",
+                                                   "ckcd-qdisc-stats": json.dumps(tc)}))
+    parts = ControllerParts()
+    parts.switch_hosts.port_state[(DPID, 1)] = PortState(
+        name="s1-eth1", aqm_backend=aqm.KERNEL_BACKEND, discipline="ckcd limit=80 ecn=1", qdisc=qdisc,
+        status="applied")
+    status, state, _ = parts.api().handle("GET", "/coex/v1/state", {}, b"")
+    assert status == 200
+    [port] = state["ports"]
+    assert port["qdisc"]["applied"] == "ckcd limit=80 ecn=1"
+    [shown] = [q for q in port["qdisc"]["qdiscs"] if q["kind"] == "ckcd"]
+    assert shown == leaf
+    assert {k: v for k, v in shown.items() if k.startswith("mark_") and v} == {"mark_early": 31, "mark_delay": 2}
