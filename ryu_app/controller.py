@@ -42,6 +42,7 @@ from coex.policy import Policy, PolicyError
 from coex.recent import Recent
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap, NoPath
+from ovs_config.link_stats import LinkStatsReader
 from ovs_config.switch_host import SwitchHostConfigurator
 from ryu_app import discovery, flows, rest
 from ryu_app.config import CoexConfig
@@ -89,7 +90,8 @@ class CoexController(app_manager.RyuApp):
         self._apply_policy_file()
         self.view = ControllerView(in_force=self.in_force, net=self.net, datapaths=self.datapaths,
                                    port_names=self.port_names, trees=self.trees, switch_hosts=self.switch_hosts,
-                                   store=self.store, read_path_counters=self.flow_stats)
+                                   store=self.store, read_path_counters=self.flow_stats,
+                                   links=LinkStatsReader())
         self.heavy_hitters = HeavyHitterService(self.view, self, self.logger)
         rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
                                                    self.config.token, self.logger))

@@ -1,9 +1,10 @@
 """GET /metrics: the controller's state in the Prometheus text format (docs/metrics.md).
 
 One custom collector reads everything at scrape time from where it already lives - the
-controller's view (ryu_app/view.py), the steering book, the REST error counts, each ckcd-link's
-control socket (`stats`), the switches' flow counters (an OFPFlowStatsRequest per switch,
-answered within FLOW_STATS_TIMEOUT_S) - so there is no second copy of any state and no
+controller's view (ryu_app/view.py; through it each ckcd-link's `stats`, read by
+ovs_config.link_stats as for GET /state), the steering book, the REST error counts, the
+switches' flow counters (an OFPFlowStatsRequest per switch, answered within
+FLOW_STATS_TIMEOUT_S) - so there is no second copy of any state and no
 thread of its own. Labels carry only names and numbers of ports, aggregates and reasons:
 never the token or rule matches.
 """
@@ -16,16 +17,11 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric)
 
 from coex.steering import LATENCY_BUCKETS_S, SteeringBook
-from ovs_config import aqm
-from ovs_config.link_daemon import LinkControl, LinkDaemonError
+from ovs_config.link_stats import DirectionStats
 from ryu_app.view import ControllerView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PORT_LABELS = ["dpid", "port", "interface"]
-# ckcd-link's reasons (datapath/link/report.c), the keys of its `drops` and of its `marks`: an
-# ECN-capable packet a discipline given ecn=1 would drop is marked CE instead, counted by the
-# same reason.
-DROP_REASONS = ("overflow", "early", "choke_match", "delay", "penalty", "flush", "shrink")
 
 
 def parse_xstats(text: str) -> list[dict]:
@@ -95,10 +91,8 @@ class CoexCollector:
     """The prometheus_client collector of one controller: its view, its REST API's error
     counts (status -> answers, counted as they happen) and its steering book."""
 
-    def __init__(self, view: ControllerView, rest_errors: Mapping[int, int], book: SteeringBook,
-                 link_ports=aqm.link_ports, link_control=LinkControl):
+    def __init__(self, view: ControllerView, rest_errors: Mapping[int, int], book: SteeringBook):
         self.view, self.rest_errors, self.book = view, rest_errors, book
-        self._link_ports, self._link_control = link_ports, link_control
 
     def collect(self):
         yield from self._controller()
@@ -129,10 +123,7 @@ class CoexCollector:
         port_names = self.view.port_names()
         by_name = {name: key for key, name in port_names.items()}
         declared = {(p.dpid, p.port): p for p in self.view.policy.ports}
-        try:
-            served = self._link_ports()
-        except (OSError, ValueError):
-            served = {}
+        served = self.view.served_links()
         info = GaugeMetricFamily("coex_port_discipline_info", "A bottleneck port's queue discipline (value 1)",
                                  labels=PORT_LABELS + ["backend", "discipline", "bands", "declared"])
         families = {
@@ -174,9 +165,9 @@ class CoexCollector:
             backend = "ckcd-link" if name in served else (state.queue_backend if state else None) or "none"
             spec = None
             if name in served:
-                stats = self._link_stats(*served[name])
+                stats = self.view.link_stats(served[name])
                 if stats is not None:
-                    spec = stats.get("qdisc")
+                    spec = stats.reply.get("qdisc")
                     self._port_samples(families, sojourn, labels, stats)
             elif key in declared and declared[key].aqm is not None:
                 spec = declared[key].aqm.discipline
@@ -186,23 +177,18 @@ class CoexCollector:
         yield from families.values()
         yield sojourn
 
-    def _link_stats(self, control_path: str, direction: str) -> dict | None:
-        try:
-            return self._link_control(control_path).stats(direction, max_flows=0)["dirs"][direction]
-        except (LinkDaemonError, OSError, KeyError, ValueError):
-            return None  # the daemon went away between the OVSDB read and now
-
     @staticmethod
-    def _port_samples(f, sojourn, labels, d) -> None:
+    def _port_samples(f, sojourn, labels, stats: DirectionStats) -> None:
+        d = stats.reply
         rate = d.get("rate_bps") or 0
         f["rate"].add_metric(labels, rate)
         f["delay"].add_metric(labels, (d.get("delay_ms") or 0) / 1e3)
-        f["qlen"].add_metric(labels, d.get("qlen_pkts", 0))
+        f["qlen"].add_metric(labels, stats.qlen_pkts)
         f["qbytes"].add_metric(labels, d.get("qlen_bytes", 0))
-        for key in ("drops", "marks"):  # every reason, also at 0 (a ckcd-link before ECN: no marks)
-            counts = d.get(key) or {}
-            for reason in sorted(set(DROP_REASONS) | set(counts)):
-                f[key].add_metric(labels + [reason], counts.get(reason, 0))
+        for reason, n in stats.drops.items():  # every reason, also at 0
+            f["drops"].add_metric(labels + [reason], n)
+        for reason, n in stats.marks.items():  # also from a ckcd-link before ECN (no marks): all 0
+            f["marks"].add_metric(labels + [reason], n)
         f["tx_pkts"].add_metric(labels, d.get("tx_frames", 0))
         f["tx_bytes"].add_metric(labels, d.get("tx_bytes", 0))
         if rate:

@@ -3,7 +3,8 @@ heavy-hitter detection read, instead of the controller's own attributes.
 
 The controller (ryu_app/controller.py) owns and changes the state: the policy in force
 (PolicyInForce), the network map, the connected switches, the trees it installed; the
-switch-host configurator (ovs_config/switch_host.py) owns what it configured on each port.
+switch-host configurator (ovs_config/switch_host.py) owns what it configured on each port;
+each ckcd-link owns its counters (read through ovs_config.link_stats).
 A ControllerView holds references to them, answers from them at the moment it is asked
 (there is no second copy to go stale) and hands out no way to change them: copies of the
 mutable records, read-only mappings, plain values.
@@ -20,6 +21,8 @@ from coex.policy import Policy
 from coex.ports import PortState
 from coex.store import PolicyStore
 from coex.topology import HostLocation, NetworkMap
+from ovs_config.aqm import LINK_BACKEND
+from ovs_config.link_stats import DirectionStats, LinkDirection, LinkStatsReader
 from ovs_config.switch_host import PortRef, SwitchHostConfigurator
 
 
@@ -38,12 +41,13 @@ class ControllerView:
     def __init__(self, *, in_force: PolicyInForce, net: NetworkMap, datapaths: Mapping[int, object],
                  port_names: Mapping[PortRef, str], trees: Mapping[tuple[str, str], Tree],
                  switch_hosts: SwitchHostConfigurator, store: PolicyStore,
-                 read_path_counters: Callable[[], dict[int, list]]):
+                 read_path_counters: Callable[[], dict[int, list]], links: LinkStatsReader):
         """read_path_counters: the switches' counters of their table-1 forwarding flows, asked
-        now (dpid -> OFPFlowStats entries; a switch that did not answer in time is left out)."""
+        now (dpid -> OFPFlowStats entries; a switch that did not answer in time is left out).
+        links: the ckcd-link daemons' counters, read when asked."""
         self._in_force, self._net, self._datapaths = in_force, net, datapaths
         self._port_names, self._trees, self._switch_hosts = port_names, trees, switch_hosts
-        self._store, self._read_path_counters = store, read_path_counters
+        self._store, self._read_path_counters, self._links = store, read_path_counters, links
 
     # --- the policy ---------------------------------------------------------------------------
 
@@ -98,6 +102,16 @@ class ControllerView:
     def path_counters(self) -> dict[int, list]:
         return self._read_path_counters()
 
+    # --- ckcd-link's counters -----------------------------------------------------------------
+
+    def served_links(self) -> dict[str, LinkDirection]:
+        """Interface name -> the ckcd-link direction leaving the switch through it (asks OVSDB)."""
+        return self._links.served()
+
+    def link_stats(self, where: LinkDirection) -> DirectionStats | None:
+        """That direction's counters now (asks the daemon); None when it does not answer."""
+        return self._links.read(where)
+
     # --- GET /state ---------------------------------------------------------------------------
 
     def effective_state(self) -> dict:
@@ -121,9 +135,24 @@ class ControllerView:
             "links": [{"a": {"dpid": a[0], "port": a[1]}, "b": {"dpid": b[0], "port": b[1]}}
                       for a, b in net.links()],
             "hosts": [_host_dict(h) for h in sorted(net.hosts.values(), key=lambda h: h.ipv4 or "")],
-            "ports": [{"dpid": k[0], "port": k[1], **v.to_dict()}
-                      for k, v in sorted(switch_hosts.port_state.items())],
+            "ports": self._port_entries(),
         }
+
+    def _port_entries(self) -> list[dict]:
+        """Each policy port's record; a port served by ckcd-link with that link direction's
+        live queue, drops and marks by reason (`link`), read as GET /metrics reads them. OVSDB is
+        asked which link serves which port only when a port's discipline backend is ckcd-link."""
+        ports = sorted(self._switch_hosts.port_state.items())
+        served = self.served_links() if any(s.aqm_backend == LINK_BACKEND for _, s in ports) else {}
+        entries = []
+        for (dpid, port), state in ports:
+            entry = {"dpid": dpid, "port": port, **state.to_dict()}
+            stats = self.link_stats(served[state.name]) if state.name in served else None
+            if stats is not None:
+                entry["link"] = {"qlen_pkts": stats.qlen_pkts, "drops": dict(stats.drops),
+                                 "marks": dict(stats.marks)}
+            entries.append(entry)
+        return entries
 
 
 def _host_dict(h: HostLocation) -> dict:

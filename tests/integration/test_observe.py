@@ -24,8 +24,8 @@ import urllib.request
 import pytest
 
 from experiments.traffic import iperf3
+from ovs_config.link_stats import DROP_REASONS
 from ovs_config.private_ovs import ofctl
-from ryu_app.metrics import DROP_REASONS
 from tests.integration.labkit import SFLOW_PORT, dumbbell_through_link
 from tests.waiting import eventually
 

@@ -10,28 +10,14 @@ import types
 
 from prometheus_client.parser import text_string_to_metric_families
 
+import controller_parts
 from coex.policy import Policy
-from controller_parts import DPID, ControllerParts
+from controller_parts import DPID, LINK_CONTROL_PATH, LINK_STATS, ControllerParts
 from ryu_app.metrics import discipline_name, parse_xstats, state_groups
 from ryu_app.rest import CoexApi, Raw
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "metrics.md")
 TOKEN = "s3cret-token-value"
-LINK_STATS = {"rate_bps": 50_000_000, "delay_ms": 5, "qlen_pkts": 12, "qlen_bytes": 18168, "tx_frames": 1000,
-              "tx_bytes": 1_514_000, "drops": {"overflow": 7, "early": 2},
-              "marks": {"early": 5, "delay": 3}, "ce_not_written": 0,
-              "qdisc": "bands weights=1,3 map=46:1 | ckcd limit=80 | droptail limit=80",
-              "xstats": "band=0 deficit=0 qlen_pkts=3 active_flows=2 fair_share_bps=12500000 band=1 deficit=5 qlen_pkts=9",
-              "sojourn_us": {"count": 1000, "mean": 2000.0, "p50": 1500.0, "p99": 9000.0, "max": 12000.0}}
-
-
-class FakeLink:
-    def __init__(self, path):
-        self.path = path
-
-    def stats(self, direction, max_flows=64):
-        assert (self.path, direction, max_flows) == ("/run/l0.sock", "ab", 0)
-        return {"ok": True, "dirs": {"ab": LINK_STATS}}
 
 
 class Match(dict):
@@ -59,6 +45,7 @@ class MetricsController(ControllerParts):
         for i, (dpid, port) in enumerate([(DPID, 1), (7, 2), (7, 3)], 1):
             self.net.learn_host(f"00:00:00:00:00:0{i}", f"10.0.0.{i}", dpid, port, now=0.0)
         self.port_names.update({(DPID, 1): "s1-l0", (DPID, 2): "s1-eth2"})
+        self.link_ports["s1-l0"] = (LINK_CONTROL_PATH, "ab")  # FakeLink, controller_parts' ckcd-link
         qf = self.in_force.plan.agg_id("queue_filling")
         self.path_flows = {DPID: [flow(0, 1000, 10), flow(qf, 5000, 5), flow(qf, 100, 1), flow(None, 9, 9)]}
 
@@ -77,9 +64,8 @@ def make_api():
     app = MetricsController()
     api = app.api()
     from ryu_app import metrics
-    api._registry = metrics.CollectorRegistry(auto_describe=False)
-    api._registry.register(metrics.CoexCollector(app.view, api.errors, app.heavy_hitters.book, link_ports=lambda: {"s1-l0": ("/run/l0.sock", "ab")},
-                                                 link_control=FakeLink))
+    api._registry = metrics.CollectorRegistry(auto_describe=False)  # ours only: no process_* samples
+    api._registry.register(metrics.CoexCollector(app.view, api.errors, app.heavy_hitters.book))
     return app, api
 
 
@@ -137,7 +123,7 @@ def test_ecn_marks_are_exposed_by_reason_beside_the_drops(monkeypatch):
     reply = {**LINK_STATS, "drops": {r: 0 for r in REASONS} | {"overflow": 11},
              "marks": {r: 0 for r in REASONS} | {"early": 40, "delay": 2, "penalty": 1},
              "queue": {"drops": {"overflow": 999}, "marks": {"early": 999}}}
-    monkeypatch.setitem(globals(), "LINK_STATS", reply)
+    monkeypatch.setattr(controller_parts, "LINK_STATS", reply)
     _, api = make_api()
     text = api.handle("GET", "/metrics", {}, b"")[1].body.decode()
     assert "# TYPE coex_port_marks_total counter" in text
@@ -153,7 +139,7 @@ def test_ecn_marks_are_exposed_by_reason_beside_the_drops(monkeypatch):
 def test_a_link_without_marks_shows_every_reason_at_zero(monkeypatch):
     """A ckcd-link from before ECN has no `marks`: it marked nothing, and the series are all there
     (a query over marks and drops together never misses a port)."""
-    monkeypatch.setitem(globals(), "LINK_STATS", {k: v for k, v in LINK_STATS.items() if k != "marks"})
+    monkeypatch.setattr(controller_parts, "LINK_STATS", {k: v for k, v in LINK_STATS.items() if k != "marks"})
     _, api = make_api()
     got = scrape(api)
     marks = {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "coex_port_marks_total"}
@@ -187,7 +173,7 @@ CKCD_STATS = {**LINK_STATS, "qdisc": "ckcd limit=80",
 
 
 def test_a_queue_without_bands_is_read_from_the_typed_state(monkeypatch):
-    monkeypatch.setitem(globals(), "LINK_STATS", CKCD_STATS)
+    monkeypatch.setattr(controller_parts, "LINK_STATS", CKCD_STATS)
     _, api = make_api()
     got = scrape(api)
     port = tuple(sorted(PORT + (("band", ""),)))
@@ -220,7 +206,7 @@ BANDED_STATS = {**LINK_STATS,
 def test_bands_are_read_from_each_bands_typed_state(monkeypatch):
     assert state_groups(BANDED_STATS) == [{"band": "0", "active_flows": 3, "fair_share_bps": 4_000_000},
                                           {"band": "1"}]
-    monkeypatch.setitem(globals(), "LINK_STATS", BANDED_STATS)
+    monkeypatch.setattr(controller_parts, "LINK_STATS", BANDED_STATS)
     _, api = make_api()
     got = scrape(api)
     band0, band1 = (tuple(sorted(PORT + (("band", b),))) for b in ("0", "1"))
