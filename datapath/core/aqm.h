@@ -113,7 +113,10 @@ struct aqm_stats {
 	uint64_t drops[AQM_DROP_REASONS];
 	uint64_t drop_bytes[AQM_DROP_REASONS];
 	/* ECN marks, by the reason the packet would otherwise have been dropped
-	 * for: a marked packet is also counted in enq and deq, never in drops. */
+	 * for: decisions, as Linux's `marked` counts them. A marked packet counts
+	 * in enq and deq like any other, unless a later decision drops it after
+	 * all (a marked arrival meeting the limit, a match's victim, a flush):
+	 * then it is in drops too. */
 	uint64_t marks[AQM_DROP_REASONS];
 	uint64_t mark_bytes[AQM_DROP_REASONS];
 };
@@ -143,6 +146,7 @@ enum aqm_err_code {
 };
 
 #define AQM_ERR_TEXT_LEN 200
+#define AQM_ERR_KEY_LEN 32
 
 struct aqm_error {
 	enum aqm_err_code code;
@@ -150,6 +154,10 @@ struct aqm_error {
 	int param;        /* its index in disc's table (aqm_param_desc), or -1 */
 	int other;        /* AQM_ERR_CONFLICT: the other parameter's index, or -1 */
 	int band;         /* in a child of bands: the band, counted from 0; else -1 */
+	/* AQM_ERR_UNKNOWN_PARAM: the name as the spec gave it, so a host can
+	 * say which without parsing text; "" otherwise, and for a name that is
+	 * not printable ASCII or does not fit */
+	char key[AQM_ERR_KEY_LEN];
 	/* The same in English with the value given ("ckcd: parameter 'limit' =
 	 * '0': out of range (allowed 1..1000000 packets)"), cut to fit. */
 	char text[AQM_ERR_TEXT_LEN];

@@ -146,6 +146,22 @@ size_t aqm_put_kvi(char *buf, size_t len, size_t pos, const char *key, int64_t v
 	return aqm_put_i64(buf, len, pos, v);
 }
 
+/* The unknown name into err->key when it is printable ASCII and fits (a
+ * host may show it; a cut multibyte character or a control byte must not
+ * reach it), else "". */
+static void err_key(struct aqm_error *err, const char *key, size_t n)
+{
+	size_t i;
+
+	err->key[0] = 0;
+	if (n >= sizeof(err->key))
+		return;
+	for (i = 0; i < n; i++)
+		if (key[i] < 0x21 || key[i] > 0x7e)
+			return;
+	aqm_put_strn(err->key, sizeof(err->key), 0, key, n);
+}
+
 void aqm_err_clear(struct aqm_error *err)
 {
 	err->code = AQM_ERR_NONE;
@@ -153,6 +169,7 @@ void aqm_err_clear(struct aqm_error *err)
 	err->param = -1;
 	err->other = -1;
 	err->band = -1;
+	err->key[0] = 0;
 	err->text[0] = 0;
 }
 
@@ -431,6 +448,7 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **opsp
 			unsigned j;
 
 			aqm_err_at(err, AQM_ERR_UNKNOWN_PARAM, ops, -1, -1);
+			err_key(err, key, (size_t)(eq - key));
 			pos = aqm_put_str(AQM_ERR_TEXT(err), 0, ops->name);
 			pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": unknown parameter '");
 			pos = aqm_put_strn(AQM_ERR_TEXT(err), pos, key, (size_t)(eq - key));

@@ -20,8 +20,8 @@
  *
  * With ecn=1 (docs/ecn.md) an ECN-capable packet is marked CE instead of
  * the p_c drop, and instead of a delay drop for Delta from the start of its
- * flow's dropping state; a flow still late after that has not answered the
- * marks (BBRv1 ignores CE) and its late packets are dropped. The q_avg >
+ * flow's dropping state; after that, until the state ends, its late packets
+ * are dropped (a sender that ignores CE, as BBRv1 does, is still held). The q_avg >
  * q_max drop and the match stay drops, as sch_red's harddrop and sch_choke's
  * match.
  *
@@ -37,6 +37,7 @@ enum {
 	P_DTH_MIN, P_DTH_MAX, P_WINDOW, P_FLOWS, P_ACTIVE_MIN, P_SPACING, P_NEW_DTH,
 	P_MU_NET, P_MU_GAIN, P_ECN, P_N
 };
+_Static_assert(P_N <= AQM_MAX_PARAMS, "the table fits struct aqm_args");
 
 static const struct aqm_param ckcd_params[] = {
 	[P_LIMIT] = { "limit", "packets", 1, 1000000, 80, 0, AQM_PARAM_INT, 0 },
@@ -712,7 +713,7 @@ static __attribute__((noinline)) int ckcd_late_spaced(const struct ckcd *c, stru
  * Outside the dropping state (nearly every packet) there is no branch on
  * d_i >= d_th, which the traffic decides packet by packet and a predictor
  * guesses badly with many flows: the clock is kept or cleared with a mask. */
-static inline int ckcd_late(const struct ckcd *c, struct ckcd_flow *f, uint64_t sojourn, uint64_t dth,
+static inline int ckcd_late(struct ckcd *c, struct ckcd_flow *f, uint64_t sojourn, uint64_t dth,
 			    uint64_t now_ns)
 {
 	uint64_t since = f->since_ns;
@@ -766,8 +767,14 @@ static inline void ckcd_delay_drop(struct aqm_queue *q, struct ckcd *c, struct c
 
 /* A late packet of flow f (in its dropping state) that would be dropped:
  * 1 if it is marked CE instead (ecn=1, ECN-capable, and the flow entered
- * the dropping state less than Delta ago - marks answered within Delta end
- * the state, so a flow still late after it is not answering them). */
+ * the dropping state less than Delta ago). A sender that answers the marks
+ * is back below d_th within a round trip or two; one late for Delta has not
+ * answered them, and from then until the state ends (Delta below d_th) its
+ * late packets are dropped - as with ecn=0, so marking never leaves a flow
+ * worse off. A dip below d_th does not restart the marks: BBR's ProbeBW
+ * drains its queue every cycle, and would never be dropped (docs/ecn.md).
+ * With spacing 1 the first signal of a state is a mark, the next (Delta
+ * later) a drop. */
 static inline int ckcd_mark_late(struct aqm_queue *q, struct ckcd *c, struct ckcd_flow *f,
 				 struct aqm_pkt *pkt, uint64_t now_ns)
 {

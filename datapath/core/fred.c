@@ -22,6 +22,7 @@
 #include "red_law.h"
 
 enum { P_MINQ = RED_NPARAMS, P_FLOWS, P_N };
+_Static_assert(P_N <= AQM_MAX_PARAMS, "the table fits struct aqm_args");
 
 static const struct aqm_param fred_params[] = {
 	AQM_RED_PARAM_ROWS,

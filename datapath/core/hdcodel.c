@@ -29,6 +29,7 @@
 
 enum { P_LIMIT, P_TARGET, P_INTERVAL, P_P, P_KEY, P_MODE, P_HEAVY_KEY, P_REC_INT, P_HIST_LEN,
        P_STAT_INT, P_THIN, P_SPARE, P_ECN, NPARAMS };
+_Static_assert(NPARAMS <= AQM_MAX_PARAMS, "the table fits struct aqm_args");
 
 #define PPM 1000000 /* p is stored in millionths */
 
@@ -48,8 +49,9 @@ static const struct aqm_param hd_params[NPARAMS] = {
 	[P_STAT_INT] = { "stat_int", "packets", 1, 1000000, 32, 0, AQM_PARAM_INT, 0 },
 	[P_THIN] = { "thin", "random|counter", 0, 0, 0, 0, AQM_PARAM_TEXT, "random" },
 	[P_SPARE] = { "spare", "advance|hold", 0, 0, 0, 0, AQM_PARAM_TEXT, "advance" },
-	/* ecn=1: a drop the heavy or thinned decision carries out is a CE mark
-	 * for an ECN-capable packet, the law advancing as codel.c's does */
+	/* ecn=1: a drop the thinned decision carries out is a CE mark for an
+	 * ECN-capable packet, the law advancing as codel.c's does; the heavy
+	 * connection's drops stay drops (they police it) */
 	[P_ECN] = AQM_PARAM_ECN,
 };
 
@@ -85,7 +87,7 @@ struct hdcodel {
 	uint32_t heavy_key;
 	uint64_t p_q32;          /* p * 2^32 (2^32: always drop) */
 	uint32_t period, counter; /* thin=counter: drop one in `period` (0: never) */
-	uint64_t heavy_drops, thinned_drops, spared;
+	uint64_t heavy_drops, thinned_drops, thinned_marks, spared;
 	struct hd_est est;
 };
 
@@ -359,15 +361,19 @@ static enum codel_verdict hd_verdict(struct aqm_queue *q, struct aqm_pkt *pkt)
 	struct hdcodel *h = aqm_priv(q);
 
 	if (h->have_heavy && key_of(h, pkt) == h->heavy_key) {
-		h->heavy_drops++; /* "always dropped" */
+		/* "always dropped", ECN or not: the heavy connection is being
+		 * policed, and one that ignores CE must still feel it */
+		h->heavy_drops++;
 	} else if (thin_drops(q, h)) {
+		if (aqm_mark_ce(q, pkt, AQM_DROP_DELAY)) {
+			h->thinned_marks++;
+			return CODEL_SENT_AS_DROP;
+		}
 		h->thinned_drops++;
 	} else {
 		h->spared++;
 		return h->spare == SPARE_HOLD ? CODEL_SENT_DUE : CODEL_SENT_AS_DROP;
 	}
-	if (aqm_mark_ce(q, pkt, AQM_DROP_DELAY))
-		return CODEL_SENT_AS_DROP;
 	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY);
 	return CODEL_DROPPED;
 }
@@ -395,6 +401,7 @@ static size_t hd_xstats(const struct aqm_queue *q, char *buf, size_t len, size_t
 	pos = aqm_put_kv(buf, len, pos, "stat_points", h->est.stat_points);
 	pos = aqm_put_kv(buf, len, pos, "heavy_drops", h->heavy_drops);
 	pos = aqm_put_kv(buf, len, pos, "thinned_drops", h->thinned_drops);
+	pos = aqm_put_kv(buf, len, pos, "thinned_marks", h->thinned_marks);
 	pos = aqm_put_kv(buf, len, pos, "spared", h->spared);
 	return aqm_codel_law_xstats(&h->cf.law, buf, len, pos);
 }

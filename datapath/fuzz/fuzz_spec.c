@@ -28,6 +28,7 @@ static void exercise(struct aqm_queue **q)
 		pkts[i].flow_hash = i % 3;
 		pkts[i].len = 64 + 100 * i;
 		pkts[i].dscp = (uint8_t)(i * 5 % 64);
+		pkts[i].ecn = (uint8_t)(i & 3); /* every codepoint: the marking paths too */
 		aqm_enqueue(*q, &pkts[i], t += 1000);
 	}
 	for (unsigned i = 0; i < 8; i++)

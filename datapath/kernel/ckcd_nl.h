@@ -49,7 +49,7 @@ enum {
 
 struct tc_ckcd_xstats {
 	__u32 version;
-	__u32 nreasons; /* drops[] entries in use, in enum aqm_drop_reason order */
+	__u32 nreasons; /* drops[] and marks[] entries in use, in enum aqm_drop_reason order */
 	__u32 flags;
 	__u32 active_flows; /* ckcd: flows counted in I for the current window */
 	__u64 fair_share_bps; /* ckcd: C / I */

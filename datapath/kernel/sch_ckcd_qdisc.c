@@ -243,6 +243,15 @@ static void ckcd_free(void *ctx, void *p)
 	kvfree(p);
 }
 
+/* A CE mark instead of a drop (ecn=1): a congestion signal, counted in
+ * overlimits as sch_red and sch_choke count theirs; CE is written at dequeue. */
+static void ckcd_mark(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	struct ckcd_sched *s = ctx;
+
+	qdisc_qstats_overlimit(s->sch);
+}
+
 static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 {
 	struct ckcd_sched *s = ctx;
@@ -323,6 +332,14 @@ struct ckcd_disc_msgs {
 
 static struct ckcd_disc_msgs *ckcd_msgs;
 static unsigned int ckcd_ndiscs;
+/* One per parameter name some discipline takes, for a spec that gives it to
+ * a discipline that does not ("ecn" to droptail): the message names it. */
+struct ckcd_unknown_msg {
+	const char *name; /* the core's table's, static */
+	char msg[128];
+};
+static struct ckcd_unknown_msg *ckcd_unknown_msgs;
+static unsigned int ckcd_nunknown;
 static char ckcd_unknown_disc_msg[160]; /* lists aqm_discipline_names() */
 
 static int ckcd_fmt_fixed(char *buf, size_t len, s64 v, unsigned int decimals)
@@ -351,13 +368,52 @@ static void ckcd_free_msgs(void)
 		kfree(ckcd_msgs[k].param);
 	kfree(ckcd_msgs);
 	ckcd_msgs = NULL;
+	kfree(ckcd_unknown_msgs);
+	ckcd_unknown_msgs = NULL;
+	ckcd_nunknown = 0;
+}
+
+static const struct ckcd_unknown_msg *ckcd_unknown_msg(const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < ckcd_nunknown; i++)
+		if (!strcmp(ckcd_unknown_msgs[i].name, name))
+			return &ckcd_unknown_msgs[i];
+	return NULL;
+}
+
+/* ckcd_unknown_msgs: every distinct parameter name of the tables (at most
+ * total entries), built once the per-discipline tables are. */
+static int ckcd_build_unknown_msgs(unsigned int total)
+{
+	struct aqm_param_desc d;
+	unsigned int k, i;
+
+	ckcd_unknown_msgs = kcalloc(total, sizeof(*ckcd_unknown_msgs), GFP_KERNEL);
+	if (!ckcd_unknown_msgs)
+		return -ENOMEM;
+	for (k = 0; k < ckcd_ndiscs; k++) {
+		for (i = 0; aqm_param_desc(ckcd_msgs[k].name, i, &d); i++) {
+			struct ckcd_unknown_msg *m;
+
+			if (ckcd_unknown_msg(d.name) || ckcd_nunknown == total)
+				continue;
+			m = &ckcd_unknown_msgs[ckcd_nunknown++];
+			m->name = d.name;
+			scnprintf(m->msg, sizeof(m->msg),
+				  "ckcd: unknown parameter '%s' for this discipline (tc qdisc add ... ckcd help lists them)",
+				  d.name);
+		}
+	}
+	return 0;
 }
 
 static int ckcd_build_msgs(void)
 {
 	const char *const *names = aqm_discipline_names();
 	struct aqm_param_desc d;
-	unsigned int n = 0, i, k;
+	unsigned int n = 0, i, k, total = 0;
 	size_t pos;
 
 	pos = scnprintf(ckcd_unknown_disc_msg, sizeof(ckcd_unknown_disc_msg),
@@ -376,6 +432,7 @@ static int ckcd_build_msgs(void)
 		dm->name = names[k];
 		while (aqm_param_desc(names[k], dm->nparams, &d))
 			dm->nparams++;
+		total += dm->nparams;
 		dm->param = kcalloc(dm->nparams, sizeof(*dm->param), GFP_KERNEL);
 		if (!dm->param) {
 			ckcd_free_msgs();
@@ -398,6 +455,10 @@ static int ckcd_build_msgs(void)
 				  names[k], d.name, lo, hi, d.unit);
 		}
 	}
+	if (ckcd_build_unknown_msgs(total)) {
+		ckcd_free_msgs();
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -415,12 +476,16 @@ static const struct ckcd_param_msg *ckcd_param_msg(const struct aqm_error *e)
 static const char *ckcd_extack_msg(const struct aqm_error *e)
 {
 	const struct ckcd_param_msg *m = ckcd_param_msg(e);
+	const struct ckcd_unknown_msg *u;
 
 	switch (e->code) {
 	case AQM_ERR_UNKNOWN_DISC:
 		return ckcd_unknown_disc_msg;
 	case AQM_ERR_UNKNOWN_PARAM:
-		return "ckcd: unknown option in the spec (tc qdisc add ... ckcd help lists them)";
+		/* a name some other discipline takes is named (e->key is the
+		 * core's copy of it); any other is not repeated back */
+		u = ckcd_unknown_msg(e->key);
+		return u ? u->msg : "ckcd: unknown option in the spec (tc qdisc add ... ckcd help lists them)";
 	case AQM_ERR_SYNTAX:
 		return "ckcd: invalid spec: expected a discipline and name=value options";
 	case AQM_ERR_CHILDREN:
@@ -571,6 +636,7 @@ static int ckcd_init(struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_a
 		.alloc = ckcd_alloc,
 		.free = ckcd_free,
 		.drop = ckcd_drop,
+		.mark = ckcd_mark,
 		.rate_bps = 0, /* a spec without rate_bps: the table's default */
 	};
 	q = ckcd_new_queue(s, NULL, opt, extack);

@@ -205,42 +205,8 @@ static void print_param_name(const char *disc, int i)
 		fputs("null", stdout);
 }
 
-/* "unknown-parameter": the core's table has no index for the key, so the key
- * is found in the spec (the segment of e->band, or the spec's own): the first
- * "key=value" whose key disc's table lacks. Printed as a JSON name or null. */
-static void print_unknown_key(const char *spec, const struct aqm_error *e)
-{
-	const char *p = spec;
-	struct aqm_param_desc d;
-
-	for (int b = -1; b < e->band && p; b++)
-		if ((p = strchr(p, '|')))
-			p++;
-	for (int tok = 0; p && *p && *p != '|'; tok++) {
-		size_t n, k;
-		int found = 0;
-
-		p += strspn(p, " \t");
-		n = strcspn(p, " \t|");
-		k = strcspn(p, " \t|=");
-		if (tok && k < n && e->disc) {
-			for (unsigned i = 0; !found && aqm_param_desc(e->disc, i, &d); i++)
-				found = strlen(d.name) == k && !strncmp(d.name, p, k);
-			if (!found) {
-				char key[64];
-
-				snprintf(key, sizeof(key), "%.*s", (int)k, p);
-				print_json_string(key);
-				return;
-			}
-		}
-		p += n;
-	}
-	fputs("null", stdout);
-}
-
 /* --describe: the refusal as one JSON line on stdout (see the top comment). */
-static void print_error_json(const char *spec, const struct aqm_error *e)
+static void print_error_json(const struct aqm_error *e)
 {
 	printf("{\"error\":");
 	print_json_string(e->text);
@@ -252,8 +218,8 @@ static void print_error_json(const char *spec, const struct aqm_error *e)
 	else
 		fputs("null", stdout);
 	printf(",\"param\":");
-	if (e->code == AQM_ERR_UNKNOWN_PARAM && e->param < 0)
-		print_unknown_key(spec, e);
+	if (e->code == AQM_ERR_UNKNOWN_PARAM && e->param < 0 && e->key[0])
+		print_json_string(e->key); /* the name as given: the core keeps it typed */
 	else
 		print_param_name(e->disc, e->param);
 	printf(",\"other\":");
@@ -700,7 +666,7 @@ int main(int argc, char **argv)
 	if (!q) {
 		fprintf(stderr, "ckcd-replay: %s\n", cerr.text);
 		if (describe)
-			print_error_json(spec, &cerr);
+			print_error_json(&cerr);
 		return 2;
 	}
 	aqm_describe(q, textbuf, sizeof(textbuf));

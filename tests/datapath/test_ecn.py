@@ -118,6 +118,21 @@ def test_ckcd_marks_a_late_flow_for_delta_then_drops_it():
     assert not r.marked("choke-match") and not r.marked("overflow")
 
 
+def test_hdcodel_marks_the_thinned_drops_but_still_drops_the_heavy_connection():
+    """Rule (docs/ecn.md): the heavy connection's drops police it ("always dropped"), so they
+    stay drops with ecn=1; the other connections' thinned drops become marks."""
+    trace = with_ecn(merge(poisson(1, 90e6, 0, 4 * SEC, seed=1), poisson(2, 15e6, 0, 4 * SEC, seed=2),
+                           poisson(3, 15e6, 0, 4 * SEC, seed=3)), ECT0)
+    r = run(trace, "hdcodel ecn=1 key=flow limit=100000 interval_ms=10", rate_bps=C,
+            extra=["--xstats-every-ms", "4000"])
+    x = r.xstats[-1][1]
+    assert x["heavy_key"] == "1"
+    assert len(r.dropped("delay", 1)) == int(x["heavy_drops"]) > 1000 and not r.marked(flow=1)
+    thinned = r.marked("delay", 2) + r.marked("delay", 3)
+    assert len(thinned) == int(x["thinned_marks"]) > 50 and int(x["thinned_drops"]) == 0
+    assert not r.dropped("delay", 2) and not r.dropped("delay", 3)
+
+
 def test_bands_count_their_bands_marks_and_penalized_marks_as_penalty():
     """Rule: a band's marks show at the top level as its drops do - those of the penalized band
     under 'penalty', the band's own counters keep the inner reason."""

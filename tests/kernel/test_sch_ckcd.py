@@ -48,6 +48,12 @@ step bad_child $TC qdisc change dev v0 root ckcd spec "bands | bands | droptail"
 step show_after_bad_spec $TC qdisc show dev v0
 step unknown_disc $TC qdisc change dev v0 root ckcd spec "nosuch limit=3"
 step del_root $TC qdisc del dev v0 root
+# ecn where the discipline has none, and out of range: refused, the old configuration kept
+step ecn_bad_base $TC qdisc add dev v0 root ckcd limit 77
+step ecn_bad_disc $TC qdisc change dev v0 root ckcd spec "droptail ecn=1"
+step ecn_bad_value $TC qdisc change dev v0 root ckcd ecn 2
+step ecn_bad_kept $TC qdisc show dev v0
+step ecn_bad_del $TC qdisc del dev v0 root
 
 # change keeps what it is not told; a whole spec replaces; no options is refused
 step chg_base $TC qdisc add dev v0 root ckcd limit 80 delta 100ms d 5ms rate 100mbit rtt 20ms
@@ -189,6 +195,17 @@ step xc_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100
 # which are the core's (docs/disciplines-004.md), limit 80 packets; the traffic has no ECN.
 step xc_sfb_linux bbr_cubic 10 sfb limit 80
 step xc_sfb_core bbr_cubic 10 ckcd disc sfb limit 80
+# Cross-check (c), ECN: namespace a's flows ECN-capable (tcp_ecn=1; b accepts, its default 2),
+# Linux's RED, CHOKe and CoDel with `ecn` against the core's with ecn=1, same parameters as
+# above. A frame the core marks leaves the qdisc CE (INET_ECN_set_ce at dequeue).
+step ecn_on $IP netns exec a sysctl -w net.ipv4.tcp_ecn=1
+step xe_red_linux bbr_cubic 10 red limit 121120 min 22710 max 68130 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit ecn
+step xe_red_core bbr_cubic 10 ckcd disc red limit 80 min 15 max 45 max_p 0.1 wlog 7 rate 20mbit avpkt 1514 ecn 1
+step xe_choke_linux bbr_cubic 10 choke limit 80 min 5 max 15 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit ecn
+step xe_choke_core bbr_cubic 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 wlog 9 rate 20mbit avpkt 1514 ecn 1
+step xe_codel_linux bbr_cubic 10 codel limit 80 target 5ms interval 100ms ecn
+step xe_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100ms ecn 1
+step ecn_off $IP netns exec a sysctl -w net.ipv4.tcp_ecn=2
 # Cross-check (a): a leaf created while record_events is set records what it handed the
 # core and what came back (datapath/kernel/ckcd_record.h), for ckcd-replay to run again.
 REC=/sys/module/sch_ckcd/parameters/record_events
@@ -554,6 +571,61 @@ def test_core_baselines_agree_with_linux(vm, disc):
     assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
 
 
+def linux_marks(text: str) -> int:
+    """CE marks of sch_red/sch_choke (`marked`: probabilistic and forced) or sch_codel
+    (`ecn_mark`)."""
+    m = re.search(r"\b(?:marked|ecn_mark) (\d+)", text)
+    assert m, text
+    return int(m.group(1))
+
+
+# The reason each discipline's marks are counted under in the core.
+ECN_REASON = {"red": "early", "choke": "early", "codel": "delay"}
+
+
+@pytest.mark.parametrize("disc", ["red", "choke", "codel"])
+def test_core_marks_as_linux_marks(vm, disc):
+    """Cross-check (c), rule: with ECN-capable traffic the core's RED, CHOKe and CoDel with
+    ecn=1 mark where Linux's with `ecn` mark, and drop where they drop (docs/ecn.md).
+
+    Both flows are ECN-capable here, and BBR ignores CE: under RED and CHOKe without harddrop
+    its marks do not slow it, the queue reaches the limit and the rest is tail drops, in both
+    implementations alike. Under CHOKe (min 5, max 15) nearly every signal is a match, which
+    drops both packets with or without ECN, so there are few marks in either (measured 4 and 6
+    in 10 s): a handful of marks is compared as counts, not as a ratio. One 10 s run each, so
+    the tolerances are the drop cross-check's: congestion signals (marks + drops) above 100 in
+    both; marks within 2x of Linux's when Linux marked at least 100 times, else within 30 of
+    them; the share of the signals that were marks (marks / (marks + drops)) within 10 points;
+    total goodput within 25 %. Linux counts an arrival marked and then tail-dropped twice (its
+    mark, and the child's drop), as the core does; the shares compare like with like."""
+    lin, core = tcp_run(vm, f"xe_{disc}_linux"), tcp_run(vm, f"xe_{disc}_core")
+    st = ckcd_stats(core["text"], "10:")
+    lin_marks, core_marks = linux_marks(lin["text"]), sum(st["marks"].values())
+    print(f"{disc}: Linux marked {lin_marks}, dropped {lin['dropped']}; core marked {st['marks']}, "
+          f"dropped {st['drops']}")
+    assert st["marks"][ECN_REASON[disc]] == core_marks, st["marks"]  # one reason, as the discipline says
+    assert lin_marks + lin["dropped"] > 100 and core_marks + core["dropped"] > 100, (lin["text"], core["text"])
+    if lin_marks >= 100:
+        assert 0.5 <= core_marks / lin_marks <= 2.0, (lin["text"], core["text"])
+    else:
+        assert abs(core_marks - lin_marks) <= 30, (lin["text"], core["text"])
+    share = {k: m / (m + r["dropped"]) for k, m, r in (("linux", lin_marks, lin), ("core", core_marks, core))}
+    assert abs(share["linux"] - share["core"]) <= 0.10, share
+    total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
+
+
+def test_ecn_refused_where_not_taken_keeps_the_old_configuration(vm):
+    """Bad input: ecn on a discipline without it, or out of 0..1, is refused by the kernel with
+    the core's message naming the parameter, and the running qdisc keeps its configuration."""
+    out = step(vm, "ecn_bad_disc", rc=2)
+    assert "unknown parameter 'ecn'" in out, out
+    out = step(vm, "ecn_bad_value", rc=2)
+    assert "invalid value for option 'ecn' (allowed 0..1" in out, out
+    assert re.search(r"qdisc ckcd \S+ root refcnt \d+ limit 77 .* ecn 0 ", step(vm, "ecn_bad_kept")), \
+        "the refused changes left the qdisc alone"
+
+
 def kernel_verdicts(record: str) -> dict[int, str]:
     """seq -> 'sent' or the drop reason, from sch_ckcd's record (its d and x lines)."""
     verdicts, seq = {}, 0
@@ -636,7 +708,8 @@ def test_change_keeps_what_it_is_not_told(vm):
     assert re.search(r"disc red limit 200 min 20 max 60 max_p 0.1 ", red), red
     red2 = step(vm, "chg_red_keep")
     assert re.search(r"disc red limit 200 min 20 max 60 max_p 0.05 ", red2), red2
-    assert "Error: ckcd: unknown option" in step(vm, "chg_red_nod", rc=2)
+    # CKCD's d_ms given to the running red: refused, naming it (the core's typed key)
+    assert "Error: ckcd: unknown parameter 'd_ms' for this discipline" in step(vm, "chg_red_nod", rc=2)
     whole = step(vm, "chg_spec")
     assert re.search(r"root refcnt \d+ limit 90 delta_ms 100 d_ms 5 ", whole) and " disc " not in whole, whole
     step(vm, "del_chg")
