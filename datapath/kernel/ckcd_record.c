@@ -35,7 +35,7 @@ module_param_cb(record_events, &ckcd_record_events_ops, &record_events, 0644);
 MODULE_PARM_DESC(record_events, "events each new qdisc records for debugfs sch_ckcd/<dev>-<major> "
 		 "(0: off, at most 16777216)");
 
-enum ckcd_event_kind { EV_ENQUEUE = 'e', EV_DEQUEUE = 'd', EV_DROP = 'x', EV_RANDOM = 'r' };
+enum ckcd_event_kind { EV_ENQUEUE = 'e', EV_DEQUEUE = 'd', EV_DROP = 'x', EV_MARK = 'm', EV_RANDOM = 'r' };
 
 struct ckcd_event {
 	u64 t_ns;
@@ -82,6 +82,11 @@ void ckcd_record_dequeue(struct ckcd_record *r, u64 t_ns, u32 seq)
 void ckcd_record_drop(struct ckcd_record *r, u32 seq, unsigned int reason)
 {
 	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_DROP, .a = seq, .reason = reason });
+}
+
+void ckcd_record_mark(struct ckcd_record *r, u32 seq, unsigned int reason)
+{
+	ckcd_record_put(r, (struct ckcd_event){ .kind = EV_MARK, .a = seq, .reason = reason });
 }
 
 void ckcd_record_random(struct ckcd_record *r, u32 value)
@@ -138,6 +143,9 @@ static int ckcd_record_seq_show(struct seq_file *m, void *v)
 		break;
 	case EV_DROP:
 		seq_printf(m, "x %u %s\n", e->a, aqm_drop_reason_name(e->reason));
+		break;
+	case EV_MARK:
+		seq_printf(m, "m %u %s\n", e->a, aqm_drop_reason_name(e->reason));
 		break;
 	default:
 		seq_printf(m, "r %u\n", e->a);

@@ -15,12 +15,13 @@
  *                            before it), ECN its IP header's ECN field (0 Not-ECT .. 3 CE)
  *   d T SEQ                  the core was asked for a packet at T and gave SEQ ('-': none)
  *   x SEQ REASON             the core dropped packet SEQ (the arriving one or a queued one)
+ *   m SEQ REASON             the core marked packet SEQ CE instead of dropping it (ecn=1)
  *   r VALUE                  the core drew this random number (in the order it drew them)
  *
  * and a last line "# events N of M" (N < M: the buffer filled and recording
  * stopped there), with " (closed: the qdisc was changed)" when a change
  * ended the record: one record holds one configuration's inputs. e, d and r
- * are the inputs; d's SEQ and x are the verdicts.
+ * are the inputs; d's SEQ, x and m are the verdicts.
  */
 #ifndef CKCD_RECORD_H
 #define CKCD_RECORD_H
@@ -42,6 +43,7 @@ void ckcd_record_destroy(struct ckcd_record *r);
 u32 ckcd_record_enqueue(struct ckcd_record *r, u64 t_ns, const struct aqm_pkt *pkt);
 void ckcd_record_dequeue(struct ckcd_record *r, u64 t_ns, u32 seq);
 void ckcd_record_drop(struct ckcd_record *r, u32 seq, unsigned int reason);
+void ckcd_record_mark(struct ckcd_record *r, u32 seq, unsigned int reason);
 void ckcd_record_random(struct ckcd_record *r, u32 value);
 /* Under the qdisc lock, at change: nothing more is recorded. */
 void ckcd_record_close(struct ckcd_record *r);

@@ -249,6 +249,8 @@ static void ckcd_mark(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 {
 	struct ckcd_sched *s = ctx;
 
+	if (unlikely(s->rec))
+		ckcd_record_mark(s->rec, *ckcd_skb_seq(pkt->frame), why);
 	qdisc_qstats_overlimit(s->sch);
 }
 

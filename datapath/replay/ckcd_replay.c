@@ -21,7 +21,7 @@
  * datapath/kernel/ckcd_record.h): arrivals ('e') and the times the queue was
  * asked for a packet ('d') as they happened there, and the core's random
  * numbers ('r') in the order it drew them there; the record's verdicts ('x',
- * d's packet) are not read. The same core on the same inputs must give the
+ * 'm', d's packet) are not read. The same core on the same inputs must give the
  * same verdicts (tests/kernel/test_sch_ckcd.py compares them).
  * Exit 0 on success, 2 on a bad spec, option or trace line (message on stderr).
  * With --describe, a refused spec also prints one JSON object on stdout, the
@@ -426,14 +426,14 @@ static void read_events(FILE *in, const char *name)
 		case 'r':
 			ok = sscanf(line, "r %llu", &v) == 1 && v <= UINT32_MAX && !strchr(line, '-');
 			break;
-		case 'x': case '#': case '\n':
+		case 'x': case 'm': case '#': case '\n':
 			continue; /* the other host's verdicts; comments */
 		default:
 			ok = 0;
 		}
 		if (!ok || (line[0] != 'r' && t < last_t)) {
-			fprintf(stderr, "ckcd-replay: %s:%zu: expected 'e T FLOW LEN DSCP HOST [ECN]', 'd T SEQ', 'r VALUE' "
-				"or 'x SEQ REASON', times non-decreasing\n", name, lineno);
+			fprintf(stderr, "ckcd-replay: %s:%zu: expected 'e T FLOW LEN DSCP HOST [ECN]', 'd T SEQ', 'r VALUE', "
+				"'x SEQ REASON' or 'm SEQ REASON', times non-decreasing\n", name, lineno);
 			exit(2);
 		}
 		if (line[0] == 'r') {

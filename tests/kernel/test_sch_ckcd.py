@@ -212,9 +212,11 @@ REC=/sys/module/sch_ckcd/parameters/record_events
 step rec_setup sh -c "mount -t debugfs none /sys/kernel/debug && echo 200000 > $REC"
 step rec_too_many sh -c "echo 16777217 > $REC"
 step rec_kept cat $REC
-step rec_add leaf_add ckcd limit 16 rate 20mbit rtt 20ms
+step rec_add leaf_add ckcd limit 16 rate 20mbit rtt 20ms ecn 1
 echo 0 > $REC
-step rec_flows flows 3
+# ECN-capable flows, so the record holds marks as well as drops
+ecn_flows() { $IP netns exec a sysctl -qw net.ipv4.tcp_ecn=1 && flows $1; r=$?; $IP netns exec a sysctl -qw net.ipv4.tcp_ecn=2; return $r; }
+step rec_flows ecn_flows 3
 # the per-flow state on demand, read while two flows run through the same leaf
 state_during() { flows 3 >/dev/null & f=$!; sleep 1.5; cat /sys/kernel/debug/sch_ckcd/*-rb-10.state; wait $f; }
 step rec_state state_during
@@ -627,8 +629,9 @@ def test_ecn_refused_where_not_taken_keeps_the_old_configuration(vm):
 
 
 def kernel_verdicts(record: str) -> dict[int, str]:
-    """seq -> 'sent' or the drop reason, from sch_ckcd's record (its d and x lines)."""
-    verdicts, seq = {}, 0
+    """seq -> 'sent', 'sent, marked <reason>' or the drop reason, from sch_ckcd's record (its
+    d, m and x lines; a packet marked and then dropped counts as dropped)."""
+    verdicts, marks, seq = {}, {}, 0
     for line in record.splitlines():
         kind, *f = line.split()
         if kind == "e":
@@ -637,18 +640,27 @@ def kernel_verdicts(record: str) -> dict[int, str]:
             verdicts[int(f[1])] = "sent"
         elif kind == "x":
             verdicts[int(f[0])] = f[1]
-    return verdicts
+        elif kind == "m":
+            marks[int(f[0])] = f[1]
+    return {s: f"sent, marked {marks[s]}" if v == "sent" and s in marks else v for s, v in verdicts.items()}
+
+
+def replay_verdict(p: dict) -> str:
+    """A ckcd-replay packet line as kernel_verdicts words it."""
+    if p["verdict"] != "sent":
+        return p["reason"]
+    return f"sent, marked {p['mark']}" if p.get("mark") else "sent"
 
 
 def test_module_and_replay_reach_the_same_verdicts(vm, tmp_path):
     """Cross-check (a), rule: the core is one, its hosts many - fed the same inputs, the
     kernel qdisc and ckcd-replay must reach the same verdict on every packet.
 
-    The module records 3 s of BBR+CUBIC through ckcd (the fairness check's leaf): each
-    arrival with its time and classification, each time HTB asked for a packet, each random
-    number the core drew. ckcd-replay runs the same spec (tc -j's) on that record and must
-    send and drop exactly the same packets, for the same reasons, drawing exactly the
-    recorded random numbers. Not a tolerance: any difference is a host that changes what
+    The module records 3 s of ECN-capable BBR+CUBIC through ckcd with ecn=1 (the fairness
+    check's leaf): each arrival with its time, classification and ECN codepoint, each time HTB
+    asked for a packet, each random number the core drew. ckcd-replay runs the same spec (tc
+    -j's) on that record and must send, mark and drop exactly the same packets, for the same
+    reasons, drawing exactly the recorded random numbers. Not a tolerance: any difference is a host that changes what
     the core decides."""
     step(vm, "rec_setup")
     step(vm, "rec_add")
@@ -660,18 +672,21 @@ def test_module_and_replay_reach_the_same_verdicts(vm, tmp_path):
     n, cap = map(int, re.search(r"# events (\d+) of (\d+)", record).groups())
     assert n < cap, "the record filled: not every verdict is in it"
     kernel = kernel_verdicts(record)
-    drops = [v for v in kernel.values() if v != "sent"]
-    # enough to mean something: thousands of packets, drops of more than one reason
+    drops = [v for v in kernel.values() if not v.startswith("sent")]
+    marked = [v for v in kernel.values() if v.startswith("sent, marked")]
+    # enough to mean something: thousands of packets, drops of more than one reason, and marks
     assert len(kernel) > 2000 and len(drops) > 20 and len(set(drops)) >= 2, (len(kernel), Counter(drops))
+    assert len(marked) > 20, Counter(marked)
     path = tmp_path / "record.txt"
     path.write_text(record)
     out = subprocess.run([replay_bin(), "--qdisc", leaf["options"]["spec"], "--events", str(path)],
                          capture_output=True, text=True, check=True).stdout
     lines = [json.loads(line) for line in out.splitlines()]
-    replay = {p["seq"]: "sent" if p["verdict"] == "sent" else p["reason"] for p in lines if p["type"] == "pkt"}
+    replay = {p["seq"]: replay_verdict(p) for p in lines if p["type"] == "pkt"}
     [events] = [e for e in lines if e["type"] == "events"]
     differ = sorted(seq for seq in kernel.keys() | replay.keys() if kernel.get(seq) != replay.get(seq))
-    print(f"record: {len(kernel)} packets, drops {dict(Counter(drops))}, {events['random_recorded']} random draws")
+    print(f"record: {len(kernel)} packets, drops {dict(Counter(drops))}, marks {dict(Counter(marked))}, "
+          f"{events['random_recorded']} random draws")
     assert not differ, [(seq, kernel.get(seq), replay.get(seq)) for seq in differ[:10]]
     assert events["random_used"] == events["random_recorded"] and events["random_past_record"] == 0, events
 
