@@ -168,10 +168,13 @@ def test_each_flow_sees_its_own_base_rtt(batch):
 
 def test_ecn_capable_cubic_is_marked_not_dropped_early_under_ckcd_ecn(batch):
     """Rule (docs/ecn.md): with ecn=1 CKCD marks the ECN-capable CUBIC flow where it would drop
-    it early (p_c; q_avg cannot pass q_max = the 80-packet limit here), so CUBIC has no early
-    drops, and its sender's TCP sees the marks echoed (the kernel's TCPDeliveredCE on h2). BBR
-    is not ECN-capable: it is still dropped. Without ecn=1 the same ECN-capable CUBIC is
-    dropped, never marked. No tolerance: these are counts of what the link and TCP did."""
+    it early (p_c; q_avg cannot pass q_max = the 80-packet limit here) or for delay, and its
+    sender's TCP sees the marks echoed (the kernel's TCPDeliveredCE on h2). An early decision
+    still drops a packet that is not ECN-capable, and an ECN-capable TCP sends its
+    retransmissions Not-ECT (RFC 3168, 6.1.5), as it does its SYN and FIN: so CUBIC's early
+    drops are at most its retransmissions plus those two (a clean-clone run saw 1 early drop
+    beside 530 marks). BBR is not ECN-capable: it is still dropped, never marked. Without ecn=1
+    the same ECN-capable CUBIC is dropped, never marked."""
     _, records, _ = batch
     runs = {r["case"]["name"]: r for r in runs_of(records, "pair")}
     on, off = runs["ckcd_ecn"], runs["ckcd"]
@@ -183,7 +186,7 @@ def test_ecn_capable_cubic_is_marked_not_dropped_early_under_ckcd_ecn(batch):
     bbr_drops = sum(sum(d.values()) for d in flows["bbr"]["link_drops"].values())
     print(f"ckcd ecn=1: CUBIC marked {cubic_marks}, early drops {cubic_early}; BBR dropped {bbr_drops}; "
           f"senders {on['metrics']['senders']}; marks by reason {on['metrics']['marks']}")
-    assert cubic_marks > 0 and cubic_early == 0
+    assert cubic_marks > 0 and cubic_early <= (flows["cubic"]["retransmits"] or 0) + 2, flows["cubic"]["retransmits"]
     assert on["tcp_counters"]["h2"]["delivered_ce"] > 0
     assert on["tcp_counters"]["h1"]["delivered_ce"] == 0
     assert sum(sum(m.values()) for m in flows["bbr"]["link_marks"].values()) == 0
