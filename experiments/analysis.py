@@ -80,8 +80,8 @@ def run_metrics(record: dict) -> dict:
             "jain": jain_index(rates), "total_mbps": total,
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
-            "drops": _drops_by_reason(row for w in windows.values() for row in w.rows),
-            "marks": _drops_by_reason((row for w in windows.values() for row in w.rows), "marks"),
+            "drops": _by_reason(row for w in windows.values() for row in w.rows),
+            "marks": _by_reason((row for w in windows.values() for row in w.rows), "marks"),
             "senders": _sender_metrics(record.get("tcp_counters") or {}), "links": links, "cpu": cpu,
             "short_flows": {g["label"]: short_flow_metrics(g, w0, w1) for g in record.get("short_flows", [])},
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
@@ -197,7 +197,7 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int) -> dic
             # frames it dequeued (differs from the per-frame mean when the rate changes)
             "queue_delay_time_mean_ms": _mean([r["sojourn_ms"] for r in rows if r["sojourn_ms"] is not None]),
             "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
-            "drops": _drops_by_reason(rows), "marks": _drops_by_reason(rows, "marks"),
+            "drops": _by_reason(rows), "marks": _by_reason(rows, "marks"),
             "schedule": sched, "schedule_kept": sched["kept"],
             "lost_before_link": _lost_before_link(final)}
 
@@ -233,14 +233,14 @@ def _queue_delay_ms(windows) -> dict:
     return dict(_stats(samples), mean=weighted_sum / frames if frames else None)
 
 
-def _drops_by_reason(rows, key: str = "drops") -> dict:
+def _by_reason(rows, key: str = "drops") -> dict:
     """The log rows' counters by reason (key: "drops", or "marks"; rows from before ckcd-link
     marked have none), summed."""
-    drops: dict = {}
+    counts: dict = {}
     for r in rows:
         for reason, n in r.get(key, {}).items():
-            drops[reason] = drops.get(reason, 0) + n
-    return drops
+            counts[reason] = counts.get(reason, 0) + n
+    return counts
 
 
 def _sender_metrics(counters: dict) -> dict:

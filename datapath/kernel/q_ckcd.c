@@ -400,33 +400,34 @@ out:
 	return 0;
 }
 
+/* One counter per core reason: "<label> overflow N early N ..." for the eye,
+ * "<kind>_<reason>": N in JSON. */
+static void print_reasons(const char *kind, const char *label, const __u64 *v, __u32 n)
+{
+	unsigned int i;
+	char key[40];
+
+	print_string(PRINT_FP, NULL, label, NULL);
+	for (i = 0; i < n && i < CKCD_XSTATS_REASONS; i++) {
+		snprintf(key, sizeof(key), "%s_%s", kind, aqm_drop_reason_name(i));
+		print_u64(PRINT_JSON, key, NULL, v[i]);
+		print_string(PRINT_FP, NULL, " %s", aqm_drop_reason_name(i));
+		print_u64(PRINT_FP, NULL, " %llu", v[i]);
+	}
+}
+
 static int ckcd_print_xstats(struct qdisc_util *qu, FILE *f, struct rtattr *xstats)
 {
 	const struct tc_ckcd_xstats *st;
-	unsigned int i;
-	char key[40];
 
 	if (!xstats)
 		return 0;
 	if (RTA_PAYLOAD(xstats) < CKCD_XSTATS_V1_LEN)
 		return -1;
 	st = RTA_DATA(xstats);
-	print_string(PRINT_FP, NULL, "  drops:", NULL);
-	for (i = 0; i < st->nreasons && i < CKCD_XSTATS_REASONS; i++) {
-		snprintf(key, sizeof(key), "drop_%s", aqm_drop_reason_name(i));
-		print_u64(PRINT_JSON, key, NULL, st->drops[i]);
-		print_string(PRINT_FP, NULL, " %s", aqm_drop_reason_name(i));
-		print_u64(PRINT_FP, NULL, " %llu", st->drops[i]);
-	}
-	if (RTA_PAYLOAD(xstats) >= sizeof(*st)) { /* version 2 on: ECN marks */
-		print_string(PRINT_FP, NULL, "\n  marks:", NULL);
-		for (i = 0; i < st->nreasons && i < CKCD_XSTATS_REASONS; i++) {
-			snprintf(key, sizeof(key), "mark_%s", aqm_drop_reason_name(i));
-			print_u64(PRINT_JSON, key, NULL, st->marks[i]);
-			print_string(PRINT_FP, NULL, " %s", aqm_drop_reason_name(i));
-			print_u64(PRINT_FP, NULL, " %llu", st->marks[i]);
-		}
-	}
+	print_reasons("drop", "  drops:", st->drops, st->nreasons);
+	if (RTA_PAYLOAD(xstats) >= sizeof(*st)) /* version 2 on: ECN marks */
+		print_reasons("mark", "\n  marks:", st->marks, st->nreasons);
 	print_u64(PRINT_ANY, "enq_pkts", "\n  enq_pkts %llu", st->enq_pkts);
 	print_u64(PRINT_ANY, "deq_pkts", " deq_pkts %llu", st->deq_pkts);
 	if (st->flags & CKCD_XSTATS_HAS_FLOWS) {
