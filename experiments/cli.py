@@ -2,7 +2,10 @@
 
   ckcd-coex demo               BBR vs CUBIC, DropTail vs CKCD, 30 s each: table + results/demo/report.md
   ckcd-coex run [SCENARIO...]  run scenarios (built-in names, groups seed000/seed001/all, or TOML files)
+  ckcd-coex run ... --shard I/N --out DIR   one shard of a batch (every N-th run from I), e.g. under Slurm
+  ckcd-coex merge DIR... --out DIR   the shards of one batch into one report, CSV and JSON
   ckcd-coex report DIR         re-render DIR's report, CSV, JSON and plots from its saved runs
+  ckcd-coex export --flent DIR one .flent.gz per run of DIR, for Flent's plots
   ckcd-coex list               the built-in scenarios, their cases and run time
   ckcd-coex clean              remove what a crashed run left: private OVS, controller, Mininet leftovers
   ckcd-coex ovs start|stop|status   the private OVS for your own `mn`: eval "$(ckcd-coex ovs start)"
@@ -75,20 +78,34 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shard(text: str):
+    from experiments.batch import BatchError, Shard
+
+    try:
+        return Shard.parse(text)
+    except BatchError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix(f"--shard {text!r}: ")) from None
+
+
 def _only(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
 def cmd_run(args) -> int:
+    from experiments import provenance
+    from experiments.batch import Shard, plan_batch
     from experiments.report import write_report
     from experiments.runner import run_batch
 
+    shard = args.shard or Shard(0, 1)
     scenarios = _scenarios(args.scenarios, args.duration, args.repeat, _only(args.only))
     if not scenarios:
         print(f"ckcd-coex run: --only {args.only} matches no case", file=sys.stderr)
         return 2
-    records = run_batch(scenarios, args.out)
-    out = write_report(args.out, records, command="ckcd-coex " + shlex.join(sys.argv[1:]))
+    batch = plan_batch(scenarios, provenance.project_version(), shard, shuffle=not args.no_shuffle, seed=args.seed)
+    command = "ckcd-coex " + shlex.join(sys.argv[1:])
+    records = run_batch(scenarios, args.out, batch=batch, resume=args.resume, command=command)
+    out = write_report(args.out, records, command=command)
     from experiments.report import headline_table
     if out["headline"]:
         print("\n".join(headline_table(out["headline"])))
@@ -109,6 +126,26 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_merge(args) -> int:
+    from experiments.merge import merge_shards
+    from experiments.report import headline_table, write_report
+
+    records = merge_shards(args.dirs, args.out, allow_missing=args.allow_missing)
+    out = write_report(args.out, records, command="ckcd-coex " + shlex.join(sys.argv[1:]))
+    if out["headline"]:
+        print("\n".join(headline_table(out["headline"])))
+    print(f"report: {os.path.abspath(os.path.join(args.out, 'report.md'))} ({len(records)} runs)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from experiments.flent_export import export_flent
+
+    written = export_flent(args.dir, args.out)
+    print(f"export: {len(written)} Flent files under {os.path.abspath(args.out or os.path.join(args.dir, 'flent'))}")
+    return 0 if written else 1
+
+
 def cmd_list(args) -> int:
     from experiments.runner import RUN_OVERHEAD_S
     from experiments.scenario import builtin_names, resolve
@@ -119,7 +156,7 @@ def cmd_list(args) -> int:
         runs = len(sc.cases()) * sc.repeat * len(sc.expanded())
         t = runs * (sc.duration_s + RUN_OVERHEAD_S)
         total += t if name != "demo" else 0
-        swept = f" at {len(sc.sweep_delay_ms)} delays" if sc.sweep_delay_ms else ""
+        swept = f" at {len(sc.expanded())} grid points" if sc.sweep else ""
         print(f"{name:18s} {len(sc.cases())} cases{swept} x {sc.duration_s:g} s  ~{t / 60:.0f} min  "
               f"{', '.join(c.name for c in sc.cases())}  - {sc.title}")
     for g, members in GROUPS.items():
@@ -251,7 +288,26 @@ def main(argv=None) -> int:
     run.add_argument("--only", help="comma-separated disciplines, approaches or case names to keep, "
                      "e.g. droptail,ckcd")
     run.add_argument("--out", default="results/run", help="results directory (default results/run)")
+    run.add_argument("--shard", metavar="I/N", type=_shard, help="run only shard I of N (from 0): every N-th run of the "
+                     "batch's order from the I-th; each shard into its own --out, then `ckcd-coex merge`")
+    run.add_argument("--seed", type=int, help="the seed that shuffles the run order (default: one derived "
+                     "from the grid, so every shard agrees; recorded in DIR/batch.json)")
+    run.add_argument("--no-shuffle", action="store_true", help="run in the order written (scenarios, "
+                     "cases, repeats) instead of a shuffled one")
+    run.add_argument("--resume", action="store_true", help="keep the runs --out already holds complete for "
+                     "this batch and run the rest (an interrupted batch or shard)")
     run.set_defaults(func=cmd_run, needs_root=True)
+    merge = sub.add_parser("merge", help="merge the shard directories of one batch into one report")
+    merge.add_argument("dirs", nargs="+", metavar="DIR", help="shard directories (each with its batch.json)")
+    merge.add_argument("--out", required=True, help="a new directory for the merged runs and report")
+    merge.add_argument("--allow-missing", action="store_true", help="merge even if runs of the batch are "
+                       "missing or failed (they are listed)")
+    merge.set_defaults(func=cmd_merge, needs_root=False)
+    export = sub.add_parser("export", help="write the runs of a results directory in another tool's format")
+    export.add_argument("--flent", dest="dir", required=True, metavar="DIR",
+                        help="one Flent data file (.flent.gz) per run of DIR")
+    export.add_argument("--out", help="where the files go (default DIR/flent)")
+    export.set_defaults(func=cmd_export, needs_root=False)
     report = sub.add_parser("report", help="re-render the report of a results directory from its saved runs")
     report.add_argument("dir")
     report.set_defaults(func=cmd_report, needs_root=False)
@@ -266,6 +322,7 @@ def main(argv=None) -> int:
     if getattr(args, "needs_root", True) and os.geteuid() != 0:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2
+    from experiments.batch import BatchError
     from experiments.lab import teardown_on_sigterm
     from experiments.scenario import ScenarioError
     from ovs_config.private_ovs import OVSError
@@ -273,7 +330,7 @@ def main(argv=None) -> int:
     teardown_on_sigterm()
     try:
         return args.func(args)
-    except ScenarioError as err:
+    except (ScenarioError, BatchError) as err:
         print(f"ckcd-coex: {err}", file=sys.stderr)
         return 2
     except OVSError as err:  # e.g. a lab refusing to start beside `ckcd-coex ovs start`'s OVS

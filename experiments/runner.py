@@ -31,7 +31,8 @@ import threading
 import time
 import zlib
 
-from experiments import analysis
+from experiments import analysis, provenance
+from experiments.batch import Batch, check_resume, complete, declared_order, plan_batch, write_batch_file
 from experiments.ckcd_state import CkcdStateReader
 from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
@@ -65,29 +66,52 @@ def _log(msg: str) -> None:
     print(msg, flush=True)  # a batch's log is often a file: lines must not wait in a buffer
 
 
-def run_batch(scenarios: list[Scenario], out_dir: str, log=_log) -> list[dict]:
-    """Run every case of every scenario `repeat` times; return the run records (also on disk)."""
-    plan = [(s, c, r) for s in scenarios for c in s.cases() for r in range(1, s.repeat + 1)]
-    progress = Progress([s.duration_s for s, _, _ in plan], RUN_OVERHEAD_S)
-    records = []
-    log(f"[runner] {len(plan)} runs, about {progress.fmt(progress.remaining_s())} "
+def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch | None = None,
+              resume: bool = False, command: str | None = None) -> list[dict]:
+    """Run this machine's part of a batch (all of it by default: every case of every scenario
+    `repeat` times, in an order shuffled by a seed drawn from the grid) and return the run
+    records of that part, in the scenarios' declared order (also on disk). With `resume`,
+    runs the directory already holds complete for this batch are kept, not run again."""
+    if batch is None:
+        batch = plan_batch(scenarios, provenance.project_version())
+    if resume:
+        check_resume(out_dir, batch)
+    write_batch_file(out_dir, batch, command)
+    made_by = {"batch_id": batch.batch_id, "provenance": provenance.collect()}
+    mine = batch.mine()
+    kept = {}
+    for item in mine if resume else []:
+        record = _read_record(run_dir_of(out_dir, item.scenario, item.case, item.rep))
+        if complete(record, batch.batch_id):
+            kept[item.key] = record
+    todo = [item for item in mine if item.key not in kept]
+    progress = Progress([item.scenario.duration_s for item in todo], RUN_OVERHEAD_S)
+    records = dict(kept)
+    part = f"shard {batch.shard} of batch {batch.batch_id}: {len(mine)} of {len(batch.plan)} runs" \
+        if batch.shard.count > 1 else f"batch {batch.batch_id}: {len(mine)} runs"
+    order = f"order shuffled by seed {batch.seed}" if batch.shuffled else "in the order written"
+    log(f"[runner] {part}, {order}")
+    if resume:
+        log(f"[runner] --resume: {len(kept)} complete in {out_dir}, {len(todo)} to run")
+    log(f"[runner] {len(todo)} runs, about {progress.fmt(progress.remaining_s())} "
         f"(waiting for the lab lock: one lab per machine)")
     with lab_lock(timeout_s=4 * 3600), PrivateOVS():
-        for i, (scenario, case, rep) in enumerate(plan):
+        for i, item in enumerate(todo):
+            scenario, case, rep = item.scenario, item.case, item.rep
             run_dir = run_dir_of(out_dir, scenario, case, rep)
             label = f"{scenario.name}/{case.name} rep {rep}/{scenario.repeat}"
             progress.begin_run(i, label)
             started = time.monotonic()
             try:
-                record = run_case(scenario, case, rep, run_dir, progress)
+                record = run_case(scenario, case, rep, run_dir, progress, made_by=made_by)
             except KeyboardInterrupt:
                 progress.close()
                 raise
             except Exception as err:  # one failed run must not lose the batch
-                record = failed_record(scenario, case, rep, f"{type(err).__name__}: {err}")
+                record = {**failed_record(scenario, case, rep, f"{type(err).__name__}: {err}"), **made_by}
                 _write_json(os.path.join(run_dir, "run.json"), record)
             progress.end_run(time.monotonic() - started)
-            records.append(record)
+            records[item.key] = record
             m = record.get("metrics") or {}
             if record.get("error"):
                 log(f"[runner] {label}: FAILED: {record['error']}")
@@ -97,7 +121,15 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log) -> list[dict]:
                     f"queue delay {analysis.fmt(m['queue_delay_ms']['mean'])} ms, "
                     f"RTT {analysis.fmt(m['rtt_ms']['mean'])} ms ({trust})")
         progress.close()
-    return records
+    return [records[item.key] for item in declared_order(batch.scenarios) if item.key in records]
+
+
+def _read_record(run_dir: str) -> dict | None:
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):  # never written, or cut short: the run is not complete
+        return None
 
 
 def failed_record(scenario: Scenario, case: Case, rep: int, error: str) -> dict:
@@ -106,8 +138,10 @@ def failed_record(scenario: Scenario, case: Case, rep: int, error: str) -> dict:
             "rep": rep, "error": error, "metrics": None}
 
 
-def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: Progress | None = None) -> dict:
-    """One lab run of one case; returns the run record (written to run_dir/run.json)."""
+def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: Progress | None = None,
+             made_by: dict | None = None) -> dict:
+    """One lab run of one case; returns the run record (written to run_dir/run.json), with
+    `made_by` (its batch and provenance) in it."""
     os.makedirs(run_dir, exist_ok=True)
     for old in os.listdir(run_dir):
         os.unlink(os.path.join(run_dir, old))
@@ -116,7 +150,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
     seed = zlib.crc32(f"{scenario.name}/{case.name}/{rep}".encode())
     ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=os.path.join(run_dir, "controller.log"),
                      db_path=os.path.join(run_dir, "policy.sqlite"))
-    record = failed_record(scenario, case, rep, None)
+    record = {**failed_record(scenario, case, rep, None), **(made_by or {})}
     record.update({"qdisc": spec, "seed": seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
     with contextlib.ExitStack() as stack:
         stack.enter_context(ctl)

@@ -33,11 +33,18 @@ scenario can compare two settings of one discipline (seed 003's Static and Dynam
     [variants.dynamic]
     discipline = "hdcodel"
 
-A `[sweep]` of the link's one-way delay makes one scenario per value, named
-`<name>_rtt<2 x delay>ms` (seed 003 compares at two-way delays of 1 to 64 ms):
+A `[sweep]` is a grid: its keys are the scenario's own keys, each with a list of values, and
+the scenario is expanded to their cartesian product, one *member* scenario per point, named
+after its values (`<name>_100mbit_rtt20ms_cc-reno`); the first key varies slowest:
 
     [sweep]
-    delay_ms = [0.5, 2, 32]
+    link.rate_mbps = [10, 100]
+    link.delay_ms = [5, 10]             # `delay_ms` alone means the same (seed 003's RTT sweep)
+    flows.1.cc = ["cubic", "reno"]      # a [[flows]] entry by its index
+    discipline_params.ckcd.k = [100, 200]
+
+Each point is checked as a whole scenario when the file is read, so a grid with an unknown key,
+an empty list or a value out of range is refused, naming `sweep.<key>`, before anything runs.
 
 Unknown keys and wrong types are refused with a `ScenarioError` that names the key
 (`flows[1].cc`), so a typo never silently changes an experiment.
@@ -47,6 +54,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
+import json
 import os
 import re
 import tomllib
@@ -68,6 +77,7 @@ class ScenarioError(ValueError):
     def __init__(self, message: str, key: str | None = None, source: str | None = None):
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{key}: {message}" if key else f"{where}{message}")
+        self.message = message
         self.key = key
         self.source = source
 
@@ -178,7 +188,10 @@ class Scenario:
     link_changes: list[LinkChange] = dataclasses.field(default_factory=list)
     # name -> {"discipline": the core's discipline, its parameters...}: [variants.<name>]
     variants: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    sweep_delay_ms: list[float] = dataclasses.field(default_factory=list)
+    # [sweep]: key -> values of the grid this scenario expands to (empty in a member); a member
+    # keeps the point it is, key -> value, so its runs say where in the grid they belong
+    sweep: dict[str, list] = dataclasses.field(default_factory=dict)
+    grid_point: dict[str, Any] = dataclasses.field(default_factory=dict)
     # TCP's SACK on every host (net.ipv4.tcp_sack; false: seed 004's "New Reno" column)
     tcp_sack: bool = True
     # host -> one-way delay (ms) its frames wait before the bottleneck's queue (ckcd-link
@@ -212,18 +225,9 @@ class Scenario:
         return discipline_spec(base, self.link.rate_bps, self.link.rtt_ms, self.link.buffer_pkts, params)
 
     def expanded(self) -> list["Scenario"]:
-        """The scenario once per swept delay (itself when nothing is swept)."""
-        if not self.sweep_delay_ms:
-            return [self]
-        out = []
-        for delay_ms in self.sweep_delay_ms:
-            new = copy.deepcopy(self)
-            new.sweep_delay_ms = []
-            new.link.delay_ms = delay_ms
-            new.name = f"{self.name}_rtt{_g(2 * delay_ms)}ms"
-            new.title = f"{self.title}, {_g(2 * delay_ms)} ms RTT"
-            out.append(new)
-        return out
+        """The grid's members, one per point of the [sweep] (itself when nothing is swept).
+        They were built and checked when the file was read (parse_scenario)."""
+        return list(getattr(self, "_members", None) or [self])
 
     @property
     def measure_window_s(self) -> tuple[float, float]:
@@ -269,6 +273,7 @@ class Scenario:
     @classmethod
     def from_dict(cls, data: dict) -> "Scenario":
         data = dict(data)
+        data.pop("sweep_delay_ms", None)  # run records written before grids: a member never had one
         data["link"] = Link(**data["link"])
         data["flows"] = [Flow(**f) for f in data["flows"]]
         data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
@@ -354,8 +359,26 @@ def _rate_bps(t: _Table, name_mbps: str, name_bps: str, default=dataclasses.MISS
 
 
 def parse_scenario(data: dict, source: str | None = None) -> Scenario:
-    """A checked Scenario from a scenario document (a parsed TOML file). Keys are read, and
-    refused, in the order below; `source` names the file in error messages."""
+    """A checked Scenario from a scenario document (a parsed TOML file); with a [sweep], also
+    every member of its grid, each checked (Scenario.expanded). `source` names the file in
+    error messages."""
+    if not isinstance(data, dict) or "sweep" not in data:
+        return _parse_one(data, source)
+    base_doc = {k: v for k, v in data.items() if k != "sweep"}
+    axes = _sweep_axes(_Table(data["sweep"], "sweep", source), base_doc)
+    # The file's own scenario: a key that only the grid gives takes its first value.
+    own_doc = copy.deepcopy(base_doc)
+    for axis in axes:
+        if not _has_path(own_doc, axis.path):
+            _set_path(own_doc, axis.path, axis.values[0])
+    scenario = _parse_in_grid(own_doc, axes, "the file's own scenario", source)
+    scenario.sweep = {axis.key: list(axis.values) for axis in axes}
+    scenario._members = _grid_members(scenario, base_doc, axes, source)
+    return scenario
+
+
+def _parse_one(data: dict, source: str | None) -> Scenario:
+    """One scenario, no grid. Keys are read, and refused, in the order below."""
     top = _Table(data, "", source)
     name = _scenario_name(top)
     title = top.get("title", str, name)
@@ -377,7 +400,6 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     flows = _flows(top, hosts, duration_s)
     ping = _ping(top.table("ping", None), hosts)
     changes = _link_changes(top, duration_s)
-    sweep = _sweep(top.table("sweep", {}))
     tcp_sack = top.get("tcp_sack", bool, True)
     access = _access_delay(top.table("access_delay_ms", {}), hosts)
     tcp_info_s = top.number("tcp_info_interval_s", 0.5, low=0.1, high=10)
@@ -387,7 +409,7 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
                         flows=flows, ping=ping, discipline_params=params,
                         limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
-                        variants={v: variants[v] for v in disciplines if v in variants}, sweep_delay_ms=sweep,
+                        variants={v: variants[v] for v in disciplines if v in variants},
                         tcp_sack=tcp_sack, access_delay_ms=access, hosts_per_side=per_side,
                         tcp_info_interval_s=tcp_info_s, short_flows=short)
     _check_discipline_params(scenario, source)
@@ -488,16 +510,173 @@ def _variants(vt: _Table) -> dict[str, dict[str, Any]]:
     return variants
 
 
-def _sweep(st: _Table) -> list[float]:
-    """[sweep] delay_ms = [...]: one scenario per one-way delay, each once."""
-    delays = st.get("delay_ms", list, [])
-    for i, d in enumerate(delays):
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d <= 10000:
-            raise st.error(f"delay_ms[{i}]", f"expected a delay in ms between 0 and 10000, got {d!r}")
-    if len(set(delays)) != len(delays):
-        raise st.error("delay_ms", "lists a delay twice")
-    st.done()
-    return [float(d) for d in delays]
+# --- grids ([sweep]) --------------------------------------------------------------------------
+
+SWEEP_MAX_POINTS = 10_000
+# Keys that name the scenario or the grid, and `repeat`, which is the batch's (--repeat).
+UNSWEEPABLE = ("name", "title", "source", "notes", "sweep", "repeat")
+# `[sweep] delay_ms`: the grid's first form (one scenario per one-way delay), still read.
+_SWEEP_ALIASES = {"delay_ms": ("link", "delay_ms")}
+
+
+@dataclasses.dataclass
+class SweptKey:
+    """One axis of a grid: where in the scenario document (`("flows", 1, "cc")`), its name as
+    written (`flows.1.cc`) and its values."""
+    path: tuple
+    key: str
+    values: list
+
+    @property
+    def leaf(self) -> str:
+        return str(self.path[-1])
+
+
+def _sweep_axes(st: _Table, base_doc: dict) -> list[SweptKey]:
+    """The grid's axes in the order written: nested tables are dotted keys (TOML reads
+    `link.rate_mbps = [...]` as a table `link`), a number after a list's key is an index."""
+    axes: list[SweptKey] = []
+
+    def walk(table: dict, path: tuple, doc):
+        for name, value in table.items():
+            key = ".".join(str(p) for p in path + (name,))
+            segment: Any = name
+            if isinstance(doc, list):
+                if not name.isdigit() or int(name) >= len(doc):
+                    raise ScenarioError(f"{path[-1]} has {len(doc)} entries (0 to {len(doc) - 1}): no entry "
+                                        f"{name!r}", f"sweep.{key}", st.source)
+                segment = int(name)
+            below = doc[segment] if isinstance(doc, list) else doc.get(name) if isinstance(doc, dict) else None
+            if isinstance(value, dict):
+                walk(value, path + (segment,), below)
+            else:
+                axes.append(_axis(path + (segment,), key, value, st.source))
+
+    walk(st.data, (), base_doc)
+    if not axes:
+        raise ScenarioError("an empty grid sweeps nothing: give a key and its values, or drop [sweep]",
+                            "sweep", st.source)
+    points = 1
+    for axis in axes:
+        points *= len(axis.values)
+    if points > SWEEP_MAX_POINTS:
+        raise ScenarioError(f"{points} points is more than {SWEEP_MAX_POINTS}", "sweep", st.source)
+    return axes
+
+
+def _axis(path: tuple, key: str, values, source: str | None) -> SweptKey:
+    where = f"sweep.{key}"
+    if path[0] in UNSWEEPABLE:
+        raise ScenarioError(f"cannot be swept ({'--repeat sets the runs per case' if path[0] == 'repeat' else 'it names the scenario or the grid'})",
+                            where, source)
+    if not isinstance(values, list):
+        raise ScenarioError(f"expected a list of values, got {type(values).__name__} {values!r}", where, source)
+    if not values:
+        raise ScenarioError("an empty list sweeps nothing: give at least one value", where, source)
+    seen = set()
+    for v in values:
+        if isinstance(v, (dict, list)):
+            raise ScenarioError(f"expected plain values (numbers, strings, booleans), got {v!r}", where, source)
+        marker = json.dumps(v)
+        if marker in seen:
+            raise ScenarioError(f"lists {v!r} twice", where, source)
+        seen.add(marker)
+    return SweptKey(_SWEEP_ALIASES.get(key, path), key, values)
+
+
+def _grid_members(base: Scenario, base_doc: dict, axes: list[SweptKey], source: str | None) -> list[Scenario]:
+    """Every point of the grid as a scenario of its own, parsed and checked like a file."""
+    labels = _axis_labels(axes)
+    members: list[Scenario] = []
+    for point in itertools.product(*(axis.values for axis in axes)):
+        doc = copy.deepcopy(base_doc)
+        for axis, value in zip(axes, point):
+            _set_path(doc, axis.path, value)
+        where = "the grid point " + ", ".join(f"{axis.key} = {json.dumps(v)}" for axis, v in zip(axes, point))
+        member = _parse_in_grid(doc, axes, where, source)
+        member.name = "_".join([base.name] + [label(v) for label, v in zip(labels, point)])
+        member.title = ", ".join([base.title] + [_point_title(a, v) for a, v in zip(axes, point)])
+        member.grid_point = {axis.key: v for axis, v in zip(axes, point)}
+        members.append(member)
+    names = [m.name for m in members]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ScenarioError(f"two points get the name {dup!r}: make the values differ in letters or digits",
+                            "sweep", source)
+    return members
+
+
+def _parse_in_grid(doc: dict, axes: list[SweptKey], where: str, source: str | None) -> Scenario:
+    """_parse_one, with an error at (or around) a swept key named as that key of the grid."""
+    try:
+        return _parse_one(doc, source)
+    except ScenarioError as err:
+        if not err.key:
+            raise
+        named = next((a for a in axes if err.key.startswith(_dotted(a.path)) or
+                      _dotted(a.path).startswith(err.key + ".")), None)
+        if named is None:
+            raise
+        raise ScenarioError(f"at {where}: {err.key}: {err.message}", f"sweep.{named.key}", source) from None
+
+
+def _dotted(path: tuple) -> str:
+    """("flows", 1, "cc") -> "flows[1].cc", as the parser names keys."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out
+
+
+def _has_path(doc, path: tuple) -> bool:
+    for p in path:
+        if isinstance(doc, dict) and p in doc or isinstance(doc, list) and isinstance(p, int) and p < len(doc):
+            doc = doc[p]
+        else:
+            return False
+    return True
+
+
+def _set_path(doc: dict, path: tuple, value) -> None:
+    node = doc
+    for p in path[:-1]:
+        if isinstance(node, dict) and not isinstance(node.get(p), (dict, list)):
+            node[p] = {}  # a table the file leaves out, e.g. [discipline_params.ckcd]
+        node = node[p]
+    node[path[-1]] = value
+
+
+# How a swept key's value reads in a member's name: the link's keys as one says them, any
+# other key as its last part and the value (`cc-reno`, `k200`), the full key when two axes
+# end alike (`flows0-cc-bbr`).
+_NAMED = {("link", "delay_ms"): lambda v: f"rtt{_g(2 * v)}ms", ("link", "rate_mbps"): lambda v: f"{_g(v)}mbit",
+          ("link", "buffer_pkts"): lambda v: f"buf{_g(v)}"}
+
+
+def _axis_labels(axes: list[SweptKey]):
+    leaves = [a.leaf for a in axes]
+    out = []
+    for axis in axes:
+        if axis.path in _NAMED:
+            out.append(_NAMED[axis.path])
+            continue
+        prefix = axis.leaf if leaves.count(axis.leaf) == 1 else "-".join(str(p) for p in axis.path)
+        out.append(lambda v, prefix=prefix: f"{prefix}{_value_label(v)}")
+    return out
+
+
+def _value_label(v) -> str:
+    if isinstance(v, bool):
+        return "-" + str(v).lower()
+    if isinstance(v, (int, float)):
+        return _g(v)
+    return "-" + re.sub(r"[^A-Za-z0-9_.-]", "-", str(v))
+
+
+def _point_title(axis: SweptKey, v) -> str:
+    if axis.path == ("link", "delay_ms"):
+        return f"{_g(2 * v)} ms RTT"
+    return f"{axis.key} = {json.dumps(v)}"
 
 
 def _limited_queue_fraction(ct: _Table) -> float:

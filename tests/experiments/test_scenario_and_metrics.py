@@ -44,7 +44,7 @@ def test_seed000_scenarios_use_table_ii():
     (with_(disciplines=["s"], variants={"s": {"discipline": "hdcodel", "mode": "static",
                                               "heavy_key": "h1>h7"}}), "variants.s"),
     (with_(sweep={"delay_ms": [1, 1]}), "sweep.delay_ms"),
-    (with_(sweep={"delay_ms": [1, -2]}), "sweep.delay_ms[1]"),
+    (with_(sweep={"delay_ms": [1, -2]}), "sweep.delay_ms: at the grid point delay_ms = -2"),
     (with_(sweep={"rate_mbps": [1]}), "sweep.rate_mbps"),
 ])
 def test_bad_scenarios_name_the_key(doc, key):

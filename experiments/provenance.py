@@ -1,0 +1,92 @@
+"""Where a run came from: the project's version, the kernel, the sysctls that change TCP or
+queueing, and the versions of the tools in the lab.
+
+A batch records this once (batch.json) and every run carries it (run.json `provenance`), so
+a result found on disk months later, or merged from another machine, says what made it; and
+`ckcd-coex merge` can refuse shards made by different versions of the project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Host-wide settings that change what TCP or a queue does. The lab's hosts are network
+# namespaces: the net.ipv4.tcp_* keys below are the root namespace's, which a new namespace
+# starts from (per-host settings the runner makes are in run.json's `host_setup`).
+SYSCTLS = (
+    "net.core.default_qdisc",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_available_congestion_control",
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_ecn",
+    "net.ipv4.tcp_sack",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_no_metrics_save",
+    "net.ipv4.tcp_pacing_ss_ratio",
+    "net.ipv4.tcp_pacing_ca_ratio",
+)
+
+# name -> the command that prints its version (first line kept)
+TOOLS = {
+    "ovs-vswitchd": ["ovs-vswitchd", "--version"],
+    "iperf3": ["iperf3", "--version"],
+    "mininet": ["mn", "--version"],
+    "ping": ["ping", "-V"],
+}
+
+
+def project_version() -> dict:
+    """The checkout's commit, whether its tree differs from it, and a hash of that difference
+    (two dirty trees on one commit are the same version only if they differ alike)."""
+    commit = _git("rev-parse", "HEAD")
+    diff = _git("diff", "HEAD", "--no-ext-diff", "--binary") if commit else None
+    return {"commit": commit, "dirty": bool(diff), "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16]
+            if diff else None, "package": _package_version("ckcd-coex")}
+
+
+def collect() -> dict:
+    """The whole provenance of this machine now (a few ms of subprocesses)."""
+    return {"project": project_version(), "kernel": os.uname().release, "machine": platform.machine(),
+            "python": platform.python_version(), "sysctls": {k: read_sysctl(k) for k in SYSCTLS},
+            "tools": {**{name: _first_line(cmd) for name, cmd in TOOLS.items()},
+                      "ryu": _package_version("ryu")}}
+
+
+def read_sysctl(key: str) -> str | None:
+    try:
+        with open("/proc/sys/" + key.replace(".", "/")) as f:
+            return " ".join(f.read().split())
+    except OSError:  # not in this kernel (tcp_pacing_*_ratio came in 4.20)
+        return None
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", REPO_DIR, *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _first_line(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,262 @@
+"""Grids, batches, shards, --resume and merge, without a lab: the runner's lab (run_case, the
+lab lock, the private OVS) is replaced by a stand-in that writes a run record, so these rules
+are checked in the inner loop; tests/cluster runs the same path with real lab runs under Slurm."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+import pytest
+
+from experiments import cli, runner
+from experiments.batch import BatchError, Shard, declared_order, plan_batch, read_batch_file
+from experiments.merge import merge_shards
+from experiments.scenario import ScenarioError, parse_scenario
+
+BASE = {"name": "g", "duration_s": 10, "disciplines": ["droptail", "ckcd"],
+        "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},
+        "flows": [{"src": "h1", "dst": "h3", "cc": "bbr"}, {"src": "h2", "dst": "h4", "cc": "cubic"}]}
+PROJECT = {"commit": "a" * 40, "dirty": False, "diff_sha256": None, "package": "0.1.0"}
+
+
+def grid(**sweep):
+    return parse_scenario({**BASE, "sweep": sweep}, "grid.toml")
+
+
+# --- grids -------------------------------------------------------------------------------------
+
+def test_a_grid_is_the_cartesian_product_of_its_keys_first_key_slowest():
+    sc = grid(link={"rate_mbps": [10, 100], "buffer_pkts": [20, 80]}, flows={"1": {"cc": ["cubic", "reno"]}},
+              discipline_params={"ckcd": {"k": [100, 200]}})
+    members = sc.expanded()
+    assert len(members) == 16
+    assert [m.name for m in members[:3]] == ["g_10mbit_buf20_cc-cubic_k100", "g_10mbit_buf20_cc-cubic_k200",
+                                             "g_10mbit_buf20_cc-reno_k100"]
+    last = members[-1]
+    assert last.name == "g_100mbit_buf80_cc-reno_k200"
+    assert (last.link.rate_bps, last.link.buffer_pkts, last.flows[1].cc) == (100_000_000, 80, "reno")
+    assert "k=200" in last.qdisc_spec("ckcd") and "k=100" in members[0].qdisc_spec("ckcd")
+    assert last.grid_point == {"link.rate_mbps": 100, "link.buffer_pkts": 80, "flows.1.cc": "reno",
+                               "discipline_params.ckcd.k": 200}
+    assert sc.sweep["flows.1.cc"] == ["cubic", "reno"] and last.sweep == {}
+    assert sc.link.rate_bps == 50_000_000  # the file's own scenario is left as written
+
+
+def test_a_flow_count_grid_and_axes_that_end_alike_get_distinct_names():
+    sc = grid(flows={"0": {"cc": ["bbr", "cubic"], "count": [1, 4]}, "1": {"cc": ["cubic", "reno"]}})
+    names = [m.name for m in sc.expanded()]
+    assert names[0] == "g_flows-0-cc-bbr_count1_flows-1-cc-cubic"
+    assert len(set(names)) == 8
+    assert len(sc.expanded()[-1].flows) == 5  # four of flows[0], one of flows[1]
+
+
+def test_a_key_only_the_grid_gives_takes_its_first_value_in_the_files_own_scenario():
+    doc = {**BASE, "link": {"rate_mbps": 50, "buffer_pkts": 80}, "sweep": {"link": {"delay_ms": [5, 20]}}}
+    sc = parse_scenario(doc)
+    assert sc.link.delay_ms == 5 and [m.name for m in sc.expanded()] == ["g_rtt10ms", "g_rtt40ms"]
+
+
+@pytest.mark.parametrize("sweep, key", [
+    ({"link": {"rate": [1, 2]}}, "sweep.link.rate"),                         # unknown key
+    ({"link": {"rate_mbps": []}}, "sweep.link.rate_mbps"),                   # empty list
+    ({"link": {"rate_mbps": 5}}, "sweep.link.rate_mbps"),                    # not a list
+    ({"link": {"rate_mbps": [5, 5]}}, "sweep.link.rate_mbps"),               # a value twice
+    ({"flows": {"7": {"cc": ["bbr"]}}}, "sweep.flows.7"),                    # no such entry
+    ({"flows": {"0": {"cc": ["bbr", "vegas"]}}}, "sweep.flows.0.cc"),        # a bad value at one point
+    ({"discipline_params": {"ckcd": {"kay": [1]}}}, "sweep.discipline_params.ckcd.kay"),
+    ({"repeat": [1, 2]}, "sweep.repeat"),                                     # the batch's, not the grid's
+    ({"name": ["a", "b"]}, "sweep.name"),
+    ({}, "sweep"),                                                            # an empty grid
+])
+def test_a_bad_grid_is_refused_before_anything_runs_naming_its_key(sweep, key):
+    with pytest.raises(ScenarioError) as err:
+        grid(**sweep)
+    assert err.value.key == key and f"grid.toml: {key}:" in str(err.value)
+
+
+# --- batches and shards ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "1/0", "a/b", "1", "0/"])
+def test_a_shard_outside_0_to_n_minus_1_is_an_error(text):
+    with pytest.raises(BatchError):
+        Shard.parse(text)
+    with pytest.raises(SystemExit) as exit_:  # the CLI refuses it before anything, root or not
+        cli.main(["run", "bbr_cubic", "--shard", text])
+    assert exit_.value.code == 2
+
+
+def scenarios(repeat=3):
+    sc = grid(link={"delay_ms": [5, 10]})
+    members = sc.expanded()
+    for m in members:
+        m.repeat = repeat
+    return members
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+def test_shards_partition_one_deterministic_order(count):
+    runs = {item.key for item in declared_order(scenarios())}
+    parts = [plan_batch(scenarios(), PROJECT, Shard(i, count)).mine() for i in range(count)]
+    keys = [item.key for part in parts for item in part]
+    assert sorted(keys) == sorted(runs)  # every run of the batch in exactly one shard
+    again = plan_batch(scenarios(), PROJECT, Shard(0, count))  # a shard started elsewhere agrees
+    assert [i.key for i in again.plan] == [i.key for i in plan_batch(scenarios(), PROJECT, Shard(1 % count, count)).plan]
+    assert [i.key for i in parts[0]] == [i.key for i in again.plan[0::count]]
+
+
+def test_the_order_is_shuffled_by_a_recorded_seed():
+    declared = [i.key for i in declared_order(scenarios())]
+    default = plan_batch(scenarios(), PROJECT)
+    assert default.seed is not None and [i.key for i in default.plan] != declared
+    assert [i.key for i in plan_batch(scenarios(), PROJECT, seed=default.seed).plan] == \
+        [i.key for i in default.plan]
+    assert [i.key for i in plan_batch(scenarios(), PROJECT, seed=7).plan] != [i.key for i in default.plan]
+    unshuffled = plan_batch(scenarios(), PROJECT, shuffle=False)
+    assert [i.key for i in unshuffled.plan] == declared and unshuffled.seed is None
+
+
+def test_the_batch_id_changes_with_grid_shards_and_version():
+    one = plan_batch(scenarios(), PROJECT, Shard(0, 2))
+    assert plan_batch(scenarios(), PROJECT, Shard(1, 2)).batch_id == one.batch_id
+    assert plan_batch(scenarios(repeat=2), PROJECT, Shard(0, 2)).grid_id != one.grid_id
+    assert plan_batch(scenarios(), PROJECT, Shard(0, 3)).batch_id != one.batch_id
+    assert plan_batch(scenarios(), {**PROJECT, "commit": "b" * 40}, Shard(0, 2)).batch_id != one.batch_id
+
+
+# --- the runner's part: resume -----------------------------------------------------------------
+
+class FakeLab:
+    """Stands in for run_case: writes a complete run record, or is interrupted at a given call."""
+
+    def __init__(self, interrupt_at=None):
+        self.calls, self.interrupt_at = [], interrupt_at
+
+    def __call__(self, scenario, case, rep, run_dir, progress=None, made_by=None):
+        self.calls.append(f"{scenario.name}/{case.name}/rep{rep}")
+        if len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
+        record = {**runner.failed_record(scenario, case, rep, None), **(made_by or {}),
+                  "metrics": {"fidelity": {"trusted": True, "reasons": []}, "jain": 1.0, "total_mbps": 40.0,
+                              "queue_delay_ms": {"mean": 1.0}, "rtt_ms": {"mean": 21.0}}}
+        runner._write_json(os.path.join(run_dir, "run.json"), record)
+        return record
+
+
+@pytest.fixture
+def fake_lab(monkeypatch):
+    monkeypatch.setattr(runner, "lab_lock", lambda timeout_s: contextlib.nullcontext())
+    monkeypatch.setattr(runner, "PrivateOVS", contextlib.nullcontext)
+    monkeypatch.setattr(runner.provenance, "collect", lambda: {"project": PROJECT})
+
+    def install(lab):
+        monkeypatch.setattr(runner, "run_case", lab)
+        return lab
+    return install
+
+
+def run_shard(out, shard, resume=False, sc=None):
+    batch = plan_batch(sc or scenarios(), PROJECT, shard)
+    return runner.run_batch(batch.scenarios, str(out), log=lambda msg: None, batch=batch, resume=resume)
+
+
+def test_an_interrupted_shard_resumes_with_the_runs_it_lacks(fake_lab, tmp_path):
+    first = fake_lab(FakeLab(interrupt_at=3))
+    with pytest.raises(KeyboardInterrupt):
+        run_shard(tmp_path, Shard(0, 2))
+    done_before = first.calls[:2]
+    second = fake_lab(FakeLab())
+    records = run_shard(tmp_path, Shard(0, 2), resume=True)
+    mine = [i.key for i in plan_batch(scenarios(), PROJECT, Shard(0, 2)).mine()]
+    assert sorted(second.calls) == sorted(set(mine) - set(done_before))  # the two complete runs are kept
+    # the records come back in the declared order, whatever order they ran in
+    declared = [i.key for i in declared_order(scenarios()) if i.key in mine]
+    assert [f"{r['scenario']['name']}/{r['case']['name']}/rep{r['rep']}" for r in records] == declared
+    assert all(r["batch_id"] == read_batch_file(str(tmp_path))["batch_id"] for r in records)
+    third = fake_lab(FakeLab())
+    run_shard(tmp_path, Shard(0, 2), resume=True)
+    assert third.calls == []  # nothing left to do
+
+
+def test_resume_refuses_a_directory_of_another_batch(fake_lab, tmp_path):
+    fake_lab(FakeLab())
+    run_shard(tmp_path, Shard(0, 2))
+    with pytest.raises(BatchError, match="different grids"):
+        run_shard(tmp_path, Shard(0, 2), resume=True, sc=scenarios(repeat=1))
+    with pytest.raises(BatchError, match="shard 0/2"):
+        run_shard(tmp_path, Shard(1, 2), resume=True)
+
+
+def test_a_failed_run_is_run_again_on_resume(fake_lab, tmp_path):
+    fake_lab(FakeLab())
+    run_shard(tmp_path, Shard(0, 1))
+    victim = plan_batch(scenarios(), PROJECT).plan[0].key
+    path = tmp_path / "runs" / victim / "run.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "error": "RunError: pingall lost 50 %"}))
+    again = fake_lab(FakeLab())
+    run_shard(tmp_path, Shard(0, 1), resume=True)
+    assert again.calls == [victim]
+
+
+# --- merge -------------------------------------------------------------------------------------
+
+@pytest.fixture
+def two_shards(fake_lab, tmp_path):
+    fake_lab(FakeLab())
+    dirs = [tmp_path / f"shard{i}" for i in range(2)]
+    for i, d in enumerate(dirs):
+        run_shard(d, Shard(i, 2))
+    return [str(d) for d in dirs]
+
+
+def test_merge_puts_every_run_of_the_batch_in_one_directory(two_shards, tmp_path):
+    out = tmp_path / "merged"
+    records = merge_shards(two_shards, str(out), log=lambda msg: None)
+    plan = read_batch_file(two_shards[0])["plan"]
+    assert sorted(f"{r['scenario']['name']}/{r['case']['name']}/rep{r['rep']}" for r in records) == sorted(plan)
+    assert all((out / "runs" / key / "run.json").exists() for key in plan)
+    merged = json.loads((out / "batch.json").read_text())
+    assert [m["shard"]["index"] for m in merged["merged_from"]] == [0, 1] and merged["missing"] == []
+
+
+def test_merge_refuses_a_directory_twice_and_a_shard_twice(two_shards, tmp_path):
+    with pytest.raises(BatchError, match="given twice"):
+        merge_shards([two_shards[0], two_shards[1], two_shards[0] + "/"], str(tmp_path / "m1"))
+    copy = tmp_path / "copy0"
+    copy.mkdir()
+    (copy / "batch.json").write_text((tmp_path / "shard0" / "batch.json").read_text())
+    with pytest.raises(BatchError, match="both shard 0/2"):
+        merge_shards([two_shards[0], str(copy)], str(tmp_path / "m2"))
+
+
+def test_merge_refuses_shards_of_different_grids_or_versions(two_shards, tmp_path):
+    other = tmp_path / "other"
+    batch = plan_batch(scenarios(repeat=1), PROJECT, Shard(1, 2))
+    runner.run_batch(batch.scenarios, str(other), log=lambda msg: None, batch=batch)
+    with pytest.raises(BatchError, match="different grids"):
+        merge_shards([two_shards[0], str(other)], str(tmp_path / "m"))
+    newer = tmp_path / "newer"
+    batch = plan_batch(scenarios(), {**PROJECT, "commit": "b" * 40}, Shard(1, 2))
+    runner.run_batch(batch.scenarios, str(newer), log=lambda msg: None, batch=batch)
+    with pytest.raises(BatchError, match="different project versions: commit aaaaaaaaaaaa and bbbbbbbbbbbb"):
+        merge_shards([two_shards[0], str(newer)], str(tmp_path / "m"))
+
+
+def test_merge_refuses_a_missing_shard_unless_asked(two_shards, tmp_path):
+    with pytest.raises(BatchError, match=r"shard\(s\) 1/2 not given"):
+        merge_shards([two_shards[0]], str(tmp_path / "m"))
+    said = []
+    records = merge_shards([two_shards[0]], str(tmp_path / "m"), allow_missing=True, log=said.append)
+    assert len(records) == len(read_batch_file(two_shards[0])["plan"][0::2])
+    assert any("not given" in line for line in said)
+
+
+def test_merge_refuses_a_plan_key_that_leads_out_of_runs(two_shards, tmp_path):
+    path = os.path.join(two_shards[1], "batch.json")
+    batch = json.loads(open(path).read())
+    batch["plan"][0] = "../../etc/passwd"
+    with open(path, "w") as f:
+        json.dump(batch, f)
+    with pytest.raises(BatchError, match="is not a run's name"):
+        merge_shards(two_shards, str(tmp_path / "m"))
