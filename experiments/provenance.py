@@ -54,7 +54,7 @@ def project_version() -> dict:
 
 def collect() -> dict:
     """The whole provenance of this machine now (a few ms of subprocesses)."""
-    return {"project": project_version(), "kernel": os.uname().release, "machine": platform.machine(),
+    return {"project": project_version(), "host": platform.node(), "kernel": os.uname().release, "machine": platform.machine(),
             "python": platform.python_version(), "sysctls": {k: read_sysctl(k) for k in SYSCTLS},
             "tools": {**{name: _first_line(cmd) for name, cmd in TOOLS.items()},
                       "ryu": _package_version("ryu")}}

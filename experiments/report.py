@@ -15,6 +15,7 @@ import platform
 
 from experiments import analysis
 from experiments.analysis import PAPER, RTT_EXCESS_MAX_MS, fmt
+from experiments.batch import read_batch_file
 from experiments.scenario import Scenario
 
 CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
@@ -405,12 +406,36 @@ def short_flow_table(entries: list[dict]) -> list[str]:
 
 def _markdown(path: str, records, summary, head, plots, command) -> None:
     base_rtt = {r["scenario"]["name"]: 2 * r["scenario"]["link"]["delay_ms"] for r in records}
-    lines = _introduction(command, head, base_rtt)
+    lines = _introduction(command, head, base_rtt) + _provenance_lines(os.path.dirname(path), records)
     for name in dict.fromkeys(e["scenario"] for e in summary):
         lines += _scenario_section(name, records, [e for e in summary if e["scenario"] == name], plots.get(name, []))
     lines += _fidelity_section(records)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def _provenance_lines(out_dir: str, records: list[dict]) -> list[str]:
+    """Which batch these runs are, and what made them: the batch file's ids and the runs' own
+    provenance (a merge can bring runs from several machines)."""
+    batch = read_batch_file(out_dir)
+    lines = []
+    if batch:
+        order = f"order shuffled by seed {batch['seed']}" if batch.get("shuffled") else "run in the order written"
+        part = (f"merged from {len(batch['merged_from'])} shards" if batch.get("merged_from") else
+                f"shard {batch['shard']['index']}/{batch['shard']['count']}" if batch["shard"]["count"] > 1 else
+                "one machine")
+        missing = f"; **{len(batch['missing'])} runs missing**" if batch.get("missing") else ""
+        project = batch["project"]
+        version = (project.get("commit") or "unknown")[:12] + (" (with uncommitted changes)" if project.get("dirty") else "")
+        lines += ["", f"Batch `{batch['batch_id']}` (grid `{batch['grid_id']}`): {len(batch['plan'])} runs, {order}, "
+                      f"{part}{missing}; project commit {version}."]
+    made = [r.get("provenance") or {} for r in records]
+    hosts = sorted({p.get("host") for p in made if p.get("host")})
+    kernels = sorted({p.get("kernel") for p in made if p.get("kernel")})
+    if hosts or kernels:
+        lines += ["", f"Runs made on {', '.join(hosts) or 'an unrecorded host'} (Linux {', '.join(kernels) or '?'}); "
+                      "each run's run.json holds its full provenance: sysctls, tool versions, discipline specs."]
+    return lines
 
 
 def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, float]) -> list[str]:
