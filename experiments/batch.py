@@ -100,7 +100,7 @@ class Batch:
                 "scenarios": {sc.name: {"grid_point": sc.grid_point, "repeat": sc.repeat,
                                         "disciplines": {d: sc.qdisc_spec(d) for d in sc.disciplines}}
                               for sc in self.scenarios},
-                "command": command, "created": datetime.datetime.now().isoformat(timespec="seconds")}
+                "command": command, "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
 
 
 def grid_id(scenarios: list[Scenario]) -> str:

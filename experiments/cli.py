@@ -141,7 +141,11 @@ def cmd_merge(args) -> int:
 def cmd_export(args) -> int:
     from experiments.flent_export import export_flent
 
-    written = export_flent(args.dir, args.out)
+    try:
+        written = export_flent(args.dir, args.out)
+    except ValueError as err:  # a name in a record that cannot be a file name: nothing was written
+        print(f"ckcd-coex export: {err}", file=sys.stderr)
+        return 2
     print(f"export: {len(written)} Flent files under {os.path.abspath(args.out or os.path.join(args.dir, 'flent'))}")
     return 0 if written else 1
 

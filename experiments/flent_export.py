@@ -264,8 +264,8 @@ def _read_batch_json(results_dir: str, log) -> dict | None:
 
 
 def _parse_iso(text: str) -> float | None:
-    """Seconds since the epoch of an ISO 8601 time; one without a zone is this machine's local
-    time (batch.json's `created` is written so)."""
+    """Seconds since the epoch of an ISO 8601 time; one without a zone (batch.json files written
+    before it carried its zone) is read as this machine's local time."""
     try:
         when = datetime.datetime.fromisoformat(text)
     except ValueError:

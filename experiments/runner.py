@@ -531,7 +531,8 @@ def _link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: d
                 soj = row.get("sojourn_us") or {}
                 ckcd.add(round(row["t"] + offset_s, 3), row)
                 series.append({"t": round(row["t"] + offset_s, 3), "interval_s": row["interval_s"],
-                               "qlen_pkts": row["qlen_pkts"], "tx_bytes": row["tx_bytes"],
+                               "qlen_pkts": row["qlen_pkts"], "qlen_bytes": row.get("qlen_bytes"),
+                               "tx_bytes": row["tx_bytes"],
                                "sojourn_ms": soj["mean"] / 1000 if soj.get("count") else None,
                                "sojourn_count": soj.get("count", 0), "drops": row.get("drops", {}),
                                "marks": row.get("marks", {})})
