@@ -6,7 +6,8 @@
 # own kernel to load sch_ckcd.ko: our machines load no modules; prometheus, to
 # scrape a lab's /metrics, and chromium with chromium-driver, to test the dashboard;
 # dkms, to build sch_ckcd.ko as a DKMS package; shellcheck, for the root-run scripts;
-# strace, to read the tc plugin's netlink requests).
+# strace, to read the tc plugin's netlink requests; slurmctld, slurmd, slurm-client and
+# munge, for the single-node Slurm cluster tests/cluster starts to test cluster/sweep.sbatch).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
   build-essential python3-venv python3-dev python3-matplotlib"
 TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
-  prometheus chromium chromium-driver dkms shellcheck strace"
+  prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }
@@ -41,6 +42,8 @@ if [ -n "$missing" ]; then
     || die "apt-get install failed; see /tmp/ckcd-coex-apt.log"
 fi
 # Debian's package may have started a system OVS; we never use or stop it (the lab runs its own).
+# Likewise munge's may have started a system munged: the test cluster runs its own (private key
+# and socket), and slurmd and slurmctld's have nothing to run without an /etc/slurm/slurm.conf.
 
 # 2. The venv: Debian's Python with system site packages, because Mininet lives there.
 if [ ! -x "$VENV/bin/python" ]; then
