@@ -466,10 +466,13 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
     w = next((r["metrics"]["window_s"] for r in records if r["scenario"]["name"] == name and r.get("metrics")),
              None)
     lines = ["", f"## {sc['title']} (`{name}`)", "",
-             f"{sc['source']}. Topology {sc['topology']}; link {sc['link']['rate_bps'] / 1e6:g} Mbit/s, "
+             (f"{sc['source']}. " if sc.get("source") else "") + f"Topology {sc['topology']}; link {sc['link']['rate_bps'] / 1e6:g} Mbit/s, "
              f"{sc['link']['delay_ms']:g} ms each way, buffer {sc['link']['buffer_pkts']} packets; "
              f"{sc['duration_s']:g} s per run"
              + (f", measured over {w[0]:g}-{w[1]:g} s" if w else "") + f". Flows: {_flow_list(sc)}."]
+    if sc.get("grid_point"):
+        lines += ["", "Grid point: " + ", ".join(f"`{k} = {json.dumps(v)}`" for k, v in sc["grid_point"].items())
+                  + "."]
     if sc.get("notes"):
         lines += ["", sc["notes"]]
     lines += [""] + case_table(entries)

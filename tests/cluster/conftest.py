@@ -1,4 +1,5 @@
-"""A fake ckcd-coex checkout for cluster/sweep.sbatch: its ckcd-coex records what it was asked to run."""
+"""The cluster tests' fixtures: a private Slurm cluster per module, and a fake ckcd-coex checkout
+for cluster/sweep.sbatch whose ckcd-coex records what it was asked to run."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import stat
 
 import pytest
+
+from tests.cluster.local_slurm import LocalSlurm, prerequisites_missing
 
 # The fake `.venv/bin/ckcd-coex`: writes its argv (NUL-separated), working directory and start and
 # end times into the --out directory it is given, sleeps $FAKE_SLEEP seconds, and exits 3 for
@@ -66,3 +69,15 @@ def make_fake_sudo(root) -> str:
 @pytest.fixture
 def fake_checkout(tmp_path):
     return make_fake_checkout(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A private single-node Slurm cluster for one test module; all it started is stopped after."""
+    why = prerequisites_missing()
+    if why:
+        pytest.fail(why)  # `make test` promises these tests run (as tests/conftest.py's lab_ready)
+    with LocalSlurm(str(tmp_path_factory.mktemp("slurm"))) as cluster:
+        print(f"local Slurm cluster up in {cluster.start_s:.1f} s")
+        yield cluster
+    assert not cluster.marked_pids(), "a process of the test cluster outlived it"

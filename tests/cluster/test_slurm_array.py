@@ -39,17 +39,6 @@ date +%s.%N > "$d/end.$SLURM_ARRAY_TASK_ID"
 """
 
 
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    why = prerequisites_missing()
-    if why:
-        pytest.fail(why)  # `make test` promises these tests run (as tests/conftest.py's lab_ready)
-    with LocalSlurm(str(tmp_path_factory.mktemp("slurm"))) as cluster:
-        print(f"local Slurm cluster up in {cluster.start_s:.1f} s")
-        yield cluster
-    assert not cluster.marked_pids(), "a process of the test cluster outlived it"
-
-
 def _interval(d, task):
     with open(os.path.join(d, f"start.{task}")) as f, open(os.path.join(d, f"end.{task}")) as g:
         return float(f.read()), float(g.read())
