@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import re
 
 from experiments.scenario import Case, Scenario
 
@@ -48,10 +49,10 @@ class Shard:
     @classmethod
     def parse(cls, text: str) -> "Shard":
         """'I/N' with 0 <= I < N."""
-        head, sep, tail = text.partition("/")
-        if not sep or not head.strip().isdigit() or not tail.strip().isdigit():
+        match = re.fullmatch(r"([0-9]{1,6})/([0-9]{1,6})", text)
+        if not match:
             raise BatchError(f"--shard {text!r}: expected I/N, e.g. 0/2 (the first of two shards)")
-        index, count = int(head), int(tail)
+        index, count = int(match[1]), int(match[2])
         if count < 1:
             raise BatchError(f"--shard {text!r}: the number of shards N must be at least 1")
         if index >= count:
@@ -152,13 +153,39 @@ def read_batch_file(out_dir: str) -> dict | None:
         raise BatchError(f"{path}: unreadable ({err})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BatchError(f"{path}: not a batch file of format {FORMAT}")
-    shard = data.get("shard")
-    if not (isinstance(data.get("batch_id"), str) and isinstance(data.get("grid_id"), str)
-            and isinstance(data.get("project"), dict) and isinstance(data.get("plan"), list)
-            and isinstance(shard, dict) and isinstance(shard.get("index"), int)
-            and isinstance(shard.get("count"), int) and 0 <= shard["index"] < shard["count"]):
-        raise BatchError(f"{path}: a field is missing or wrong (batch_id, grid_id, project, plan, shard)")
+    _check_fields(path, data)
     return data
+
+
+SHARDS_MAX = 100_000
+
+
+def _check_fields(path: str, data: dict) -> None:
+    """Every field a reader uses, with its type, so a hand-edited or truncated file is refused
+    here, with its name, instead of failing somewhere later."""
+    def bad(field: str, why: str):
+        return BatchError(f"{path}: {field} {why}")
+
+    for field in ("batch_id", "grid_id"):
+        if not isinstance(data.get(field), str):
+            raise bad(field, "is missing or not a string")
+    plan = data.get("plan")
+    if not isinstance(plan, list) or not all(isinstance(k, str) for k in plan):
+        raise bad("plan", "is missing or not a list of run names")
+    if len(set(plan)) != len(plan):
+        raise bad("plan", "names a run twice")
+    shard = data.get("shard")
+    if not isinstance(shard, dict) or not all(type(shard.get(k)) is int for k in ("index", "count")) \
+            or not 0 <= shard["index"] < shard["count"] <= SHARDS_MAX:
+        raise bad("shard", f"is not {{index, count}} with 0 <= index < count <= {SHARDS_MAX}")
+    if type(data.get("shuffled")) is not bool or not (data.get("seed") is None or type(data["seed"]) is int):
+        raise bad("shuffled/seed", "are missing or of the wrong type")
+    project = data.get("project")
+    if not isinstance(project, dict) or not (project.get("commit") is None or isinstance(project["commit"], str)):
+        raise bad("project", "is missing or its commit is not a string")
+    for field in ("merged_from", "missing"):
+        if field in data and not isinstance(data[field], list):
+            raise bad(field, "is not a list")
 
 
 def check_resume(out_dir: str, batch: Batch) -> None:
@@ -175,25 +202,25 @@ def check_resume(out_dir: str, batch: Batch) -> None:
 
 def describe_difference(a: dict, b: dict) -> str:
     """Why two batch files are not of one batch, in the words a user acts on."""
-    if a["grid_id"] != b["grid_id"]:
+    if a.get("grid_id") != b.get("grid_id") or a.get("plan") != b.get("plan"):
         return "different grids: other scenarios, grid values, run length or repeats"
-    if a["project"] != b["project"]:
+    if a.get("project") != b.get("project"):
         return (f"different project versions: commit {_version(a['project'])} and {_version(b['project'])}")
-    if a["shard"]["count"] != b["shard"]["count"]:
+    if a["shard"]["count"] != b["shard"]["count"]:  # both checked by read_batch_file
         return f"different batches: split into {a['shard']['count']} and {b['shard']['count']} shards"
-    if (a["shuffled"], a["seed"]) != (b["shuffled"], b["seed"]):
+    if (a.get("shuffled"), a.get("seed")) != (b.get("shuffled"), b.get("seed")):
         return f"different batches: run orders from seed {a['seed']} and {b['seed']}"
     return "different batches"
 
 
 def _version(project: dict) -> str:
     commit = (project.get("commit") or "unknown")[:12]
-    return commit + (f"+dirty:{project['diff_sha256']}" if project.get("dirty") else "")
+    return commit + (f"+dirty:{project.get('diff_sha256')}" if project.get("dirty") else "")
 
 
 def complete(record: dict | None, batch_id: str) -> bool:
     """A run --resume keeps: finished without error, made by this batch."""
-    return bool(record) and not record.get("error") and record.get("metrics") is not None \
+    return isinstance(record, dict) and not record.get("error") and record.get("metrics") is not None \
         and record.get("batch_id") == batch_id
 
 

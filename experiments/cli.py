@@ -38,7 +38,7 @@ GROUPS = {
 
 
 def _scenarios(names, duration, repeat, only):
-    from experiments.scenario import builtin_names, resolve
+    from experiments.scenario import ScenarioError, builtin_names, resolve
 
     names = list(names) or GROUPS["seed000"]
     expanded = []
@@ -48,7 +48,13 @@ def _scenarios(names, duration, repeat, only):
         else:
             expanded += GROUPS.get(n, [n])
     out = []
-    batch = [member for n in dict.fromkeys(expanded) for member in resolve(n).expanded()]
+    files = [resolve(n) for n in dict.fromkeys(expanded)]
+    if duration:
+        for sc in files:  # --duration would make the grid's members alike under different names
+            if any(key == "duration_s" for key in sc.sweep):
+                raise ScenarioError("is swept in the file: --duration would give every member one length",
+                                    "sweep.duration_s", sc.name)
+    batch = [member for sc in files for member in sc.expanded()]
     # --only may name scenarios (a sweep's members) and cases at once: rerun one case of one
     # member with `--only hdcodel_fair_rtt1ms,codel`.
     scenario_names = {sc.name for sc in batch} & set(only)
@@ -284,7 +290,10 @@ def main(argv=None) -> int:
     demo.add_argument("--duration", type=float, default=30.0, help="seconds per traffic run (default 30)")
     demo.add_argument("--out", default="results/demo", help="report directory (default results/demo)")
     demo.set_defaults(func=cmd_demo)
-    run = sub.add_parser("run", help="run scenarios and write results, CSV, plots and a report")
+    # allow_abbrev=False: an abbreviation (`--sh`) would pass the sweep script's check of which
+    # options it forwards, and a future option could make an old abbreviation mean another one.
+    run = sub.add_parser("run", help="run scenarios and write results, CSV, plots and a report",
+                         allow_abbrev=False)
     run.add_argument("scenarios", nargs="*", help="built-in names, groups (seed000, seed001, all) or TOML "
                      "files (default: seed000)")
     run.add_argument("--duration", type=float, help="seconds per run (start/stop times scale with it)")

@@ -24,20 +24,21 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
     batches = _read_shards(shard_dirs, out_dir)
     first_dir, first = batches[0]
     owner: dict[str, str] = {}  # plan key -> the shard directory that holds it complete
+    owner_record: dict[str, dict] = {}
     problems: list[str] = []
     for shard_dir, batch in batches:
         mine = batch["plan"][batch["shard"]["index"]::batch["shard"]["count"]]
         resume = f"`ckcd-coex run ... --shard {batch['shard']['index']}/{batch['shard']['count']} --resume`"
         for key in mine:
             record = _record(shard_dir, key)
-            if record is None:
+            if not isinstance(record, dict):
                 problems.append(f"{key}: not in {shard_dir} (the shard was interrupted? {resume} finishes it)")
             elif record.get("error") or record.get("metrics") is None:
                 problems.append(f"{key}: failed in {shard_dir} ({record.get('error')}); {resume} reruns it")
             elif record.get("batch_id") != batch["batch_id"]:
                 problems.append(f"{key}: {shard_dir} holds a run of another batch under this name")
             else:
-                owner[key] = shard_dir
+                owner[key], owner_record[key] = shard_dir, record
     count = first["shard"]["count"]
     have = {b["shard"]["index"] for _, b in batches}
     absent = [i for i in range(count) if i not in have]
@@ -50,13 +51,18 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
                          + "\n  ".join(problems[:10]) + more)
     for p in problems:
         log(f"merge: missing {p}")
+    missing = set(first["plan"]) - set(owner)
+    if missing and not allow_missing:  # e.g. a run that no shard's share named
+        raise BatchError(f"{len(missing)} runs of the batch are in no shard, e.g. {sorted(missing)[0]}")
     os.makedirs(out_dir, exist_ok=True)
+    for key, shard_dir in owner.items():
+        _check_tree(os.path.join(shard_dir, "runs", key))
     records = []
     for key in first["plan"]:
         if key in owner:
             src = os.path.join(owner[key], "runs", key)
-            shutil.copytree(src, os.path.join(out_dir, "runs", key), symlinks=True)
-            records.append(_record(owner[key], key))
+            shutil.copytree(src, os.path.join(out_dir, "runs", key))
+            records.append(owner_record[key])
     merged = {**first, "shard": {"index": 0, "count": 1},
               "merged_from": [{"dir": os.path.abspath(d), "shard": b["shard"], "created": b.get("created"),
                                "command": b.get("command")} for d, b in batches],
@@ -92,8 +98,14 @@ def _read_shards(shard_dirs: list[str], out_dir: str) -> list[tuple[str, dict]]:
     first_dir, first = batches[0]
     indices: dict[int, str] = {}
     for d, b in batches:
-        if b["batch_id"] != first["batch_id"]:
+        # The batch id is a string in a file: the fields it stands for must agree as well.
+        same = all(b.get(k) == first.get(k) for k in ("batch_id", "grid_id", "plan", "shuffled", "seed", "project")) \
+            and b["shard"]["count"] == first["shard"]["count"]
+        if not same:
             raise BatchError(f"{d} and {first_dir} are not shards of one batch: {describe_difference(first, b)}")
+        if not first["project"].get("commit"):
+            raise BatchError(f"{d}: the project version it was made by is unknown (git could not read the checkout), "
+                             f"so shards of different versions could not be told apart; run from a git checkout")
         i = b["shard"]["index"]
         if i in indices:
             raise BatchError(f"{d} and {indices[i]} are both shard {i}/{b['shard']['count']}: merge one of them")
@@ -104,12 +116,28 @@ def _read_shards(shard_dirs: list[str], out_dir: str) -> list[tuple[str, dict]]:
 
 
 def _record(shard_dir: str, key: str) -> dict | None:
-    """The run's record, None if it was never written (or cut short)."""
+    """The run's record, None if it was never written, cut short, or is not a run's record."""
+    path = os.path.join(shard_dir, "runs", key, "run.json")
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
     try:
-        with open(os.path.join(shard_dir, "runs", key, "run.json")) as f:
-            return json.load(f)
+        with open(path) as f:
+            record = json.load(f)
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
+
+
+def _check_tree(run_dir: str) -> None:
+    """A run's directory holds plain files the runner wrote: a symlink or a device in it (or the
+    directory being one) would make the merge copy what it points at."""
+    if os.path.islink(run_dir) or not os.path.isdir(run_dir):
+        raise BatchError(f"{run_dir}: not a plain directory (a symlink?); a run directory holds only files")
+    for dirpath, dirnames, filenames in os.walk(run_dir):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) or not (os.path.isfile(path) or os.path.isdir(path)):
+                raise BatchError(f"{path}: a symlink or special file in a run's directory; not merged")
 
 
 # A plan key names a directory under runs/: scenario, case, repN, each a plain name.
@@ -118,10 +146,8 @@ _KEY_PART = re.compile(r"[A-Za-z0-9_+.-]+")
 
 def _check_plan(d: str, batch: dict) -> None:
     """batch.json is a file anyone could have edited: its keys must not lead out of runs/."""
-    plan = batch.get("plan")
-    if not isinstance(plan, list):
-        raise BatchError(f"{d}/{BATCH_FILE}: no plan")
+    plan = batch["plan"]  # a list of distinct strings (read_batch_file)
     for key in plan:
-        parts = key.split("/") if isinstance(key, str) else []
-        if len(parts) != 3 or not all(_KEY_PART.fullmatch(p) and p not in (".", "..") for p in parts):
+        parts = key.split("/")
+        if len(parts) != 3 or not all(_KEY_PART.fullmatch(p) and p.strip(".") for p in parts):
             raise BatchError(f"{d}/{BATCH_FILE}: {key!r} is not a run's name (scenario/case/repN)")

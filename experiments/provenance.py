@@ -45,11 +45,26 @@ TOOLS = {
 
 def project_version() -> dict:
     """The checkout's commit, whether its tree differs from it, and a hash of that difference
-    (two dirty trees on one commit are the same version only if they differ alike)."""
-    commit = _git("rev-parse", "HEAD")
-    diff = _git("diff", "HEAD", "--no-ext-diff", "--binary") if commit else None
-    return {"commit": commit, "dirty": bool(diff), "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16]
-            if diff else None, "package": _package_version("ckcd-coex")}
+    (two dirty trees on one commit are the same version only if they differ alike): tracked
+    changes and untracked files, as they are, whoever reads them on whichever node. commit is
+    None when git cannot read the checkout; `ckcd-coex merge` then refuses the shards."""
+    commit = _git("rev-parse", "--verify", "HEAD")
+    if not commit:
+        return {"commit": None, "dirty": None, "diff_sha256": None, "package": _package_version("ckcd-coex")}
+    diff = _git("diff", "HEAD", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--binary",
+                "--src-prefix=a/", "--dst-prefix=b/") or ""
+    untracked = _git("ls-files", "-z", "--others", "--exclude-standard") or ""
+    digest = hashlib.sha256(diff.encode())
+    for name in sorted(n for n in untracked.split("\0") if n):
+        digest.update(b"\0untracked\0" + name.encode())
+        try:
+            with open(os.path.join(REPO_DIR, name), "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+        except OSError:  # gone meanwhile, or a directory: its name is what counts
+            pass
+    dirty = bool(diff or untracked.strip("\0"))
+    return {"commit": commit, "dirty": dirty, "diff_sha256": digest.hexdigest()[:16] if dirty else None,
+            "package": _package_version("ckcd-coex")}
 
 
 def collect() -> dict:
@@ -68,9 +83,18 @@ def read_sysctl(key: str) -> str | None:
         return None
 
 
+# git as the same program on every node and for every user: no system or user config (diff
+# prefixes, colour, textconv change a diff's text), no lock taken (N shards on one shared
+# checkout would race on .git/index), and the checkout trusted whoever owns it (a root job
+# on a user's clone is refused by safe.directory otherwise).
+_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_OPTIONAL_LOCKS": "0",
+            "LC_ALL": "C"}
+
+
 def _git(*args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", REPO_DIR, *args], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(["git", "-c", f"safe.directory={REPO_DIR}", "-C", REPO_DIR, *args],
+                             capture_output=True, text=True, timeout=20, env={**os.environ, **_GIT_ENV})
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

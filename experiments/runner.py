@@ -32,7 +32,8 @@ import time
 import zlib
 
 from experiments import analysis, provenance
-from experiments.batch import Batch, check_resume, complete, declared_order, plan_batch, write_batch_file
+from experiments.batch import (Batch, check_resume, complete, declared_order, plan_batch, read_batch_file,
+                               write_batch_file)
 from experiments.ckcd_state import CkcdStateReader
 from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
@@ -127,9 +128,10 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
 def _read_record(run_dir: str) -> dict | None:
     try:
         with open(os.path.join(run_dir, "run.json")) as f:
-            return json.load(f)
+            record = json.load(f)
     except (OSError, ValueError):  # never written, or cut short: the run is not complete
         return None
+    return record if isinstance(record, dict) else None
 
 
 def failed_record(scenario: Scenario, case: Case, rep: int, error: str) -> dict:
@@ -142,9 +144,16 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
              made_by: dict | None = None) -> dict:
     """One lab run of one case; returns the run record (written to run_dir/run.json), with
     `made_by` (its batch and provenance) in it."""
+    # Old files go; a symlink planted among them (or as the directory) must not send a root
+    # run's deletes and writes elsewhere.
+    if os.path.islink(run_dir):
+        raise RunError(f"{run_dir} is a symlink: a run writes only into a directory of its own")
     os.makedirs(run_dir, exist_ok=True)
     for old in os.listdir(run_dir):
-        os.unlink(os.path.join(run_dir, old))
+        path = os.path.join(run_dir, old)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise RunError(f"{path}: a directory in a run's directory, which holds only the files a run writes")
+        os.unlink(path)
     topo, link_ends = topology(scenario.topology, scenario.hosts_per_side)
     spec = scenario.qdisc_spec(case.discipline)
     seed = zlib.crc32(f"{scenario.name}/{case.name}/{rep}".encode())
@@ -600,12 +609,21 @@ def _write_json(path: str, data) -> None:
 
 
 def load_records(out_dir: str) -> list[dict]:
+    """The run records under out_dir/runs; with a batch.json, only its batch's (a run into a
+    directory that held another batch leaves that batch's runs beside its own)."""
     records = []
     root = os.path.join(out_dir, "runs")
     for dirpath, _dirs, filenames in sorted(os.walk(root)):
         if "run.json" in filenames:
             with open(os.path.join(dirpath, "run.json")) as f:
                 records.append(json.load(f))
+    batch = read_batch_file(out_dir)
+    if batch:
+        others = [r for r in records if r.get("batch_id") != batch["batch_id"]]
+        if others:
+            print(f"{len(others)} runs under {root} are of other batches than {batch['batch_id']} "
+                  f"(batch.json): left out", file=sys.stderr)
+            records = [r for r in records if r.get("batch_id") == batch["batch_id"]]
     if not records:
         print(f"no runs under {root}", file=sys.stderr)
     return records

@@ -56,6 +56,7 @@ import copy
 import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 import tomllib
@@ -282,11 +283,6 @@ class Scenario:
         return cls(**data)
 
 
-def _g(x: float) -> str:
-    """0.5 -> "0.5", 4.0 -> "4": a number as it goes into a name."""
-    return f"{x:g}"
-
-
 # --- parsing ---------------------------------------------------------------------------------
 
 class _Table:
@@ -323,6 +319,8 @@ class _Table:
         value = self.get(name, float, default)
         if value is None:
             return value
+        if not math.isfinite(value):  # TOML has nan and inf; every range check passes nan
+            raise self.error(name, f"{value!r} is not a finite number")
         if low is not None and (value < low or (strict_low and value == low)):
             raise self.error(name, f"{value:g} is out of range (must be {'>' if strict_low else '>='} {low:g})")
         if high is not None and value > high:
@@ -495,7 +493,7 @@ def _variants(vt: _Table) -> dict[str, dict[str, Any]]:
     for name in list(vt.data):
         if name in DISCIPLINES:
             raise vt.error(name, f"{name!r} is a discipline's name; give the variant another")
-        if not name or not all(c.isalnum() or c in "_-." for c in name):
+        if not name.strip(".") or not all(c.isalnum() or c in "_-." for c in name):
             raise vt.error(name, f"{name!r}: use letters, digits, '_', '-' and '.' (it names a directory)")
         inner = _Table(vt.get(name, dict), f"{vt.key(name)}", vt.source)
         variant = {"discipline": inner.choice("discipline", DISCIPLINES)}
@@ -553,6 +551,11 @@ def _sweep_axes(st: _Table, base_doc: dict) -> list[SweptKey]:
                 axes.append(_axis(path + (segment,), key, value, st.source))
 
     walk(st.data, (), base_doc)
+    for i, axis in enumerate(axes):  # `delay_ms` and `link.delay_ms` are one key
+        earlier = next((a for a in axes[:i] if a.path == axis.path), None)
+        if earlier:
+            raise ScenarioError(f"sweeps the same key as sweep.{earlier.key}: give its values once",
+                                f"sweep.{axis.key}", st.source)
     if not axes:
         raise ScenarioError("an empty grid sweeps nothing: give a key and its values, or drop [sweep]",
                             "sweep", st.source)
@@ -576,9 +579,12 @@ def _axis(path: tuple, key: str, values, source: str | None) -> SweptKey:
     seen = set()
     for v in values:
         if isinstance(v, (dict, list)):
-            raise ScenarioError(f"expected plain values (numbers, strings, booleans), got {v!r}", where, source)
-        marker = json.dumps(v)
-        if marker in seen:
+            hint = f" (sweep {key}.0, {key}.1, ... for its entries)" if isinstance(v, list) else ""
+            raise ScenarioError(f"expected plain values (numbers, strings, booleans), got {v!r}{hint}", where, source)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ScenarioError(f"{v!r} is not a finite number", where, source)
+        marker = (float(v),) if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(v)
+        if marker in seen:  # 1 and 1.0 are one value: they would run alike and get one name
             raise ScenarioError(f"lists {v!r} twice", where, source)
         seen.add(marker)
     return SweptKey(_SWEEP_ALIASES.get(key, path), key, values)
@@ -614,7 +620,7 @@ def _parse_in_grid(doc: dict, axes: list[SweptKey], where: str, source: str | No
         if not err.key:
             raise
         named = next((a for a in axes if err.key.startswith(_dotted(a.path)) or
-                      _dotted(a.path).startswith(err.key + ".")), None)
+                      _dotted(a.path).startswith((err.key + ".", err.key + "["))), None)
         if named is None:
             raise
         raise ScenarioError(f"at {where}: {err.key}: {err.message}", f"sweep.{named.key}", source) from None
@@ -648,9 +654,9 @@ def _set_path(doc: dict, path: tuple, value) -> None:
 
 # How a swept key's value reads in a member's name: the link's keys as one says them, any
 # other key as its last part and the value (`cc-reno`, `k200`), the full key when two axes
-# end alike (`flows0-cc-bbr`).
-_NAMED = {("link", "delay_ms"): lambda v: f"rtt{_g(2 * v)}ms", ("link", "rate_mbps"): lambda v: f"{_g(v)}mbit",
-          ("link", "buffer_pkts"): lambda v: f"buf{_g(v)}"}
+# end alike (`flows-0-cc-bbr`).
+_NAMED = {("link", "delay_ms"): lambda v: f"rtt{_exact(2 * v)}ms",
+          ("link", "rate_mbps"): lambda v: f"{_exact(v)}mbit", ("link", "buffer_pkts"): lambda v: f"buf{_exact(v)}"}
 
 
 def _axis_labels(axes: list[SweptKey]):
@@ -669,13 +675,19 @@ def _value_label(v) -> str:
     if isinstance(v, bool):
         return "-" + str(v).lower()
     if isinstance(v, (int, float)):
-        return _g(v)
+        return _exact(v)
     return "-" + re.sub(r"[^A-Za-z0-9_.-]", "-", str(v))
+
+
+def _exact(x: float) -> str:
+    """A number in a name, every digit kept (0.10000001 is not 0.1): whole numbers without a
+    point, others as Python's shortest exact form."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
 
 
 def _point_title(axis: SweptKey, v) -> str:
     if axis.path == ("link", "delay_ms"):
-        return f"{_g(2 * v)} ms RTT"
+        return f"{_exact(2 * v)} ms RTT"
     return f"{axis.key} = {json.dumps(v)}"
 
 

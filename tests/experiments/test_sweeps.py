@@ -260,3 +260,131 @@ def test_merge_refuses_a_plan_key_that_leads_out_of_runs(two_shards, tmp_path):
         json.dump(batch, f)
     with pytest.raises(BatchError, match="is not a run's name"):
         merge_shards(two_shards, str(tmp_path / "m"))
+
+
+# --- what the review of the above found ----------------------------------------------------------
+
+@pytest.mark.parametrize("sweep, key, says", [
+    ({"delay_ms": [5], "link": {"delay_ms": [10]}}, "sweep.link.delay_ms", "same key as sweep.delay_ms"),
+    ({"link": {"rate_mbps": [1, 1.0]}}, "sweep.link.rate_mbps", "twice"),
+    ({"link": {"delay_ms": [float("nan")]}}, "sweep.link.delay_ms", "not a finite number"),
+    ({"disciplines": {"1": ["droptail"]}}, "sweep.disciplines.1", "each once"),
+    ({"disciplines": [["ckcd"], ["red"]]}, "sweep.disciplines", "sweep disciplines.0"),
+])
+def test_grids_the_first_version_let_through_are_refused(sweep, key, says):
+    with pytest.raises(ScenarioError, match=says) as err:
+        grid(**sweep)
+    assert err.value.key == key
+
+
+def test_member_names_keep_every_digit_of_a_value():
+    names = [m.name for m in grid(link={"buffer_pkts": [1_000_000, 80]},
+                                   discipline_params={"ckcd": {"omega": [0.1, 0.10000001]}}).expanded()]
+    assert names == ["g_buf1000000_omega0.1", "g_buf1000000_omega0.10000001", "g_buf80_omega0.1",
+                     "g_buf80_omega0.10000001"]
+
+
+def test_nan_is_not_a_number_a_scenario_takes():
+    with pytest.raises(ScenarioError, match="not a finite number") as err:
+        parse_scenario({**BASE, "link": {**BASE["link"], "delay_ms": float("nan")}})
+    assert err.value.key == "link.delay_ms"
+
+
+def test_a_variant_named_only_dots_is_refused():
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario({**BASE, "disciplines": [".."], "variants": {"..": {"discipline": "red"}}})
+    assert err.value.key == "variants..."
+
+
+def test_duration_cannot_shrink_a_grid_over_duration(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text('name = "d"\nduration_s = 10\n[link]\nrate_mbps = 10\ndelay_ms = 5\nbuffer_pkts = 20\n'
+                    '[[flows]]\nsrc = "h1"\ndst = "h3"\ncc = "cubic"\n[sweep]\nduration_s = [10, 20]\n')
+    assert len(cli._scenarios([str(path)], None, None, [])) == 2
+    with pytest.raises(ScenarioError, match="--duration") as err:
+        cli._scenarios([str(path)], 5, None, [])
+    assert err.value.key == "sweep.duration_s"
+
+
+@pytest.mark.parametrize("text", ["\u0661/\u0662", " 0/2", "0/2 "])  # Arabic-Indic digits, spaces
+def test_a_shard_is_ascii_digits_only(text):
+    with pytest.raises(BatchError):
+        Shard.parse(text)
+
+
+def _edit_batch(shard_dir, **fields):
+    path = os.path.join(shard_dir, "batch.json")
+    batch = json.loads(open(path).read())
+    batch.update(fields)
+    with open(path, "w") as f:
+        json.dump(batch, f)
+    return batch
+
+
+def test_merge_checks_the_fields_a_batch_id_stands_for(two_shards, tmp_path):
+    plan = json.loads(open(os.path.join(two_shards[1], "batch.json")).read())["plan"]
+    _edit_batch(two_shards[1], plan=plan[::-1])  # the same batch_id, another order
+    with pytest.raises(BatchError, match="not shards of one batch"):
+        merge_shards(two_shards, str(tmp_path / "m"))
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"shard": {"index": 0, "count": 10**15}}, "shard"),
+    ({"shard": {"index": True, "count": 2}}, "shard"),
+    ({"seed": "7"}, "shuffled/seed"),
+    ({"plan": ["a/b/rep1", "a/b/rep1"]}, "plan"),
+    ({"project": {"commit": 5}}, "project"),
+])
+def test_a_malformed_batch_file_is_refused_naming_its_field(two_shards, tmp_path, fields, named):
+    _edit_batch(two_shards[1], **fields)
+    with pytest.raises(BatchError, match=f"batch.json: {named}"):
+        merge_shards(two_shards, str(tmp_path / "m"))
+
+
+def test_merge_refuses_shards_of_an_unknown_version(fake_lab, tmp_path):
+    fake_lab(FakeLab())
+    unknown = {"commit": None, "dirty": None, "diff_sha256": None, "package": "0.1.0"}
+    dirs = []
+    for i in range(2):
+        batch = plan_batch(scenarios(), unknown, Shard(i, 2))
+        runner.run_batch(batch.scenarios, str(tmp_path / f"s{i}"), log=lambda msg: None, batch=batch)
+        dirs.append(str(tmp_path / f"s{i}"))
+    with pytest.raises(BatchError, match="version it was made by is unknown"):
+        merge_shards(dirs, str(tmp_path / "m"))
+
+
+def test_merge_copies_no_symlink_and_reads_no_record_that_is_not_one(two_shards, tmp_path):
+    key = read_batch_file(two_shards[1])["plan"][1]
+    os.symlink("/etc/hostname", os.path.join(two_shards[1], "runs", key, "planted"))
+    with pytest.raises(BatchError, match="symlink or special file"):
+        merge_shards(two_shards, str(tmp_path / "m"))
+    os.unlink(os.path.join(two_shards[1], "runs", key, "planted"))
+    with open(os.path.join(two_shards[1], "runs", key, "run.json"), "w") as f:
+        json.dump([1, 2], f)
+    with pytest.raises(BatchError, match=f"{key}: not in"):
+        merge_shards(two_shards, str(tmp_path / "m"))
+
+
+def test_report_leaves_out_runs_of_another_batch_in_the_directory(fake_lab, tmp_path):
+    fake_lab(FakeLab())
+    run_shard(tmp_path, Shard(0, 1), sc=scenarios(repeat=1))
+    run_shard(tmp_path, Shard(0, 1), sc=scenarios(repeat=2))  # rep2 of each case is new, rep1 rerun
+    old = json.loads((tmp_path / "runs" / "g_rtt10ms" / "droptail" / "rep1" / "run.json").read_text())
+    assert old["batch_id"] == read_batch_file(str(tmp_path))["batch_id"]
+    stray = tmp_path / "runs" / "gone" / "droptail" / "rep1"
+    stray.mkdir(parents=True)
+    (stray / "run.json").write_text(json.dumps({**old, "batch_id": "another"}))
+    records = runner.load_records(str(tmp_path))
+    assert len(records) == 2 * 2 * 2 and all(r["batch_id"] == old["batch_id"] for r in records)
+
+
+def test_a_run_directory_that_is_a_symlink_is_refused_before_the_lab(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "precious").write_text("x")
+    link = tmp_path / "rep1"
+    link.symlink_to(target)
+    sc = scenarios()[0]
+    with pytest.raises(runner.RunError, match="is a symlink"):
+        runner.run_case(sc, sc.cases()[0], 1, str(link))
+    assert (target / "precious").exists()
