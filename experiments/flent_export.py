@@ -78,6 +78,8 @@ import re
 import uuid
 from bisect import bisect_left
 
+from experiments.batch import BatchError, read_batch_file
+
 FLENT_TEST = "tcp_nup"
 FLENT_FORMAT_VERSION = 4  # resultset.FILEFORMAT_VERSION of Flent 2.3.0
 FLENT_VERSION = "2.3.0"   # the Flent whose format and test definitions the files follow
@@ -223,40 +225,22 @@ def _target(out_dir: str, scenario: str, case: str, rep: int) -> str:
 # --- the batch keys -----------------------------------------------------------------------------
 
 def _read_batch_json(results_dir: str, log) -> dict | None:
-    """batch.json's keys that we use (BATCH_KEYS), each only if it has the expected type; None
-    without a usable file."""
-    path = os.path.join(results_dir, "batch.json")
-    if not os.path.exists(path):
-        return None
+    """batch.json's keys that we use (BATCH_KEYS), read and checked by the batch module; None
+    without a usable file (the batch keys then come from the directory)."""
     try:
-        with open(path) as f:
-            raw = json.load(f)
-    except (OSError, ValueError) as err:
-        log(f"[flent] {path}: not used, not readable JSON ({err}); the batch keys come from the directory")
+        raw = read_batch_file(results_dir)
+    except BatchError as err:
+        log(f"[flent] not using batch.json: {err}; the batch keys come from the directory")
         return None
-    if not isinstance(raw, dict):
-        log(f"[flent] {path}: not used, not a JSON object")
+    if raw is None:
         return None
-    out = {}
-    if isinstance(raw.get("batch_id"), str) and raw["batch_id"]:
-        out["batch_id"] = raw["batch_id"]
-    if isinstance(raw.get("grid_id"), str):
-        out["grid_id"] = raw["grid_id"]
-    if isinstance(raw.get("seed"), int) and not isinstance(raw["seed"], bool):
-        out["seed"] = raw["seed"]
-    if isinstance(raw.get("shuffled"), bool):
-        out["shuffled"] = raw["shuffled"]
-    if isinstance(raw.get("format"), (int, str)) and not isinstance(raw["format"], bool):
-        out["format"] = raw["format"]
-    shard = raw.get("shard")
-    if isinstance(shard, dict) and all(isinstance(shard.get(k), int) and not isinstance(shard.get(k), bool)
-                                       for k in ("index", "count")):
-        out["shard"] = {"index": shard["index"], "count": shard["count"]}
+    out = {k: raw[k] for k in ("batch_id", "grid_id", "seed", "shuffled", "format")}
+    out["shard"] = {"index": raw["shard"]["index"], "count": raw["shard"]["count"]}
     if isinstance(raw.get("created"), str):
         created = _parse_iso(raw["created"])
         if created is None:
-            log(f"[flent] {path}: its created {raw['created']!r} is not an ISO time; "
-                f"BATCH_TIME is the first run's start")
+            log(f"[flent] {os.path.join(results_dir, 'batch.json')}: its created {raw['created']!r} is not an ISO "
+                f"time; BATCH_TIME is the first run's start")
         else:
             out["created"] = raw["created"]
             out["_created_epoch"] = created

@@ -268,35 +268,49 @@ def test_no_runs_says_so(tmp_path):
 
 # --- the batch keys ------------------------------------------------------------------------------------
 
+def batch_file(**over) -> str:
+    """A batch.json as `ckcd-coex run` writes it (experiments/batch.py), with `over` put in."""
+    return json.dumps({"format": 1, "batch_id": "3f2a9c1e77d0", "grid_id": "9a8b", "shuffled": True, "seed": 42,
+                       "shard": {"index": 1, "count": 4}, "project": {"commit": "a" * 40},
+                       "plan": ["bbr_cubic/droptail/rep1"], "created": "2026-11-25T10:00:00+00:00",
+                       "extra": {"x": 1}, **over})
+
+
 def test_batch_keys_come_from_batch_json(results, tmp_path):
-    (results / "batch.json").write_text(json.dumps({
-        "batch_id": "3f2a9c1e77d0", "seed": 42, "shard": {"index": 1, "count": 4},
-        "created": "2026-11-25T10:00:00+00:00", "plan": ["bbr_cubic/droptail/rep1"], "extra": {"x": 1}}))
+    (results / "batch.json").write_text(batch_file())
     [path] = export_flent(str(results), str(tmp_path / "out"), log=lambda _msg: None)
     meta = load(path)["metadata"]
     assert meta["BATCH_NAME"] == "3f2a9c1e77d0"
     assert meta["BATCH_TIME"] == "2026-11-25T10:00:00.000000Z"
     assert meta["BATCH_TITLE"] == "ckcd-coex batch 3f2a9c1e77d0, seed 42"
-    assert meta["CKCD_COEX_BATCH"] == {"batch_id": "3f2a9c1e77d0", "seed": 42, "shard": {"index": 1, "count": 4},
+    assert meta["CKCD_COEX_BATCH"] == {"batch_id": "3f2a9c1e77d0", "grid_id": "9a8b", "seed": 42, "shuffled": True,
+                                       "format": 1, "shard": {"index": 1, "count": 4},
                                        "created": "2026-11-25T10:00:00+00:00"}
     # every shard of the batch gets the same BATCH_UUID (Flent groups a batch by it)
     other = tmp_path / "shard0"
     shutil.copytree(results, other)
-    (other / "batch.json").write_text(json.dumps({"batch_id": "3f2a9c1e77d0", "shard": {"index": 0, "count": 4}}))
+    (other / "batch.json").write_text(batch_file(shard={"index": 0, "count": 4}))
     [path0] = export_flent(str(other), str(tmp_path / "out0"), log=lambda _msg: None)
     assert load(path0)["metadata"]["BATCH_UUID"] == meta["BATCH_UUID"]
 
 
-def test_batch_json_keys_are_all_optional(results, tmp_path):
-    """A batch.json with none of the keys, or keys of the wrong type, is no batch id: the keys
-    come from the directory, and the export goes on."""
+def test_a_bad_batch_json_is_not_used(results, tmp_path):
+    """A batch.json the batch module refuses (a field missing or of the wrong type) gives no
+    batch keys: they come from the directory, the log says why, and the export goes on; a bad
+    `created` alone only loses BATCH_TIME."""
     (results / "batch.json").write_text(json.dumps({"seed": "x", "created": "yesterday", "shard": [1, 2]}))
     lines = []
     [path] = export_flent(str(results), str(tmp_path / "out"), log=lines.append)
     meta = load(path)["metadata"]
     assert meta["BATCH_NAME"] == "results"
     assert meta["BATCH_TIME"] == meta["T0"]
-    assert meta["CKCD_COEX_BATCH"] == {}
+    assert meta["CKCD_COEX_BATCH"] is None
+    assert any("not using batch.json" in line for line in lines)
+    (results / "batch.json").write_text(batch_file(created="yesterday"))
+    lines = []
+    [path] = export_flent(str(results), str(tmp_path / "out1"), log=lines.append)
+    meta = load(path)["metadata"]
+    assert meta["BATCH_NAME"] == "3f2a9c1e77d0" and meta["BATCH_TIME"] == meta["T0"]
     assert any("'yesterday' is not an ISO time" in line for line in lines)
     (results / "batch.json").write_text("{not json")
     [path] = export_flent(str(results), str(tmp_path / "out2"), log=lambda _msg: None)
