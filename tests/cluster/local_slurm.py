@@ -8,7 +8,10 @@ waits for every task of a job (or array) to end and gives each one's state and e
 
 On exit it cancels every job of the cluster, then stops what it started, by PID: slurmd and
 slurmctld, any slurmstepd or job process they left (found by a marker in their environment, which
-slurmd's children inherit), munged last; SIGTERM, then SIGKILL after a bounded wait. It removes
+slurmd's children inherit, and scanned for again until none is left, so a process forked meanwhile
+is stopped too), munged last; SIGTERM, then SIGKILL after a bounded wait. A process is known by its
+PID and start time, and signalled through a pidfd, so a PID reused by another process is never
+signalled. Each step runs even when an earlier one raised (a daemon that will not die). It removes
 only the socket directory it made under /run; run_dir and all in it stay for reading. If the
 harness itself is killed (SIGKILL skips every teardown), its daemons still get SIGTERM from the
 kernel (PR_SET_PDEATHSIG), and the next LocalSlurm stops the slurmstepd and job processes left
@@ -21,6 +24,7 @@ exit code come from slurmctld's job records, which the config keeps for an hour 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
@@ -329,23 +333,36 @@ class LocalSlurm:
     # -- stop --------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Cancel every job, stop every process this cluster started, by PID. Safe to call twice."""
+        """Cancel every job, stop every process this cluster started, by PID. Safe to call twice.
+
+        Each step runs whatever an earlier one raised (a TimeoutExpired from a daemon stuck in
+        uninterruptible sleep, a KeyboardInterrupt): munged and the /run socket directory are not
+        left behind because slurmd would not die. The error is raised once every step has run (of
+        several, the last, with the earlier ones as its context)."""
+        with contextlib.ExitStack() as later:  # its callbacks run last-pushed first, each in a finally
+            later.callback(self._remove_socket_dir)
+            later.callback(self._stop_child, "munged")
+            later.callback(self._stop_marked)  # slurmstepd and job processes slurmd left: not our children
+            later.callback(self._stop_child, "slurmctld")
+            later.callback(self._stop_child, "slurmd")
+            self._cancel_jobs()
+
+    def _cancel_jobs(self) -> None:
         ctld = self._procs.get("slurmctld")
-        if ctld is not None and ctld.poll() is None and self.env.get("SLURM_CONF"):
-            try:
-                self.run(["scancel", f"--partition={PARTITION}"], check=False, timeout_s=15)
-                deadline = time.monotonic() + self.stop_timeout_s
-                while time.monotonic() < deadline:
-                    out = self.run(["squeue", "-h", "-o", "%i"], check=False, timeout_s=15)
-                    if out.returncode != 0 or not out.stdout.strip():
-                        break
-                    time.sleep(0.2)
-            except (subprocess.TimeoutExpired, OSError):
-                pass  # the daemons are stopped below whatever the jobs do
-        for name in ("slurmd", "slurmctld"):
-            self._stop_child(name)
-        self._stop_marked()  # slurmstepd and job processes slurmd left: not our children
-        self._stop_child("munged")
+        if ctld is None or ctld.poll() is not None or not self.env.get("SLURM_CONF"):
+            return
+        try:
+            self.run(["scancel", f"--partition={PARTITION}"], check=False, timeout_s=15)
+            deadline = time.monotonic() + self.stop_timeout_s
+            while time.monotonic() < deadline:
+                out = self.run(["squeue", "-h", "-o", "%i"], check=False, timeout_s=15)
+                if out.returncode != 0 or not out.stdout.strip():
+                    break
+                time.sleep(0.2)
+        except (subprocess.TimeoutExpired, OSError):
+            pass  # the daemons are stopped below whatever the jobs do
+
+    def _remove_socket_dir(self) -> None:
         if self._socket_dir:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
@@ -364,25 +381,33 @@ class LocalSlurm:
 
     def marked_pids(self) -> list[int]:
         """Processes that carry this cluster's marker: its daemons, slurmstepd, its jobs' processes."""
+        return [pid for pid, _ in self._marked()]
+
+    def _marked(self) -> list[tuple[int, int]]:
+        """(PID, start time) of each process that carries this cluster's marker."""
         want = f"{MARKER}={self.token}".encode()
-        return [pid for pid, token in _marked_processes() if token == want]
+        return [(pid, start) for pid, token, start in _marked_processes() if token == want]
 
     def _stop_marked(self) -> None:
         daemons = {p.pid for p in self._procs.values()}
-        _terminate([p for p in self.marked_pids() if p not in daemons], STRAY_GRACE_S)
+        _terminate(lambda: [(pid, start) for pid, start in self._marked() if pid not in daemons], STRAY_GRACE_S)
 
     def _stop_orphans(self) -> None:
         """Stop what an earlier LocalSlurm left when its process was killed (SIGKILL skips every
         teardown; its daemons die with it, but not slurmstepd and the jobs): processes marked with
         the token of a harness process that no longer exists, and its munge socket directory."""
-        orphans = []
-        for pid, token in _marked_processes():
-            owner = token.split(b"=", 1)[1].split(b":", 1)[0]
-            if not (owner.isdigit() and _alive(int(owner))):
-                orphans.append(pid)
-        if orphans:
-            print(f"LocalSlurm: stopping {len(orphans)} process(es) a killed test cluster left: "
-                  f"{' '.join(map(str, orphans))}", file=sys.stderr)
+        def orphans():
+            found = []
+            for pid, token, start in _marked_processes():
+                owner = token.split(b"=", 1)[1].split(b":", 1)[0]
+                if not (owner.isdigit() and _alive(int(owner))):
+                    found.append((pid, start))
+            return found
+
+        left = orphans()
+        if left:
+            print(f"LocalSlurm: stopping {len(left)} process(es) a killed test cluster left: "
+                  f"{' '.join(str(pid) for pid, _ in left)}", file=sys.stderr)
             _terminate(orphans, STRAY_GRACE_S)
         for name in os.listdir("/run"):
             owner = name[len(SOCKET_DIR_PREFIX):].split("-", 1)[0]
@@ -390,35 +415,92 @@ class LocalSlurm:
                 shutil.rmtree(os.path.join("/run", name), ignore_errors=True)
 
 
-def _marked_processes() -> list[tuple[int, bytes]]:
-    """(PID, its MARKER=token entry) of every live process carrying a LocalSlurm marker."""
+def _start_time(pid: int) -> int | None:
+    """When the process started (field 22 of /proc/PID/stat, clock ticks after boot); None when there
+    is no such process, or it is a zombie. A PID and its start time name one process for good: a PID
+    is reused only by a process that started later."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the command, which may hold anything
+    except OSError:
+        return None
+    try:
+        # fields[0] is field 3 (the state), so field 22 is fields[19].
+        return None if fields[0] == b"Z" else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _marked_processes() -> list[tuple[int, bytes, int]]:
+    """(PID, its MARKER=token entry, its start time) of every live process carrying a LocalSlurm marker."""
     prefix = f"{MARKER}=".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
+        pid = int(entry)
+        start = _start_time(pid)  # before the environment: the token read next is this process's or none
+        if start is None:
+            continue
         try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
+            with open(f"/proc/{pid}/environ", "rb") as f:
                 tokens = [e for e in f.read().split(b"\0") if e.startswith(prefix)]
         except OSError:
             continue  # gone, or not ours to read
-        if tokens and _alive(int(entry)):
-            found.append((int(entry), tokens[0]))
+        if tokens and _start_time(pid) == start:  # still the same process, and not a zombie
+            found.append((pid, tokens[0], start))
     return found
 
 
-def _terminate(pids: list[int], timeout_s: float) -> None:
-    """SIGTERM, then SIGKILL what is left after timeout_s (slurmstepd ignores SIGTERM)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + timeout_s
-        while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if _alive(p)]
-            if pids:
-                time.sleep(0.1)
-        if not pids:
+def _signal(pid: int, start: int, sig: int) -> None:
+    """Send sig to the process that had this PID and start time when it was found, and to no other:
+    if the PID now names a process that started later (reused), nothing is sent.
+
+    Through a pidfd where there is one (Linux 5.3, Python 3.9): the pidfd is opened first and names
+    the process holding the PID at that moment, the start time read after it says whether that is
+    ours, and a signal sent through it reaches that process or none, never a later one. Without
+    pidfds, the start time is compared just before kill(); only a PID reused within those
+    microseconds could be hit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):
+        fd = None  # no pidfd_open here
+    try:
+        if _start_time(pid) != start:
+            return  # gone, or its PID is now another process's
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _terminate(scan, timeout_s: float, poll_s: float = 0.1) -> None:
+    """Stop every process scan() finds, scanning again and again until it finds none: a process that
+    appears meanwhile (forked by one being stopped) is stopped too, not only a snapshot of them.
+    scan() gives (PID, start time) pairs, so a PID that another process has taken since is not
+    signalled (_signal). SIGTERM for timeout_s, then SIGKILL (slurmstepd ignores SIGTERM); each
+    process gets each signal once. After 2 * timeout_s it gives up and says what is left."""
+    t0 = time.monotonic()
+    sent: dict[tuple[int, int], int] = {}
+    while True:
+        found = scan()
+        if not found:
             return
+        elapsed = time.monotonic() - t0
+        if elapsed > 2 * timeout_s:
+            print(f"LocalSlurm: {len(found)} process(es) still there after SIGKILL: "
+                  f"{' '.join(str(pid) for pid, _ in found)}", file=sys.stderr)
+            return
+        sig = signal.SIGKILL if elapsed >= timeout_s else signal.SIGTERM
+        for proc in found:
+            if sent.get(proc) != sig:
+                _signal(*proc, sig)
+                sent[proc] = sig
+        time.sleep(poll_s)
