@@ -80,9 +80,11 @@ def test_sweep_script_runs_one_shard_per_task(slurm, tmp_path):
     overlap, each task's exit code is the shard's (the fake fails shard 1 with 3), and the output
     goes to ckcd-sweep-JOB_I.out in the submit directory."""
     checkout = make_fake_checkout(tmp_path)
+    with open(os.path.join(checkout, "fake_sleep"), "w") as f:
+        f.write("1\n")  # a file: the script gives ckcd-coex none of the job's environment
     out = tmp_path / "sweep out"
     job = slurm.sbatch(["--array=0-1", SWEEP, str(out), "bbr_cubic", "--", "--repeat", "2"], cwd=str(tmp_path),
-                       env={"CKCD_COEX_DIR": checkout, "FAKE_SLEEP": "1"})
+                       env={"CKCD_COEX_DIR": checkout})
     ends = slurm.wait_job(job, timeout_s=60)
     assert {t: (e.state, e.exit_code) for t, e in ends.items()} == {0: ("COMPLETED", 0), 1: ("FAILED", 3)}
     intervals = []
