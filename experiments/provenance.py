@@ -34,6 +34,10 @@ SYSCTLS = (
     "net.ipv4.tcp_pacing_ca_ratio",
 )
 
+# An untracked file with one of these endings can change what a run does (a module, a C file,
+# a scenario or config file, a script); any other (a log, a job's output) cannot.
+SOURCE_SUFFIXES = (".py", ".c", ".h", ".toml", ".sh", ".sbatch", ".in", ".cfg", ".ini", ".txt", "Makefile")
+
 # name -> the command that prints its version (first line kept)
 TOOLS = {
     "ovs-vswitchd": ["ovs-vswitchd", "--version"],
@@ -46,23 +50,27 @@ TOOLS = {
 def project_version() -> dict:
     """The checkout's commit, whether its tree differs from it, and a hash of that difference
     (two dirty trees on one commit are the same version only if they differ alike): tracked
-    changes and untracked files, as they are, whoever reads them on whichever node. commit is
-    None when git cannot read the checkout; `ckcd-coex merge` then refuses the shards."""
+    changes, and untracked files that are code or configuration (SOURCE_SUFFIXES), whoever
+    reads them on whichever node. Other untracked files are not the project's version: a
+    Slurm job's output file lands in the checkout it was submitted from and grows while the
+    shards run, and would make every shard a version of its own. commit is None when git
+    cannot read the checkout; `ckcd-coex merge` then refuses the shards."""
     commit = _git("rev-parse", "--verify", "HEAD")
     if not commit:
         return {"commit": None, "dirty": None, "diff_sha256": None, "package": _package_version("ckcd-coex")}
     diff = _git("diff", "HEAD", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--binary",
                 "--src-prefix=a/", "--dst-prefix=b/") or ""
-    untracked = _git("ls-files", "-z", "--others", "--exclude-standard") or ""
+    untracked = [n for n in (_git("ls-files", "-z", "--others", "--exclude-standard") or "").split("\0")
+                 if n.endswith(SOURCE_SUFFIXES)]
     digest = hashlib.sha256(diff.encode())
-    for name in sorted(n for n in untracked.split("\0") if n):
+    for name in sorted(untracked):
         digest.update(b"\0untracked\0" + name.encode())
         try:
             with open(os.path.join(REPO_DIR, name), "rb") as f:
                 digest.update(hashlib.sha256(f.read()).digest())
         except OSError:  # gone meanwhile, or a directory: its name is what counts
             pass
-    dirty = bool(diff or untracked.strip("\0"))
+    dirty = bool(diff or untracked)
     return {"commit": commit, "dirty": dirty, "diff_sha256": digest.hexdigest()[:16] if dirty else None,
             "package": _package_version("ckcd-coex")}
 
