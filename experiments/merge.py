@@ -16,6 +16,7 @@ import re
 import shutil
 
 from experiments.batch import BATCH_FILE, BatchError, describe_difference, read_batch_file
+from experiments.runner import read_record
 
 
 def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = False, log=print) -> list[dict]:
@@ -23,22 +24,21 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
     records in the batch's plan order; the caller writes the report."""
     batches = _read_shards(shard_dirs, out_dir)
     first_dir, first = batches[0]
-    owner: dict[str, str] = {}  # plan key -> the shard directory that holds it complete
-    owner_record: dict[str, dict] = {}
+    held: dict[str, tuple[str, dict]] = {}  # plan key -> the shard directory holding it complete, its record
     problems: list[str] = []
     for shard_dir, batch in batches:
         mine = batch["plan"][batch["shard"]["index"]::batch["shard"]["count"]]
         resume = f"`ckcd-coex run ... --shard {batch['shard']['index']}/{batch['shard']['count']} --resume`"
         for key in mine:
-            record = _record(shard_dir, key)
-            if not isinstance(record, dict):
+            record = read_record(os.path.join(shard_dir, "runs", key))
+            if record is None:
                 problems.append(f"{key}: not in {shard_dir} (the shard was interrupted? {resume} finishes it)")
             elif record.get("error") or record.get("metrics") is None:
                 problems.append(f"{key}: failed in {shard_dir} ({record.get('error')}); {resume} reruns it")
             elif record.get("batch_id") != batch["batch_id"]:
                 problems.append(f"{key}: {shard_dir} holds a run of another batch under this name")
             else:
-                owner[key], owner_record[key] = shard_dir, record
+                held[key] = (shard_dir, record)
     count = first["shard"]["count"]
     have = {b["shard"]["index"] for _, b in batches}
     absent = [i for i in range(count) if i not in have]
@@ -51,22 +51,19 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
                          + "\n  ".join(problems[:10]) + more)
     for p in problems:
         log(f"merge: missing {p}")
-    missing = set(first["plan"]) - set(owner)
-    if missing and not allow_missing:  # e.g. a run that no shard's share named
-        raise BatchError(f"{len(missing)} runs of the batch are in no shard, e.g. {sorted(missing)[0]}")
     os.makedirs(out_dir, exist_ok=True)
-    for key, shard_dir in owner.items():
+    for key, (shard_dir, _) in held.items():
         _check_tree(os.path.join(shard_dir, "runs", key))
     records = []
     for key in first["plan"]:
-        if key in owner:
-            src = os.path.join(owner[key], "runs", key)
-            shutil.copytree(src, os.path.join(out_dir, "runs", key))
-            records.append(owner_record[key])
+        if key in held:
+            shard_dir, record = held[key]
+            shutil.copytree(os.path.join(shard_dir, "runs", key), os.path.join(out_dir, "runs", key))
+            records.append(record)
     merged = {**first, "shard": {"index": 0, "count": 1},
               "merged_from": [{"dir": os.path.abspath(d), "shard": b["shard"], "created": b.get("created"),
                                "command": b.get("command")} for d, b in batches],
-              "missing": sorted(set(first["plan"]) - set(owner))}
+              "missing": sorted(set(first["plan"]) - set(held))}
     with open(os.path.join(out_dir, BATCH_FILE), "w") as f:
         json.dump(merged, f, indent=1)
     log(f"merge: {len(records)} of {len(first['plan'])} runs of batch {first['batch_id']} from "
@@ -96,6 +93,9 @@ def _read_shards(shard_dirs: list[str], out_dir: str) -> list[tuple[str, dict]]:
         _check_plan(d, batch)
         batches.append((d, batch))
     first_dir, first = batches[0]
+    if not first["project"].get("commit"):
+        raise BatchError(f"{first_dir}: the project version it was made by is unknown (git could not read the "
+                         f"checkout), so shards of different versions could not be told apart; run from a git checkout")
     indices: dict[int, str] = {}
     for d, b in batches:
         # The batch id is a string in a file: the fields it stands for must agree as well.
@@ -103,9 +103,6 @@ def _read_shards(shard_dirs: list[str], out_dir: str) -> list[tuple[str, dict]]:
             and b["shard"]["count"] == first["shard"]["count"]
         if not same:
             raise BatchError(f"{d} and {first_dir} are not shards of one batch: {describe_difference(first, b)}")
-        if not first["project"].get("commit"):
-            raise BatchError(f"{d}: the project version it was made by is unknown (git could not read the checkout), "
-                             f"so shards of different versions could not be told apart; run from a git checkout")
         i = b["shard"]["index"]
         if i in indices:
             raise BatchError(f"{d} and {indices[i]} are both shard {i}/{b['shard']['count']}: merge one of them")
@@ -113,19 +110,6 @@ def _read_shards(shard_dirs: list[str], out_dir: str) -> list[tuple[str, dict]]:
     if os.path.isdir(out_dir) and os.listdir(out_dir):
         raise BatchError(f"--out {out_dir}: not empty; merge into a new directory")
     return sorted(batches, key=lambda db: db[1]["shard"]["index"])
-
-
-def _record(shard_dir: str, key: str) -> dict | None:
-    """The run's record, None if it was never written, cut short, or is not a run's record."""
-    path = os.path.join(shard_dir, "runs", key, "run.json")
-    if os.path.islink(path) or not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _check_tree(run_dir: str) -> None:

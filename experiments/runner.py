@@ -82,7 +82,7 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
     mine = batch.mine()
     kept = {}
     for item in mine if resume else []:
-        record = _read_record(run_dir_of(out_dir, item.scenario, item.case, item.rep))
+        record = read_record(run_dir_of(out_dir, item.scenario, item.case, item.rep))
         if complete(record, batch.batch_id):
             kept[item.key] = record
     todo = [item for item in mine if item.key not in kept]
@@ -125,11 +125,16 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
     return [records[item.key] for item in declared_order(batch.scenarios) if item.key in records]
 
 
-def _read_record(run_dir: str) -> dict | None:
+def read_record(run_dir: str) -> dict | None:
+    """The run record in run_dir, None if it was never written, was cut short, is not a plain
+    file (a planted symlink) or is not a record (a JSON object)."""
+    path = os.path.join(run_dir, "run.json")
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
     try:
-        with open(os.path.join(run_dir, "run.json")) as f:
+        with open(path) as f:
             record = json.load(f)
-    except (OSError, ValueError):  # never written, or cut short: the run is not complete
+    except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
 
