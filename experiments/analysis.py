@@ -359,11 +359,22 @@ SCALARS = {
 }
 
 
-def summarize(records: list[dict]) -> list[dict]:
+# A case's numbers rest on at least this many trusted runs before a table quotes them without a
+# warning: with two, Student's t for a 95 % interval is 12.7 and the interval says little.
+MIN_TRUSTED = 3
+
+
+def run_name(record: dict) -> str:
+    """`rep2`, with its batch where the record has one: runs of several batches can be pooled."""
+    return f"rep{record['rep']}" + (f" of batch {record['batch_id']}" if record.get("batch_id") else "")
+
+
+def summarize(records: list[dict], include_untrusted: bool = False) -> list[dict]:
     """One entry per (scenario, case), ordered by scenario name and then by the case's place in
     its scenario (so a report re-rendered from saved runs, which load in directory order, reads
-    the same): mean and 95 % CI of each scalar, per CC class and aggregate, drops by reason, and
-    how many runs were trusted."""
+    the same): mean and 95 % CI (Student's t over runs) of each scalar, per CC class and
+    aggregate, drops by reason. Only trusted runs are pooled, unless include_untrusted; the
+    entry counts runs, trusted runs and pooled runs, and names each untrusted run and why."""
     groups: dict = {}
     for rec in records:
         key = (rec["scenario"]["name"], rec["case"]["name"])
@@ -373,33 +384,34 @@ def summarize(records: list[dict]) -> list[dict]:
         cases = [c.name for c in Scenario.from_dict(groups[key][0]["scenario"]).cases()]
         return key[0], cases.index(key[1]) if key[1] in cases else len(cases), key[1]
 
-    out = []
-    for scenario, case in sorted(groups, key=place):
-        recs = groups[(scenario, case)]
-        ok = [r for r in recs if r.get("metrics")]
-        entry = {"scenario": scenario, "case": case, "discipline": recs[0]["case"]["discipline"],
-                 "approach": recs[0]["case"]["approach"], "runs": len(recs), "failed": len(recs) - len(ok),
-                 "trusted": sum(1 for r in ok if r["metrics"]["fidelity"]["trusted"]),
-                 "untrusted_reasons": sorted({why for r in ok for why in r["metrics"]["fidelity"]["reasons"]}),
-                 "errors": [r["error"] for r in recs if r.get("error")]}
-        for name, read in SCALARS.items():
-            entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
-        for group in ("classes", "aggregates", "rtts"):
-            names = sorted({n for r in ok for n in r["metrics"][group]}, key=group_order)
-            entry[group] = {n: {"mean_mbps": mean_ci95([r["metrics"][group][n]["mean_mbps"] for r in ok
-                                                         if n in r["metrics"][group]]),
-                                "total_mbps": mean_ci95([r["metrics"][group][n]["total_mbps"] for r in ok
-                                                          if n in r["metrics"][group]]),
-                                "srtt_ms": mean_ci95([r["metrics"][group][n]["srtt_ms"] for r in ok
-                                                      if n in r["metrics"][group]])}
-                            for n in names}
-        entry["short_flows"] = _short_flow_summary(ok)
-        reasons = sorted({k for r in ok for k in r["metrics"]["drops"]})
-        entry["drops_by_reason"] = {k: mean_ci95([r["metrics"]["drops"].get(k, 0) for r in ok]) for k in reasons}
-        reasons = sorted({k for r in ok for k in r["metrics"].get("marks", {})})
-        entry["marks_by_reason"] = {k: mean_ci95([r["metrics"]["marks"].get(k, 0) for r in ok]) for k in reasons}
-        out.append(entry)
-    return out
+    return [_case_summary(scenario, case, groups[(scenario, case)], include_untrusted)
+            for scenario, case in sorted(groups, key=place)]
+
+
+def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted: bool) -> dict:
+    measured = [r for r in recs if r.get("metrics")]
+    trusted = [r for r in measured if r["metrics"]["fidelity"]["trusted"]]
+    untrusted = [r for r in measured if not r["metrics"]["fidelity"]["trusted"]]
+    ok = measured if include_untrusted else trusted
+    entry = {"scenario": scenario, "case": case, "discipline": recs[0]["case"]["discipline"],
+             "approach": recs[0]["case"]["approach"], "runs": len(recs), "failed": len(recs) - len(measured),
+             "trusted": len(trusted), "pooled": len(ok), "includes_untrusted": include_untrusted and bool(untrusted),
+             "few_trusted": len(trusted) < MIN_TRUSTED,
+             "untrusted_runs": [{"run": run_name(r), "reasons": r["metrics"]["fidelity"]["reasons"]} for r in untrusted],
+             "untrusted_reasons": sorted({why for r in untrusted for why in r["metrics"]["fidelity"]["reasons"]}),
+             "errors": [r["error"] for r in recs if r.get("error")]}
+    for name, read in SCALARS.items():
+        entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
+    for group in ("classes", "aggregates", "rtts"):
+        names = sorted({n for r in ok for n in r["metrics"][group]}, key=group_order)
+        entry[group] = {n: {stat: mean_ci95([r["metrics"][group][n][stat] for r in ok if n in r["metrics"][group]])
+                            for stat in ("mean_mbps", "total_mbps", "srtt_ms")}
+                        for n in names}
+    entry["short_flows"] = _short_flow_summary(ok)
+    for key, out in (("drops", "drops_by_reason"), ("marks", "marks_by_reason")):
+        reasons = sorted({k for r in ok for k in r["metrics"].get(key, {})})
+        entry[out] = {k: mean_ci95([r["metrics"].get(key, {}).get(k, 0) for r in ok]) for k in reasons}
+    return entry
 
 
 def _short_flow_summary(ok: list[dict]) -> dict:
@@ -457,5 +469,11 @@ def headline(summary: list[dict], full_buffer: dict[str, float] | None = None) -
                      "rtt_reduction": reduction("rtt_mean_ms"),
                      "utilization_droptail": dt["utilization"]["mean"],
                      "utilization_ckcd": ck["utilization"]["mean"],
-                     "trusted": dt["trusted"] == dt["runs"] and ck["trusted"] == ck["runs"]})
+                     "runs_droptail": _counts(dt), "runs_ckcd": _counts(ck),
+                     "few_trusted": dt["few_trusted"] or ck["few_trusted"],
+                     "includes_untrusted": dt["includes_untrusted"] or ck["includes_untrusted"]})
     return rows
+
+
+def _counts(entry: dict) -> dict:
+    return {k: entry[k] for k in ("runs", "trusted", "pooled")}

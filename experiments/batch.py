@@ -31,6 +31,7 @@ import os
 import random
 import re
 
+from experiments.provenance import version_label
 from experiments.scenario import Case, Scenario
 
 BATCH_FILE = "batch.json"
@@ -205,17 +206,12 @@ def describe_difference(a: dict, b: dict) -> str:
     if a.get("grid_id") != b.get("grid_id") or a.get("plan") != b.get("plan"):
         return "different grids: other scenarios, grid values, run length or repeats"
     if a.get("project") != b.get("project"):
-        return (f"different project versions: commit {_version(a['project'])} and {_version(b['project'])}")
+        return (f"different project versions: commit {version_label(a['project'])} and {version_label(b['project'])}")
     if a["shard"]["count"] != b["shard"]["count"]:  # both checked by read_batch_file
         return f"different batches: split into {a['shard']['count']} and {b['shard']['count']} shards"
     if (a.get("shuffled"), a.get("seed")) != (b.get("shuffled"), b.get("seed")):
         return f"different batches: run orders from seed {a['seed']} and {b['seed']}"
     return "different batches"
-
-
-def _version(project: dict) -> str:
-    commit = (project.get("commit") or "unknown")[:12]
-    return commit + (f"+dirty:{project.get('diff_sha256')}" if project.get("dirty") else "")
 
 
 def complete(record: dict | None, batch_id: str) -> bool:

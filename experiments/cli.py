@@ -5,6 +5,7 @@
   ckcd-coex run ... --shard I/N --out DIR   one shard of a batch (every N-th run from I), e.g. under Slurm
   ckcd-coex merge DIR... --out DIR   the shards of one batch into one report, CSV and JSON
   ckcd-coex report DIR         re-render DIR's report, CSV, JSON and plots from its saved runs
+  ckcd-coex report DIR... --out DIR  pool the trusted runs of each case over several batches
   ckcd-coex export --flent DIR one .flent.gz per run of DIR, for Flent's plots
   ckcd-coex list               the built-in scenarios, their cases and run time
   ckcd-coex clean              remove what a crashed run left: private OVS, controller, Mininet leftovers
@@ -84,6 +85,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
 def _shard(text: str):
     from experiments.batch import BatchError, Shard
 
@@ -103,6 +110,10 @@ def cmd_run(args) -> int:
     from experiments.report import write_report
     from experiments.runner import run_batch
 
+    if args.extra_max is not None and not args.until_trusted:
+        print("ckcd-coex run: --extra-max bounds --until-trusted's extra runs: give --until-trusted N too",
+              file=sys.stderr)
+        return 2
     shard = args.shard or Shard(0, 1)
     scenarios = _scenarios(args.scenarios, args.duration, args.repeat, _only(args.only))
     if not scenarios:
@@ -110,8 +121,9 @@ def cmd_run(args) -> int:
         return 2
     batch = plan_batch(scenarios, provenance.project_version(), shard, shuffle=not args.no_shuffle, seed=args.seed)
     command = "ckcd-coex " + shlex.join(sys.argv[1:])
-    records = run_batch(scenarios, args.out, batch=batch, resume=args.resume, command=command)
-    out = write_report(args.out, records, command=command)
+    records = run_batch(scenarios, args.out, batch=batch, resume=args.resume, command=command,
+                        until_trusted=args.until_trusted, extra_max=args.extra_max)
+    out = write_report(args.out, records, command=command, include_untrusted=args.include_untrusted)
     from experiments.report import headline_table
     if out["headline"]:
         print("\n".join(headline_table(out["headline"])))
@@ -120,15 +132,24 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from experiments.pool import pool_dirs
     from experiments.report import write_report
-    from experiments.runner import load_records
 
-    records = load_records(args.dir)
+    out_dir = args.out or args.dirs[0]
+    if len(args.dirs) > 1 and not args.out:
+        print("ckcd-coex report: several directories pool into a new one: give --out DIR", file=sys.stderr)
+        return 2
+    if args.out and len(args.dirs) > 1 and os.path.realpath(args.out) in {os.path.realpath(d) for d in args.dirs}:
+        print(f"ckcd-coex report: --out {args.out} is one of the pooled directories: its own report would be "
+              "replaced by the pooled one; give a new directory", file=sys.stderr)
+        return 2
+    records, batches = pool_dirs(args.dirs, same_version=args.same_version)
     if not records:
         return 1
-    out = write_report(args.dir, records, command=None)
-    print(f"report: {os.path.abspath(os.path.join(args.dir, 'report.md'))} ({len(records)} runs, "
-          f"{sum(len(p) for p in out['plots'].values())} plots)")
+    out = write_report(out_dir, records, command="ckcd-coex " + shlex.join(sys.argv[1:]) if args.out else None,
+                       include_untrusted=args.include_untrusted, batches=batches)
+    print(f"report: {os.path.abspath(os.path.join(out_dir, 'report.md'))} ({len(records)} runs from "
+          f"{len(args.dirs)} directories, {sum(len(p) for p in out['plots'].values())} plots)")
     return 0
 
 
@@ -308,7 +329,14 @@ def main(argv=None) -> int:
     run.add_argument("--no-shuffle", action="store_true", help="run in the order written (scenarios, "
                      "cases, repeats) instead of a shuffled one")
     run.add_argument("--resume", action="store_true", help="keep the runs --out already holds complete for "
-                     "this batch and run the rest (an interrupted batch or shard)")
+                     "this batch and run the rest (an interrupted batch or shard); without it a directory that "
+                     "holds finished runs is refused, never written over")
+    run.add_argument("--until-trusted", type=_positive_int, metavar="N", help="after the planned runs, run "
+                     "each case again until it has N trusted runs (extra runs numbered after the plan's)")
+    run.add_argument("--extra-max", type=_non_negative_int, metavar="M", help="at most M extra runs per case "
+                     "for --until-trusted (default N)")
+    run.add_argument("--include-untrusted", action="store_true", help="pool untrusted runs into the report's "
+                     "means too (marked as such; by default only trusted runs are)")
     run.set_defaults(func=cmd_run, needs_root=True)
     merge = sub.add_parser("merge", help="merge the shard directories of one batch into one report")
     merge.add_argument("dirs", nargs="+", metavar="DIR", help="shard directories (each with its batch.json)")
@@ -321,8 +349,14 @@ def main(argv=None) -> int:
                         help="one Flent data file (.flent.gz) per run of DIR")
     export.add_argument("--out", help="where the files go (default DIR/flent)")
     export.set_defaults(func=cmd_export, needs_root=False)
-    report = sub.add_parser("report", help="re-render the report of a results directory from its saved runs")
-    report.add_argument("dir")
+    report = sub.add_parser("report", help="re-render the report of a results directory from its saved runs, or "
+                            "pool several directories' runs per case")
+    report.add_argument("dirs", nargs="+", metavar="DIR", help="results directories (batches, shards, merges)")
+    report.add_argument("--out", help="where the report goes (default: DIR; required with several DIRs)")
+    report.add_argument("--include-untrusted", action="store_true", help="pool untrusted runs into the means "
+                        "too (marked as such)")
+    report.add_argument("--same-version", action="store_true", help="refuse runs made by more than one "
+                        "version of the project")
     report.set_defaults(func=cmd_report, needs_root=False)
     lst = sub.add_parser("list", help="the built-in scenarios")
     lst.set_defaults(func=cmd_list, needs_root=False)

@@ -12,6 +12,7 @@ import os
 import time
 
 from experiments.analysis import fmt
+from experiments.records import finished_runs
 from experiments.report import write_report
 from experiments.runner import REST_PORT, run_batch
 from experiments.scenario import resolve
@@ -25,15 +26,29 @@ def _step(msg: str) -> None:
 
 def demo_table(summary: list[dict]) -> str:
     rows = ["| discipline | BBR Mbit/s | CUBIC Mbit/s | Jain | total Mbit/s | utilization | queueing delay mean / p99 ms "
-            "| ping RTT mean ms | trusted |", "|---|---|---|---|---|---|---|---|---|"]
+            "| ping RTT mean ms | trusted / runs |", "|---|---|---|---|---|---|---|---|---|"]
     for e in summary:
         c = e["classes"]
         rows.append(f"| {e['case']} | {fmt(c.get('bbr', {}).get('mean_mbps', {}).get('mean'))} | "
                     f"{fmt(c.get('cubic', {}).get('mean_mbps', {}).get('mean'))} | {fmt(e['jain']['mean'], 3)} | "
                     f"{fmt(e['total_mbps']['mean'])} | {fmt(e['utilization']['mean'] and 100 * e['utilization']['mean'], 0)} % | "
                     f"{fmt(e['queue_delay_mean_ms']['mean'], 2)} / {fmt(e['queue_delay_p99_ms']['mean'], 2)} | "
-                    f"{fmt(e['rtt_mean_ms']['mean'])} | {'yes' if e['trusted'] == e['runs'] else 'NO'} |")
+                    f"{fmt(e['rtt_mean_ms']['mean'])} | {e['trusted']} / {e['runs']} |")
     return "\n".join(rows)
+
+
+def keep_previous(out_dir: str) -> str | None:
+    """An earlier demo's results move aside, to OUT-<when it was made>, instead of being written
+    over (a results directory holds one batch, and a finished run is never deleted)."""
+    if not finished_runs(out_dir):
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(os.path.getmtime(out_dir)))
+    dest = f"{out_dir.rstrip('/')}-{stamp}"
+    n = 1
+    while os.path.lexists(dest):
+        dest, n = f"{out_dir.rstrip('/')}-{stamp}.{n}", n + 1
+    os.rename(out_dir, dest)
+    return dest
 
 
 def run_demo(duration_s: float = 30.0, out_dir: str = "results/demo") -> int:
@@ -45,8 +60,14 @@ def run_demo(duration_s: float = 30.0, out_dir: str = "results/demo") -> int:
     _step(f"watch it live while the runs go on: {DASHBOARD_URL} (queueing delay, drops, throughput; "
           f"each run starts its own controller there, the page keeps polling; Prometheus metrics at "
           f"http://127.0.0.1:{REST_PORT}/metrics; from another machine: ssh -L {REST_PORT}:127.0.0.1:{REST_PORT})")
+    kept = keep_previous(out_dir)
+    if kept:
+        _step(f"the previous demo's runs are kept in {kept}")
     records = run_batch([scenario], out_dir, log=_step)
-    out = write_report(out_dir, records, command=f"ckcd-coex demo --duration {duration_s:g}")
+    # One run per case is a look at the lab, not a result: its numbers are shown even when the
+    # run was untrusted, and the table and report say so.
+    out = write_report(out_dir, records, command=f"ckcd-coex demo --duration {duration_s:g}",
+                       include_untrusted=True)
     print()
     print(demo_table(out["summary"]))
     for h in out["headline"]:

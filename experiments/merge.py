@@ -16,7 +16,7 @@ import re
 import shutil
 
 from experiments.batch import BATCH_FILE, BatchError, describe_difference, read_batch_file
-from experiments.runner import read_record
+from experiments.records import finished, read_record, run_key, walk_records
 
 
 def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = False, log=print) -> list[dict]:
@@ -39,6 +39,11 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
                 problems.append(f"{key}: {shard_dir} holds a run of another batch under this name")
             else:
                 held[key] = (shard_dir, record)
+        for key, record in _extra_runs(shard_dir, batch).items():
+            if key in held:
+                problems.append(f"{key}: an extra run in {shard_dir} and in {held[key][0]}")
+            else:
+                held[key] = (shard_dir, record)
     count = first["shard"]["count"]
     have = {b["shard"]["index"] for _, b in batches}
     absent = [i for i in range(count) if i not in have]
@@ -55,7 +60,8 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
     for key, (shard_dir, _) in held.items():
         _check_tree(os.path.join(shard_dir, "runs", key))
     records = []
-    for key in first["plan"]:
+    extras = sorted(set(held) - set(first["plan"]))
+    for key in first["plan"] + extras:
         if key in held:
             shard_dir, record = held[key]
             shutil.copytree(os.path.join(shard_dir, "runs", key), os.path.join(out_dir, "runs", key))
@@ -66,9 +72,17 @@ def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = Fals
               "missing": sorted(set(first["plan"]) - set(held))}
     with open(os.path.join(out_dir, BATCH_FILE), "w") as f:
         json.dump(merged, f, indent=1)
-    log(f"merge: {len(records)} of {len(first['plan'])} runs of batch {first['batch_id']} from "
-        f"{len(batches)} shard(s) into {out_dir}")
+    log(f"merge: {len(records) - len(extras)} of {len(first['plan'])} runs of batch {first['batch_id']} "
+        + (f"and {len(extras)} extra runs (--until-trusted) " if extras else "")
+        + f"from {len(batches)} shard(s) into {out_dir}")
     return records
+
+
+def _extra_runs(shard_dir: str, batch: dict) -> dict[str, dict]:
+    """The finished runs of this batch the shard holds beyond the plan: --until-trusted's."""
+    plan = set(batch["plan"])
+    return {run_key(r): r for r in walk_records(shard_dir)
+            if r.get("batch_id") == batch["batch_id"] and run_key(r) not in plan and finished(r)}
 
 
 def _read_shards(shard_dirs: list[str], out_dir: str) -> list[tuple[str, dict]]:

@@ -75,6 +75,14 @@ def project_version() -> dict:
             "package": _package_version("ckcd-coex")}
 
 
+def version_label(project: dict | None) -> str:
+    """A project version as people read it: the commit's first 12 digits, and the hash of
+    the uncommitted changes when there were some."""
+    project = project or {}
+    return (project.get("commit") or "unknown")[:12] + (f"+dirty:{project.get('diff_sha256')}"
+                                                        if project.get("dirty") else "")
+
+
 def collect() -> dict:
     """The whole provenance of this machine now (a few ms of subprocesses)."""
     return {"project": project_version(), "host": platform.node(), "kernel": os.uname().release, "machine": platform.machine(),

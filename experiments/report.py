@@ -16,31 +16,43 @@ import platform
 from experiments import analysis
 from experiments.analysis import PAPER, RTT_EXCESS_MAX_MS, fmt
 from experiments.batch import read_batch_file
+from experiments.provenance import version_label
 from experiments.scenario import Scenario
 
 CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
 CASE_ORDER = ("droptail", "red", "codel", "choke", "ckcd")
+STATISTICS = (f"means over runs ± the half-width of their 95 % confidence interval (Student's t with n - 1 degrees "
+              f"of freedom, n = the runs pooled; no ± with one run); only trusted runs are pooled unless the report "
+              f"says otherwise; a case with fewer than {analysis.MIN_TRUSTED} trusted runs is marked")
 
 
-def write_report(out_dir: str, records: list[dict], command: str | None = None) -> dict:
-    """Recompute metrics from the records, write every output file; returns the summary."""
+def write_report(out_dir: str, records: list[dict], command: str | None = None, *,
+                 include_untrusted: bool = False, batches: list[dict] | None = None) -> dict:
+    """Recompute metrics from the records, write every output file; returns the summary.
+    Means pool trusted runs only unless include_untrusted. `batches`: the batch files the
+    records came from (default: out_dir's own)."""
     for rec in records:
         if not rec.get("error"):
             rec["metrics"] = analysis.run_metrics(rec)
-    summary = analysis.summarize(records)
+    summary = analysis.summarize(records, include_untrusted=include_untrusted)
+    if batches is None:
+        own = read_batch_file(out_dir)
+        batches = [own] if own else []
     head = analysis.headline(summary, {r["scenario"]["name"]: analysis.full_buffer_ms(r["scenario"]) for r in records})
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"generated": datetime.datetime.now().isoformat(timespec="seconds"), "command": command,
-                   "paper": PAPER, "headline": head, "summary": summary,
+                   "paper": PAPER, "statistics": STATISTICS, "include_untrusted": include_untrusted,
+                   "headline": head, "summary": summary,
                    "runs": [{"scenario": r["scenario"]["name"], "case": r["case"]["name"], "rep": r["rep"],
-                             "qdisc": r.get("qdisc"), "error": r.get("error"), "metrics": r.get("metrics")}
+                             "batch_id": r.get("batch_id"), "qdisc": r.get("qdisc"), "error": r.get("error"),
+                             "metrics": r.get("metrics")}
                             for r in records]}, f, indent=1)
     _summary_csv(os.path.join(out_dir, "summary.csv"), summary)
     _flows_csv(os.path.join(out_dir, "flows.csv"), records)
     _timeseries_csv(os.path.join(out_dir, "timeseries.csv"), records)
     plots = _plots(out_dir, records, summary)
-    _markdown(os.path.join(out_dir, "report.md"), records, summary, head, plots, command)
+    _markdown(os.path.join(out_dir, "report.md"), records, summary, head, plots, command, batches)
     return {"summary": summary, "headline": head, "plots": plots}
 
 
@@ -49,7 +61,7 @@ def write_report(out_dir: str, records: list[dict], command: str | None = None) 
 def _summary_csv(path: str, summary: list[dict]) -> None:
     classes = sorted({c for e in summary for c in e["classes"]})
     aggs = sorted({a for e in summary for a in e["aggregates"]})
-    head = ["scenario", "case", "discipline", "approach", "runs", "trusted"]
+    head = ["scenario", "case", "discipline", "approach", "runs", "trusted", "pooled", "includes_untrusted"]
     for name in analysis.SCALARS:
         head += [name, f"{name}_ci95"]
     head += [f"{c}_mean_mbps" for c in classes] + [f"{a}_total_mbps" for a in aggs] + [f"{a}_srtt_ms" for a in aggs]
@@ -57,7 +69,8 @@ def _summary_csv(path: str, summary: list[dict]) -> None:
         w = csv.writer(f)
         w.writerow(head)
         for e in summary:
-            row = [e["scenario"], e["case"], e["discipline"], e["approach"], e["runs"], e["trusted"]]
+            row = [e["scenario"], e["case"], e["discipline"], e["approach"], e["runs"], e["trusted"], e["pooled"],
+                   int(e["includes_untrusted"])]
             for name in analysis.SCALARS:
                 row += [_csv_num(e[name]["mean"]), _csv_num(e[name]["ci95"])]
             row += [_csv_num(e["classes"].get(c, {}).get("mean_mbps", {}).get("mean")) for c in classes]
@@ -69,12 +82,14 @@ def _summary_csv(path: str, summary: list[dict]) -> None:
 def _flows_csv(path: str, records: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["scenario", "case", "rep", "flow", "cc", "aggregate", "mean_mbps", "srtt_mean_ms",
+        w.writerow(["scenario", "case", "rep", "batch_id", "trusted", "flow", "cc", "aggregate", "mean_mbps",
+                    "srtt_mean_ms",
                     "srtt_p95_ms", "base_rtt_ms", "min_rtt_ms", "cwnd_mean_pkts", "retransmits", "link_drops",
                     "link_marks", "ecn", "error"])
         for r in records:
             for fl in (r.get("metrics") or {}).get("flows", []):
-                w.writerow([r["scenario"]["name"], r["case"]["name"], r["rep"], fl["label"], fl["cc"],
+                w.writerow([r["scenario"]["name"], r["case"]["name"], r["rep"], r.get("batch_id") or "",
+                            int(r["metrics"]["fidelity"]["trusted"]), fl["label"], fl["cc"],
                             fl["aggregate"] or "", _csv_num(fl["mean_mbps"]), _csv_num(fl["srtt_ms"]["mean"]),
                             _csv_num(fl["srtt_ms"]["p95"]), _csv_num(fl.get("base_rtt_ms")),
                             _csv_num(fl.get("min_rtt_ms")), _csv_num((fl.get("cwnd_pkts") or {}).get("mean")),
@@ -127,9 +142,11 @@ def _plots(out_dir: str, records: list[dict], summary: list[dict]) -> dict:
     scenarios = list(dict.fromkeys(r["scenario"]["name"] for r in records))
     for name in scenarios:
         first = {}
-        for r in records:  # the first good repeat of each case
-            if r["scenario"]["name"] == name and r.get("metrics") and r["case"]["name"] not in first:
-                first[r["case"]["name"]] = r
+        measured = [r for r in records if r["scenario"]["name"] == name and r.get("metrics")]
+        # each case's first trusted run, or its first measured one where none was trusted
+        for r in sorted(measured, key=lambda r: not r["metrics"]["fidelity"]["trusted"]):
+            first.setdefault(r["case"]["name"], r)
+        first = {case: first[case] for case in dict.fromkeys(r["case"]["name"] for r in measured)}
         if not first:
             continue
         plots[name] = []
@@ -344,7 +361,7 @@ def _pct(v) -> str:
 def headline_table(head: list[dict]) -> list[str]:
     lines = ["| scenario | Jain DropTail | Jain CKCD | fairness vs DropTail (paper: up to +62 %) | "
              "queueing delay DropTail → CKCD (paper: up to −92 % latency) | ping RTT DropTail → CKCD | "
-             "CKCD utilization (paper: 96 %) | trusted |", "|---|---|---|---|---|---|---|---|"]
+             "CKCD utilization (paper: 96 %) | trusted / runs DropTail, CKCD |", "|---|---|---|---|---|---|---|---|"]
     for h in head:
         lines.append(
             f"| {h['scenario']} | {h['jain_droptail']:.3f} | {h['jain_ckcd']:.3f} | {_pct(h['fairness_gain'])} | "
@@ -355,8 +372,33 @@ def headline_table(head: list[dict]) -> list[str]:
             + ") | "
             f"{fmt(h['rtt_droptail_ms'])} → {fmt(h['rtt_ckcd_ms'])} ms "
             f"({_pct(h['rtt_reduction'] and -h['rtt_reduction'])}) | "
-            f"{fmt(h['utilization_ckcd'] and 100 * h['utilization_ckcd'], 0)} % | {'yes' if h['trusted'] else 'NO'} |")
+            f"{fmt(h['utilization_ckcd'] and 100 * h['utilization_ckcd'], 0)} % | "
+            f"{_counts_cell(h['runs_droptail'])}, {_counts_cell(h['runs_ckcd'])}{_warning(h)} |")
     return lines
+
+
+def _counts_cell(counts: dict) -> str:
+    return f"{counts['trusted']} / {counts['runs']}"
+
+
+def _warning(entry: dict) -> str:
+    """What a reader must know before quoting a row: too few trusted runs, untrusted ones pooled."""
+    notes = ([f"fewer than {analysis.MIN_TRUSTED} trusted"] if entry["few_trusted"] else []) + \
+        (["untrusted runs pooled"] if entry["includes_untrusted"] else [])
+    return f" (**{'; '.join(notes)}**)" if notes else ""
+
+
+def trust_notes(entries: list[dict]) -> list[str]:
+    """Below a table: the runs its means leave out (or pool, with --include-untrusted) and why."""
+    lines = []
+    for e in entries:
+        verb = "pooled although untrusted" if e["includes_untrusted"] else "left out"
+        for run in e["untrusted_runs"]:
+            lines.append(f"- {e['case']} {run['run']}: {verb}: {'; '.join(run['reasons'])}")
+        if e["failed"]:
+            lines.append(f"- {e['case']}: {e['failed']} failed run(s): {'; '.join(e['errors'])}")
+    return ["", "Runs not in the means:" if lines and not any(e["includes_untrusted"] for e in entries)
+            else "Untrusted and failed runs:", ""] + lines if lines else []
 
 
 def case_table(entries: list[dict]) -> list[str]:
@@ -370,7 +412,7 @@ def case_table(entries: list[dict]) -> list[str]:
     head = ["case", "Jain"] + [f"{g} Mbit/s/flow" for g in groups] + [f"{a} Mbit/s, sRTT ms" for a in aggs] + \
            [f"{g}: Mbit/s/flow" for g in rtts] + \
            ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops"] + \
-           (["ECN marks"] if marks else []) + ["CPU %", "trusted"]
+           (["ECN marks"] if marks else []) + ["CPU %", "trusted / runs"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in entries:
         drops = ", ".join(f"{k} {v['mean']:.0f}" for k, v in e["drops_by_reason"].items() if v["mean"]) or "0"
@@ -387,7 +429,7 @@ def case_table(entries: list[dict]) -> list[str]:
         if marks:
             cells.append(", ".join(f"{k} {v['mean']:.0f}" for k, v in e["marks_by_reason"].items() if v["mean"])
                          or "0")
-        cells += [fmt(e["cpu_mean_pct"]["mean"], 0), f"{e['trusted']}/{e['runs']}"]
+        cells += [fmt(e["cpu_mean_pct"]["mean"], 0), _counts_cell(e) + _warning(e)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -404,9 +446,10 @@ def short_flow_table(entries: list[dict]) -> list[str]:
     return lines
 
 
-def _markdown(path: str, records, summary, head, plots, command) -> None:
+def _markdown(path: str, records, summary, head, plots, command, batches: list[dict]) -> None:
     base_rtt = {r["scenario"]["name"]: 2 * r["scenario"]["link"]["delay_ms"] for r in records}
-    lines = _introduction(command, head, base_rtt) + _provenance_lines(os.path.dirname(path), records)
+    pooled_untrusted = any(e["includes_untrusted"] for e in summary)
+    lines = _introduction(command, head, base_rtt, pooled_untrusted) + _provenance_lines(batches, records)
     for name in dict.fromkeys(e["scenario"] for e in summary):
         lines += _scenario_section(name, records, [e for e in summary if e["scenario"] == name], plots.get(name, []))
     lines += _fidelity_section(records)
@@ -414,39 +457,54 @@ def _markdown(path: str, records, summary, head, plots, command) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def _provenance_lines(out_dir: str, records: list[dict]) -> list[str]:
-    """Which batch these runs are, and what made them: the batch file's ids and the runs' own
-    provenance (a merge can bring runs from several machines)."""
-    batch = read_batch_file(out_dir)
+def _batch_line(batch: dict) -> str:
+    order = f"order shuffled by seed {batch['seed']}" if batch.get("shuffled") else "run in the order written"
+    part = (f"merged from {len(batch['merged_from'])} shards" if batch.get("merged_from") else
+            f"shard {batch['shard']['index']}/{batch['shard']['count']}" if batch["shard"]["count"] > 1 else
+            "one machine")
+    missing = f"; **{len(batch['missing'])} runs missing**" if batch.get("missing") else ""
+    return (f"Batch `{batch['batch_id']}` (grid `{batch['grid_id']}`): {len(batch['plan'])} runs, {order}, "
+            f"{part}{missing}; project commit {version_label(batch['project'])}.")
+
+
+def _provenance_lines(batches: list[dict], records: list[dict]) -> list[str]:
+    """Which batches these runs are, and what made them: the batch files' ids and the runs' own
+    provenance (a merge or a pooled report can bring runs from several machines and versions)."""
     lines = []
-    if batch:
-        order = f"order shuffled by seed {batch['seed']}" if batch.get("shuffled") else "run in the order written"
-        part = (f"merged from {len(batch['merged_from'])} shards" if batch.get("merged_from") else
-                f"shard {batch['shard']['index']}/{batch['shard']['count']}" if batch["shard"]["count"] > 1 else
-                "one machine")
-        missing = f"; **{len(batch['missing'])} runs missing**" if batch.get("missing") else ""
-        project = batch["project"]
-        version = (project.get("commit") or "unknown")[:12] + (" (with uncommitted changes)" if project.get("dirty") else "")
-        lines += ["", f"Batch `{batch['batch_id']}` (grid `{batch['grid_id']}`): {len(batch['plan'])} runs, {order}, "
-                      f"{part}{missing}; project commit {version}."]
+    for batch in batches:
+        lines += ["", _batch_line(batch)]
     made = [r.get("provenance") or {} for r in records]
+    versions: dict[str, int] = {}
+    for p in made:
+        if p.get("project"):
+            versions[version_label(p["project"])] = versions.get(version_label(p["project"]), 0) + 1
     hosts = sorted({p.get("host") for p in made if p.get("host")})
     kernels = sorted({p.get("kernel") for p in made if p.get("kernel")})
     if hosts or kernels:
         lines += ["", f"Runs made on {', '.join(hosts) or 'an unrecorded host'} (Linux {', '.join(kernels) or '?'}); "
                       "each run's run.json holds its full provenance: sysctls, tool versions, discipline specs."]
+    if len(versions) > 1:
+        lines += ["", "**Runs of several project versions are pooled here:** "
+                  + ", ".join(f"{v} ({n} runs)" for v, n in sorted(versions.items()))
+                  + " (`ckcd-coex report --same-version` refuses this)."]
     return lines
 
 
-def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, float]) -> list[str]:
+def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, float],
+                  pooled_untrusted: bool = False) -> list[str]:
     """Where and how the report was made, how to read its numbers, and the headline against the paper."""
     lines = ["# ckcd-coex experiment report", "",
              f"Generated {datetime.datetime.now().isoformat(timespec='seconds')} on {platform.node()} "
              f"({os.cpu_count()} cores, Linux {platform.release()})."]
     if command:
         lines += ["", f"Command: `{command}`"]
-    lines += ["", "Values are means over repeats ± the half-width of the 95 % confidence interval (Student's t; "
-              "no ± with one repeat), over each scenario's measurement window (warm-up skipped). Throughput is "
+    pooled = ("**Untrusted runs are pooled into these means (--include-untrusted)**; each table lists them"
+              if pooled_untrusted else "Only trusted runs are pooled (column \"trusted / runs\"); each table lists "
+              "the untrusted runs it leaves out and why")
+    lines += ["", f"Values are means over runs ± the half-width of their 95 % confidence interval (Student's t with "
+              f"n − 1 degrees of freedom, n = the runs pooled; no ± with one run). {pooled}; a case with fewer than "
+              f"{analysis.MIN_TRUSTED} trusted runs is marked. Each run's values are taken "
+              "over its scenario's measurement window (warm-up skipped). Throughput is "
               "TCP goodput (the ceiling is 95.6 % of the link rate); queueing delay is ckcd-link's sojourn "
               "time at the bottleneck; RTT is ping's (base RTT = 2 × the link delay, plus the access delays of "
               "its hosts where a scenario gives them). See docs/experiments.md."]
@@ -475,7 +533,7 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
                   + "."]
     if sc.get("notes"):
         lines += ["", sc["notes"]]
-    lines += [""] + case_table(entries)
+    lines += [""] + case_table(entries) + trust_notes(entries)
     if any(e.get("short_flows") for e in entries):
         lines += ["", "Short flows: completion time (connect to last byte) of the transfers started in the "
                   "window, mean over runs of each run's percentiles; unfinished transfers were still running "

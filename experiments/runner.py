@@ -32,12 +32,14 @@ import time
 import zlib
 
 from experiments import analysis, provenance
-from experiments.batch import (Batch, check_resume, complete, declared_order, plan_batch, read_batch_file,
-                               write_batch_file)
+from experiments.batch import (Batch, BatchError, PlanItem, Shard, check_resume, complete, declared_order,
+                               plan_batch, read_batch_file, write_batch_file)
 from experiments.ckcd_state import CkcdStateReader
 from experiments.cpu import CpuSampler
 from experiments.lab import Controller, mininet_net
 from experiments.progress import Progress
+from experiments.records import (finished, finished_runs, read_record, run_dir_of, run_key, trusted, walk_records,
+                                 write_json)
 from experiments.rest_client import CoexClient
 from experiments.scenario import Case, Flow, Scenario, spec_with_addresses
 from experiments.tcpinfo import TcpInfoSampler
@@ -59,84 +61,157 @@ class RunError(RuntimeError):
     pass
 
 
-def run_dir_of(out_dir: str, scenario: Scenario, case: Case, rep: int) -> str:
-    return os.path.join(out_dir, "runs", scenario.name, case.name, f"rep{rep}")
-
-
 def _log(msg: str) -> None:
     print(msg, flush=True)  # a batch's log is often a file: lines must not wait in a buffer
 
 
 def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch | None = None,
-              resume: bool = False, command: str | None = None) -> list[dict]:
+              resume: bool = False, command: str | None = None, until_trusted: int | None = None,
+              extra_max: int | None = None) -> list[dict]:
     """Run this machine's part of a batch (all of it by default: every case of every scenario
     `repeat` times, in an order shuffled by a seed drawn from the grid) and return the run
-    records of that part, in the scenarios' declared order (also on disk). With `resume`,
-    runs the directory already holds complete for this batch are kept, not run again."""
+    records of that part, in the scenarios' declared order (also on disk).
+
+    A results directory holds one batch: one that holds finished runs is refused unless
+    `resume`, which keeps the runs it holds complete for this batch and runs the rest. With
+    `until_trusted` N, a case of this shard with fewer than N trusted runs gets extra runs
+    (numbered after the plan's, see extra_rep) until it has N, at most `extra_max` per case."""
     if batch is None:
         batch = plan_batch(scenarios, provenance.project_version())
     if resume:
         check_resume(out_dir, batch)
+    else:
+        _refuse_finished_runs(out_dir)
     write_batch_file(out_dir, batch, command)
-    made_by = {"batch_id": batch.batch_id, "provenance": provenance.collect()}
+    held = _held_runs(out_dir, batch) if resume else {}
+    todo = [item for item in batch.mine() if item.key not in held]
+    lab = _BatchLab(out_dir, {"batch_id": batch.batch_id, "provenance": provenance.collect()}, log,
+                    Progress([item.scenario.duration_s for item in todo], RUN_OVERHEAD_S))
+    records = dict(held)
+    _log_plan(log, batch, out_dir, resume, len(held), lab.progress)
+    with lab_lock(timeout_s=4 * 3600), PrivateOVS():
+        for item in todo:
+            records[item.key] = lab.run(item)
+        if until_trusted:
+            _top_up(lab, batch, records, until_trusted, until_trusted if extra_max is None else extra_max)
+        lab.progress.close()
+    return _declared(batch, records)
+
+
+def _refuse_finished_runs(out_dir: str) -> None:
+    done = finished_runs(out_dir)
+    if done:
+        held = read_batch_file(out_dir)
+        of = f" of batch {held['batch_id']}" if held else ""
+        raise BatchError(f"--out {out_dir} already holds {len(done)} finished runs{of} (e.g. {done[0]}), which a "
+                         f"new batch would write over: run into a new directory and pool both with `ckcd-coex "
+                         f"report {out_dir} NEWDIR --out POOLED`, or add --resume to continue that batch")
+
+
+def _held_runs(out_dir: str, batch: Batch) -> dict[str, dict]:
+    """This batch's runs out_dir holds: the complete ones of the plan, and every extra run
+    (--until-trusted's, failed ones too: their repetition numbers are spent)."""
+    plan = {item.key for item in batch.plan}
+    held = {}
+    for record in walk_records(out_dir):
+        if record.get("batch_id") != batch.batch_id:
+            continue
+        key = run_key(record)
+        if complete(record, batch.batch_id) or key not in plan:
+            held[key] = record
+    return held
+
+
+def _log_plan(log, batch: Batch, out_dir: str, resume: bool, kept: int, progress: Progress) -> None:
     mine = batch.mine()
-    kept = {}
-    for item in mine if resume else []:
-        record = read_record(run_dir_of(out_dir, item.scenario, item.case, item.rep))
-        if complete(record, batch.batch_id):
-            kept[item.key] = record
-    todo = [item for item in mine if item.key not in kept]
-    progress = Progress([item.scenario.duration_s for item in todo], RUN_OVERHEAD_S)
-    records = dict(kept)
     part = f"shard {batch.shard} of batch {batch.batch_id}: {len(mine)} of {len(batch.plan)} runs" \
         if batch.shard.count > 1 else f"batch {batch.batch_id}: {len(mine)} runs"
     order = f"order shuffled by seed {batch.seed}" if batch.shuffled else "in the order written"
     log(f"[runner] {part}, {order}")
     if resume:
-        log(f"[runner] --resume: {len(kept)} complete in {out_dir}, {len(todo)} to run")
-    log(f"[runner] {len(todo)} runs, about {progress.fmt(progress.remaining_s())} "
+        log(f"[runner] --resume: {kept} runs of this batch in {out_dir} kept, {len(progress.durations)} to run")
+    log(f"[runner] {len(progress.durations)} runs, about {progress.fmt(progress.remaining_s())} "
         f"(waiting for the lab lock: one lab per machine)")
-    with lab_lock(timeout_s=4 * 3600), PrivateOVS():
-        for i, item in enumerate(todo):
-            scenario, case, rep = item.scenario, item.case, item.rep
-            run_dir = run_dir_of(out_dir, scenario, case, rep)
-            label = f"{scenario.name}/{case.name} rep {rep}/{scenario.repeat}"
-            progress.begin_run(i, label)
-            started = time.monotonic()
-            try:
-                record = run_case(scenario, case, rep, run_dir, progress, made_by=made_by)
-            except KeyboardInterrupt:
-                progress.close()
-                raise
-            except Exception as err:  # one failed run must not lose the batch
-                record = {**failed_record(scenario, case, rep, f"{type(err).__name__}: {err}"), **made_by}
-                _write_json(os.path.join(run_dir, "run.json"), record)
-            progress.end_run(time.monotonic() - started)
-            records[item.key] = record
-            m = record.get("metrics") or {}
-            if record.get("error"):
-                log(f"[runner] {label}: FAILED: {record['error']}")
-            else:
-                trust = "trusted" if m["fidelity"]["trusted"] else "UNTRUSTED: " + "; ".join(m["fidelity"]["reasons"])
-                log(f"[runner] {label}: Jain {m['jain']:.3f}, total {m['total_mbps']:.1f} Mbit/s, "
-                    f"queue delay {analysis.fmt(m['queue_delay_ms']['mean'])} ms, "
-                    f"RTT {analysis.fmt(m['rtt_ms']['mean'])} ms ({trust})")
-        progress.close()
-    return [records[item.key] for item in declared_order(batch.scenarios) if item.key in records]
 
 
-def read_record(run_dir: str) -> dict | None:
-    """The run record in run_dir, None if it was never written, was cut short, is not a plain
-    file (a planted symlink) or is not a record (a JSON object)."""
-    path = os.path.join(run_dir, "run.json")
-    if os.path.islink(path) or not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
+class _BatchLab:
+    """Runs one item after another into out_dir, keeping the progress line and the log."""
+
+    def __init__(self, out_dir: str, made_by: dict, log, progress: Progress):
+        self.out_dir, self.made_by, self.log, self.progress = out_dir, made_by, log, progress
+        self.index = 0
+
+    def run(self, item: PlanItem, note: str = "") -> dict:
+        scenario, case, rep = item.scenario, item.case, item.rep
+        run_dir = run_dir_of(self.out_dir, scenario.name, case.name, rep)
+        label = f"{scenario.name}/{case.name} rep {rep}/{scenario.repeat}{note}"
+        self.progress.begin_run(self.index, label)
+        started = time.monotonic()
+        try:
+            record = run_case(scenario, case, rep, run_dir, self.progress, made_by=self.made_by)
+        except KeyboardInterrupt:
+            self.progress.close()
+            raise
+        except Exception as err:  # one failed run must not lose the batch
+            record = {**failed_record(scenario, case, rep, f"{type(err).__name__}: {err}"), **self.made_by}
+            if not finished(read_record(run_dir)):  # the refusal to write over a finished run
+                write_json(os.path.join(run_dir, "run.json"), record)
+        self.progress.end_run(time.monotonic() - started)
+        self.index += 1
+        self.log(f"[runner] {label}: {_outcome(record)}")
+        return record
+
+
+def _outcome(record: dict) -> str:
+    m = record.get("metrics") or {}
+    if record.get("error"):
+        return f"FAILED: {record['error']}"
+    trust = "trusted" if m["fidelity"]["trusted"] else "UNTRUSTED: " + "; ".join(m["fidelity"]["reasons"])
+    return (f"Jain {m['jain']:.3f}, total {m['total_mbps']:.1f} Mbit/s, "
+            f"queue delay {analysis.fmt(m['queue_delay_ms']['mean'])} ms, RTT {analysis.fmt(m['rtt_ms']['mean'])} ms "
+            f"({trust})")
+
+
+def extra_rep(repeat: int, shard: Shard, k: int) -> int:
+    """The repetition number of a case's k-th extra run (from 0) in a shard: after the plan's
+    1..repeat, interleaved by shard as the plan is, so two shards never pick the same number."""
+    return repeat + 1 + shard.index + k * shard.count
+
+
+def _top_up(lab: _BatchLab, batch: Batch, records: dict[str, dict], until: int, extra_max: int) -> None:
+    """Extra runs, one per short case a round (so a drift of the machine spreads over all of
+    them), until each case of this shard has `until` trusted runs or has had extra_max extras."""
+    cases = list(dict.fromkeys((item.scenario.name, item.case.name) for item in batch.mine()))
+    by_name = {(item.scenario.name, item.case.name): item for item in batch.mine()}
+
+    def runs_of(case):
+        return [r for r in records.values() if (r["scenario"]["name"], r["case"]["name"]) == case]
+
+    def extras_of(case):
+        return sum(1 for r in runs_of(case) if r["rep"] > by_name[case].scenario.repeat)
+
+    def short(case):
+        return sum(1 for r in runs_of(case) if trusted(r)) < until and extras_of(case) < extra_max
+    while any(short(c) for c in cases):
+        for case in [c for c in cases if short(c)]:
+            item = by_name[case]
+            rep = extra_rep(item.scenario.repeat, batch.shard, extras_of(case))
+            lab.progress.durations.append(item.scenario.duration_s)
+            have = sum(1 for r in runs_of(case) if trusted(r))
+            record = lab.run(PlanItem(item.scenario, item.case, rep), f" (extra: {have}/{until} trusted)")
+            records[f"{case[0]}/{case[1]}/rep{rep}"] = record
+    for case in cases:
+        have, extras = sum(1 for r in runs_of(case) if trusted(r)), extras_of(case)
+        if extras or have < until:
+            lab.log(f"[runner] --until-trusted {until}: {case[0]}/{case[1]} has {have} trusted of "
+                    f"{len(runs_of(case))} runs after {extras} extra" + (f" (the bound of {extra_max} is spent)"
+                                                                        if have < until else ""))
+
+
+def _declared(batch: Batch, records: dict[str, dict]) -> list[dict]:
+    """The records in the scenarios' declared order (cases as written, repetitions in order)."""
+    place = {(item.scenario.name, item.case.name): n for n, item in enumerate(declared_order(batch.scenarios))}
+    return sorted(records.values(), key=lambda r: (place.get((r["scenario"]["name"], r["case"]["name"]), 0), r["rep"]))
 
 
 def failed_record(scenario: Scenario, case: Case, rep: int, error: str) -> dict:
@@ -149,10 +224,12 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
              made_by: dict | None = None) -> dict:
     """One lab run of one case; returns the run record (written to run_dir/run.json), with
     `made_by` (its batch and provenance) in it."""
-    # Old files go; a symlink planted among them (or as the directory) must not send a root
-    # run's deletes and writes elsewhere.
+    # A failed run's files go; a finished run's never do. A symlink planted among them (or as
+    # the directory) must not send a root run's deletes and writes elsewhere.
     if os.path.islink(run_dir):
         raise RunError(f"{run_dir} is a symlink: a run writes only into a directory of its own")
+    if finished(read_record(run_dir)):
+        raise RunError(f"{run_dir} holds a finished run, which is never written over")
     os.makedirs(run_dir, exist_ok=True)
     for old in os.listdir(run_dir):
         path = os.path.join(run_dir, old)
@@ -199,7 +276,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
                                   for h in senders}
     record["error"] = None
     record["metrics"] = analysis.run_metrics(record)
-    _write_json(os.path.join(run_dir, "run.json"), record)
+    write_json(os.path.join(run_dir, "run.json"), record)
     return record
 
 
@@ -603,32 +680,3 @@ class SojournSampler:
                         self.values[name].append([round(t_s + offset, 4), round(sojourn_us / 1000, 3)])
                 if samples:
                     self.last[name] = max(self.last[name], samples[-1][0])
-
-
-def _write_json(path: str, data) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
-    os.replace(tmp, path)
-
-
-def load_records(out_dir: str) -> list[dict]:
-    """The run records under out_dir/runs; with a batch.json, only its batch's (a run into a
-    directory that held another batch leaves that batch's runs beside its own)."""
-    records = []
-    root = os.path.join(out_dir, "runs")
-    for dirpath, _dirs, filenames in sorted(os.walk(root)):
-        if "run.json" in filenames:
-            with open(os.path.join(dirpath, "run.json")) as f:
-                records.append(json.load(f))
-    batch = read_batch_file(out_dir)
-    if batch:
-        others = [r for r in records if r.get("batch_id") != batch["batch_id"]]
-        if others:
-            print(f"{len(others)} runs under {root} are of other batches than {batch['batch_id']} "
-                  f"(batch.json): left out", file=sys.stderr)
-            records = [r for r in records if r.get("batch_id") == batch["batch_id"]]
-    if not records:
-        print(f"no runs under {root}", file=sys.stderr)
-    return records

@@ -63,6 +63,36 @@ def test_fidelity_names_the_reason():
     assert "CPU above 90 %" in text and "fell behind its schedule" in text
 
 
+def test_means_pool_trusted_runs_only_and_name_the_others(tmp_path):
+    """Rule: a case's means and CIs pool its trusted runs only; untrusted runs are counted and
+    named with their reasons, in the summary and under the report's table; fewer than three
+    trusted runs is said wherever the case's numbers appear; --include-untrusted pools them,
+    marked as such."""
+    recs = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("droptail", 84.0, 6.0, 6.2, 26.2),
+            record("droptail", 60.0, 10.0, 9.0, 40.0, cpu_busy=95.0)]
+    for rep, r in enumerate(recs, 1):
+        r["rep"], r["batch_id"] = rep, "b1"
+        r["metrics"] = analysis.run_metrics(r)
+    [entry] = analysis.summarize(recs)
+    assert (entry["runs"], entry["trusted"], entry["pooled"], entry["few_trusted"]) == (3, 2, 2, True)
+    assert entry["total_mbps"]["mean"] == pytest.approx(90.0) and entry["total_mbps"]["n"] == 2
+    assert entry["utilization"]["mean"] == pytest.approx(0.90)  # 70 Mbit/s of the untrusted run left out
+    [run] = entry["untrusted_runs"]
+    assert run["run"] == "rep3 of batch b1" and "CPU above 90 %" in run["reasons"][0]
+    write_report(str(tmp_path), recs)
+    text = (tmp_path / "report.md").read_text()
+    assert "| 2 / 3 (**fewer than 3 trusted**) |" in text
+    assert "- droptail rep3 of batch b1: left out: CPU above 90 %" in text
+    assert "Only trusted runs are pooled" in text and "Student's t with n − 1 degrees of freedom" in text
+    [pooled] = analysis.summarize(recs, include_untrusted=True)
+    assert pooled["pooled"] == 3 and pooled["includes_untrusted"]
+    assert pooled["total_mbps"]["mean"] == pytest.approx((90.0 + 90.0 + 70.0) / 3)
+    write_report(str(tmp_path), recs, include_untrusted=True)
+    assert "untrusted runs pooled" in (tmp_path / "report.md").read_text()
+    row = next(csv.DictReader(open(tmp_path / "summary.csv")))
+    assert (row["runs"], row["trusted"], row["pooled"], row["includes_untrusted"]) == ("3", "2", "3", "1")
+
+
 def test_summary_and_headline_against_droptail():
     recs = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("droptail", 82.0, 8.0, 6.2, 26.2),
             record("ckcd", 45.0, 45.0, 1.0, 21.0), record("ckcd", 44.0, 46.0, 1.2, 21.2)]
@@ -81,7 +111,8 @@ def test_summary_and_headline_against_droptail():
     full = recs[0]["scenario"]["link"]["buffer_pkts"] * 1514 * 8 / recs[0]["scenario"]["link"]["rate_bps"] * 1e3
     assert head["full_buffer_ms"] == pytest.approx(full)
     assert head["queue_delay_vs_full_buffer"] == pytest.approx(1 - 1.1 / full)
-    assert head["trusted"]
+    assert head["runs_droptail"] == head["runs_ckcd"] == {"runs": 2, "trusted": 2, "pooled": 2}
+    assert head["few_trusted"] and not head["includes_untrusted"]  # two trusted runs are fewer than three
 
 
 def test_window_scales_with_duration_and_staggered_flows():

@@ -14,7 +14,7 @@ def test_demo_prints_the_dashboard_url_before_the_runs(monkeypatch, capsys, tmp_
         return []
 
     monkeypatch.setattr(demo, "run_batch", run_batch)
-    monkeypatch.setattr(demo, "write_report", lambda out_dir, records, command: {"summary": [], "headline": []})
+    monkeypatch.setattr(demo, "write_report", lambda out_dir, records, command, **_: {"summary": [], "headline": []})
     assert demo.run_demo(duration_s=5, out_dir=str(tmp_path)) == 0
     [before] = printed_before_runs
     assert f"http://127.0.0.1:{runner.REST_PORT}/coex/v1/ui" in before

@@ -212,7 +212,7 @@ def _report_markdown(monkeypatch, runs, summary, head) -> str:
     when = types.SimpleNamespace(now=lambda: datetime.datetime(2026, 11, 23, 20, 0, 0))
     monkeypatch.setattr(report, "datetime", types.SimpleNamespace(datetime=when))
     plots = {"met": ["plots/met_timeseries.png", "plots/met_bars.png"]}
-    return _written(lambda path, _: report._markdown(path, runs, summary, head, plots, "ckcd-coex run met"), None)
+    return _written(lambda path, _: report._markdown(path, runs, summary, head, plots, "ckcd-coex run met", []), None)
 
 
 def _written(write, data) -> str:

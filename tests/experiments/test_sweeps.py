@@ -5,12 +5,15 @@ are checked in the inner loop; tests/cluster runs the same path with real lab ru
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from experiments import cli, runner
+from experiments import cli, pool, records, runner
 from experiments.batch import BatchError, Shard, declared_order, plan_batch, read_batch_file
 from experiments.merge import merge_shards
 from experiments.scenario import ScenarioError, parse_scenario
@@ -18,6 +21,7 @@ from experiments.scenario import ScenarioError, parse_scenario
 BASE = {"name": "g", "duration_s": 10, "disciplines": ["droptail", "ckcd"],
         "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},
         "flows": [{"src": "h1", "dst": "h3", "cc": "bbr"}, {"src": "h2", "dst": "h4", "cc": "cubic"}]}
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROJECT = {"commit": "a" * 40, "dirty": False, "diff_sha256": None, "package": "0.1.0"}
 
 
@@ -140,7 +144,7 @@ class FakeLab:
         record = {**runner.failed_record(scenario, case, rep, None), **(made_by or {}),
                   "metrics": {"fidelity": {"trusted": True, "reasons": []}, "jain": 1.0, "total_mbps": 40.0,
                               "queue_delay_ms": {"mean": 1.0}, "rtt_ms": {"mean": 21.0}}}
-        runner._write_json(os.path.join(run_dir, "run.json"), record)
+        records.write_json(os.path.join(run_dir, "run.json"), record)
         return record
 
 
@@ -278,10 +282,12 @@ def test_grids_the_first_version_let_through_are_refused(sweep, key, says):
 
 
 def test_member_names_keep_every_digit_of_a_value():
-    names = [m.name for m in grid(link={"buffer_pkts": [1_000_000, 80]},
-                                   discipline_params={"ckcd": {"omega": [0.1, 0.10000001]}}).expanded()]
-    assert names == ["g_buf1000000_omega0.1", "g_buf1000000_omega0.10000001", "g_buf80_omega0.1",
-                     "g_buf80_omega0.10000001"]
+    # omega's last decimal the core takes (its 6th): 0.100001 is not 0.1, in the name or the spec
+    members = grid(link={"buffer_pkts": [1_000_000, 80]},
+                   discipline_params={"ckcd": {"omega": [0.1, 0.100001]}}).expanded()
+    assert [m.name for m in members] == ["g_buf1000000_omega0.1", "g_buf1000000_omega0.100001", "g_buf80_omega0.1",
+                                         "g_buf80_omega0.100001"]
+    assert "omega=0.100001" in members[1].qdisc_spec("ckcd")
 
 
 def test_nan_is_not_a_number_a_scenario_takes():
@@ -365,17 +371,43 @@ def test_merge_copies_no_symlink_and_reads_no_record_that_is_not_one(two_shards,
         merge_shards(two_shards, str(tmp_path / "m"))
 
 
-def test_report_leaves_out_runs_of_another_batch_in_the_directory(fake_lab, tmp_path):
+def test_a_new_batch_into_a_directory_with_finished_runs_is_refused_and_nothing_is_lost(fake_lab, tmp_path):
+    """Rule: a results directory holds one batch; a finished run is never written over. A second
+    batch into it (here: more repetitions of the same cases) is refused before anything runs."""
     fake_lab(FakeLab())
     run_shard(tmp_path, Shard(0, 1), sc=scenarios(repeat=1))
-    run_shard(tmp_path, Shard(0, 1), sc=scenarios(repeat=2))  # rep2 of each case is new, rep1 rerun
+    path = tmp_path / "runs" / "g_rtt10ms" / "droptail" / "rep1" / "run.json"
+    before = path.read_bytes()
+    again = fake_lab(FakeLab())
+    with pytest.raises(BatchError, match="already holds 4 finished runs .* --resume"):
+        run_shard(tmp_path, Shard(0, 1), sc=scenarios(repeat=2))
+    assert again.calls == [] and path.read_bytes() == before
+
+
+def test_report_leaves_out_runs_of_another_batch_in_the_directory(fake_lab, tmp_path):
+    """A directory written before it held one batch may hold another batch's runs: its report
+    reads only the runs of the batch its batch.json names."""
+    fake_lab(FakeLab())
+    run_shard(tmp_path, Shard(0, 1), sc=scenarios(repeat=1))
     old = json.loads((tmp_path / "runs" / "g_rtt10ms" / "droptail" / "rep1" / "run.json").read_text())
-    assert old["batch_id"] == read_batch_file(str(tmp_path))["batch_id"]
     stray = tmp_path / "runs" / "gone" / "droptail" / "rep1"
     stray.mkdir(parents=True)
     (stray / "run.json").write_text(json.dumps({**old, "batch_id": "another"}))
-    records = runner.load_records(str(tmp_path))
-    assert len(records) == 2 * 2 * 2 and all(r["batch_id"] == old["batch_id"] for r in records)
+    loaded = records.load_records(str(tmp_path), log=lambda msg: None)
+    assert len(loaded) == 2 * 2 and all(r["batch_id"] == old["batch_id"] for r in loaded)
+
+
+def test_run_case_never_empties_a_finished_run(tmp_path):
+    """Rule: run_case refuses a directory whose run.json holds a finished run (metrics), before
+    it deletes anything or starts a lab."""
+    sc = scenarios()[0]
+    record = {**runner.failed_record(sc, sc.cases()[0], 1, None),
+              "metrics": {"fidelity": {"trusted": False, "reasons": ["CPU"]}}}
+    records.write_json(str(tmp_path / "rep1" / "run.json"), record)
+    (tmp_path / "rep1" / "link-l1.jsonl").write_text("{}\n")
+    with pytest.raises(runner.RunError, match="holds a finished run"):
+        runner.run_case(sc, sc.cases()[0], 1, str(tmp_path / "rep1"))
+    assert sorted(os.listdir(tmp_path / "rep1")) == ["link-l1.jsonl", "run.json"]
 
 
 def test_a_run_directory_that_is_a_symlink_is_refused_before_the_lab(tmp_path):
@@ -388,3 +420,137 @@ def test_a_run_directory_that_is_a_symlink_is_refused_before_the_lab(tmp_path):
     with pytest.raises(runner.RunError, match="is a symlink"):
         runner.run_case(sc, sc.cases()[0], 1, str(link))
     assert (target / "precious").exists()
+
+
+# --- until trusted -----------------------------------------------------------------------------
+
+class UntrustedLab(FakeLab):
+    """FakeLab whose runs of the named cases are untrusted until the given call count."""
+
+    def __init__(self, untrusted_case: str, trusted_after: int):
+        super().__init__()
+        self.untrusted_case, self.trusted_after = untrusted_case, trusted_after
+
+    def __call__(self, scenario, case, rep, run_dir, progress=None, made_by=None):
+        record = super().__call__(scenario, case, rep, run_dir, progress, made_by)
+        mine = [c for c in self.calls if c.split("/")[1] == self.untrusted_case]
+        if case.name == self.untrusted_case and len(mine) <= self.trusted_after:
+            record["metrics"]["fidelity"] = {"trusted": False, "reasons": ["CPU above 90 %"]}
+            records.write_json(os.path.join(run_dir, "run.json"), record)
+        return record
+
+
+def test_until_trusted_adds_runs_after_the_plans_until_each_case_has_n_trusted(fake_lab, tmp_path):
+    """Rule: --until-trusted N runs a case again (rep numbers after the plan's) until it has N
+    trusted runs, at most extra_max times; untrusted runs are kept, never rerun in place."""
+    sc = [parse_scenario({**BASE, "repeat": 2})]
+    lab = fake_lab(UntrustedLab("ckcd", trusted_after=3))  # ckcd: 3 untrusted runs, then trusted
+    batch = plan_batch(sc, PROJECT)
+    said = []
+    out = runner.run_batch(sc, str(tmp_path), log=said.append, batch=batch, until_trusted=2, extra_max=5)
+    ckcd = [r for r in out if r["case"]["name"] == "ckcd"]
+    assert [r["rep"] for r in ckcd] == [1, 2, 3, 4, 5]  # 2 planned + 3 extra: reps 3 (untrusted), 4, 5
+    assert sum(records.trusted(r) for r in ckcd) == 2
+    assert len([c for c in lab.calls if "/droptail/" in c]) == 2  # trusted from the start: no extra
+    assert any("g/ckcd has 2 trusted of 5 runs after 3 extra" in line for line in said)
+    assert len(records.load_records(str(tmp_path))) == 7  # the report sees the extras too
+
+
+def test_until_trusted_stops_at_its_bound_and_says_so(fake_lab, tmp_path):
+    sc = [parse_scenario({**BASE, "repeat": 1})]
+    fake_lab(UntrustedLab("ckcd", trusted_after=99))
+    said = []
+    out = runner.run_batch(sc, str(tmp_path), log=said.append, batch=plan_batch(sc, PROJECT),
+                           until_trusted=3, extra_max=2)
+    assert [r["rep"] for r in out if r["case"]["name"] == "ckcd"] == [1, 2, 3]
+    assert any("has 0 trusted of 3 runs after 2 extra (the bound of 2 is spent)" in line for line in said)
+
+
+def test_extra_runs_of_two_shards_never_share_a_number_and_merge_keeps_them(fake_lab, tmp_path):
+    assert [runner.extra_rep(3, Shard(i, 2), k) for i in (0, 1) for k in (0, 1)] == [4, 6, 5, 7]
+    sc = [parse_scenario({**BASE, "repeat": 2})]
+    fake_lab(UntrustedLab("ckcd", trusted_after=1))
+    dirs = [str(tmp_path / f"s{i}") for i in range(2)]
+    for i, d in enumerate(dirs):
+        batch = plan_batch(sc, PROJECT, Shard(i, 2))
+        runner.run_batch(sc, d, log=lambda msg: None, batch=batch, until_trusted=2, extra_max=1)
+    merged = merge_shards(dirs, str(tmp_path / "m"), log=lambda msg: None)
+    keys = sorted(records.run_key(r) for r in merged)
+    assert len(keys) == len(set(keys)) and any(k.endswith("/rep3") or k.endswith("/rep4") for k in keys)
+    assert (tmp_path / "m" / "runs" / keys[0] / "run.json").exists()
+
+
+# --- pooling -----------------------------------------------------------------------------------
+
+FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_record", "runs", "bbr_cubic", "droptail", "rep1", "run.json")
+
+
+class RecordedLab(FakeLab):
+    """Writes a real lab run's record (tests/fixtures/run_record) under each run's name: a
+    record the report can recompute every metric from."""
+
+    def __call__(self, scenario, case, rep, run_dir, progress=None, made_by=None):
+        self.calls.append(f"{scenario.name}/{case.name}/rep{rep}")
+        with open(FIXTURE) as f:
+            record = json.load(f)
+        record.update(runner.failed_record(scenario, case, rep, None), metrics=record["metrics"], **(made_by or {}))
+        records.write_json(os.path.join(run_dir, "run.json"), record)
+        return record
+
+def _batch_dir(tmp_path, name, sc, project=PROJECT):
+    batch = plan_batch(sc, project)
+    runner.run_batch(sc, str(tmp_path / name), log=lambda msg: None, batch=batch)
+    return str(tmp_path / name)
+
+
+def test_report_pools_the_trusted_runs_of_one_case_over_two_batches(fake_lab, tmp_path):
+    """Rule: `report DIR DIR --out` pools each case's runs of both batches (n adds up)."""
+    fake_lab(RecordedLab())
+    a = _batch_dir(tmp_path, "a", [parse_scenario({**BASE, "repeat": 2})])
+    b = _batch_dir(tmp_path, "b", [parse_scenario({**BASE, "repeat": 3})])
+    pooled, batches = pool.pool_dirs([a, b], log=lambda msg: None)
+    assert len(pooled) == 2 * 2 + 2 * 3 and len(batches) == 2
+    assert cli.main(["report", a, b, "--out", str(tmp_path / "p")]) == 0
+    rows = {row["case"]: row for row in csv.DictReader(open(tmp_path / "p" / "summary.csv"))}
+    assert rows["ckcd"]["runs"] == rows["ckcd"]["trusted"] == "5"
+
+
+def test_report_refuses_to_pool_different_scenarios_under_one_name(fake_lab, tmp_path):
+    fake_lab(FakeLab())
+    a = _batch_dir(tmp_path, "a", [parse_scenario(BASE)])
+    b = _batch_dir(tmp_path, "b", [parse_scenario({**BASE, "link": {**BASE["link"], "buffer_pkts": 20}})])
+    with pytest.raises(pool.PoolError, match="g/ckcd: .* link.buffer_pkts is 80 in .*/a/runs/g/ckcd/rep1 and 20 in .*/b/"):
+        pool.pool_dirs([a, b], log=lambda msg: None)
+    assert cli.main(["report", a, b, "--out", str(tmp_path / "p")]) == 2
+
+
+def test_report_refuses_one_run_twice_and_other_versions_when_asked(fake_lab, two_shards, tmp_path):
+    merged = tmp_path / "merged"
+    merge_shards(two_shards, str(merged), log=lambda msg: None)
+    with pytest.raises(pool.PoolError, match="both hold run .*a shard and the merge"):
+        pool.pool_dirs([two_shards[0], str(merged)], log=lambda msg: None)
+    newer = _batch_dir(tmp_path, "newer", scenarios(), {**PROJECT, "commit": "b" * 40})
+    for r in records.walk_records(newer):  # provenance.collect is faked: give the run its version
+        r["provenance"] = {"project": {**PROJECT, "commit": "b" * 40}}
+        records.write_json(os.path.join(records.run_dir_of(newer, r["scenario"]["name"], r["case"]["name"],
+                                                           r["rep"]), "run.json"), r)
+    both, _ = pool.pool_dirs([str(merged), newer], log=lambda msg: None)
+    assert len(both) == 2 * len(read_batch_file(two_shards[0])["plan"])
+    with pytest.raises(pool.PoolError, match="--same-version: the runs come from 2 project versions"):
+        pool.pool_dirs([str(merged), newer], same_version=True, log=lambda msg: None)
+
+
+def test_the_offline_commands_import_nothing_of_mininet(fake_lab, tmp_path):
+    """Rule: report, merge and export run on a machine without the lab (no Mininet, no root)."""
+    fake_lab(RecordedLab())
+    two_shards = [str(tmp_path / f"s{i}") for i in range(2)]
+    for i, d in enumerate(two_shards):
+        run_shard(d, Shard(i, 2))
+    code = ("import sys; from experiments import cli; "
+            f"cli.main(['merge', {two_shards[0]!r}, {two_shards[1]!r}, '--out', {str(tmp_path / 'm')!r}]); "
+            f"cli.main(['report', {str(tmp_path / 'm')!r}]); "
+            f"cli.main(['export', '--flent', {str(tmp_path / 'm')!r}]); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mininet', 'experiments.runner')); "
+            "print('IMPORTED', bad); sys.exit(1 if bad or 'experiments.runner' in sys.modules else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
