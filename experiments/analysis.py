@@ -5,11 +5,15 @@ recompute it. Means are taken over the scenario's measurement window (Scenario.m
 after the last flow joined plus the warm-up, until the first flow stops).
 
 Definitions (docs/experiments.md has the reasons):
-- throughput of a flow: iperf3's receiver goodput per second (TCP payload), averaged over the
-  window; a flow's share of the wire is 1514/1448 of it;
+- throughput of a flow: its goodput (TCP payload) over the window, from the bytes its sender's
+  kernel saw acknowledged (tcp_info, sampled by ss): what the network delivered. Records without
+  those samples fall back to iperf3's receiver, which counts bytes when it reads them and can
+  over-read a window that ends with the flow (docs/experiments.md). A flow's share of the wire
+  is 1514/1448 of its goodput;
 - utilization: sum of the flows' goodput over the capacity of the emulated links (seed 000's
   "summarized throughput of all the flows over the link capacity"); the TCP ceiling is
-  1448/1514 = 95.6 %. `busy` per link is the wire view (frame bytes sent / rate);
+  1448/1514 = 95.6 % (GOODPUT_CEILING), and a reading above it by more than
+  CEILING_TOLERANCE untrusts the run. `busy` per link is the wire view (frame bytes sent / rate);
 - queueing delay: ckcd-link's sojourn (arrival -> start of serialization) of the bottleneck
   direction; the mean over all dequeued frames in the window (the 100 ms log), p50/p95/p99 over
   the dequeue samples;
@@ -26,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from experiments.cpu import CpuSample
-from experiments.metrics import in_window, jain_index, mean_ci95, percentile, window_rate
+from experiments.metrics import counter_rate, in_window, jain_index, mean_ci95, percentile, window_rate
 from experiments.scenario import Scenario
 from ovs_config.link_daemon import schedule_kept
 
@@ -41,6 +45,11 @@ STEAL_HIGH_PCT = 10.0
 # (vswitchd, the hosts, a stalled vCPU). Measured: 0.4-1.1 ms in 25 runs at < 3 % steal; 3.9 and
 # 9.5 ms in two at 12 % steal, the second passing the schedule check (2026-11-22, docs/experiments.md).
 RTT_EXCESS_MAX_MS = 3.0
+# The most TCP payload an Ethernet link of rate R carries: R x 1448/1514 with 1500-byte frames
+# (MSS 1448 with timestamps, 66 bytes of Ethernet, IP and TCP headers; the link counts frames,
+# not preamble or gap). A run reading more than this plus the tolerance measured something wrong.
+GOODPUT_CEILING = 1448 / 1514
+CEILING_TOLERANCE = 0.005
 
 
 def fmt(value, digits: int = 1) -> str:
@@ -73,7 +82,8 @@ def run_metrics(record: dict) -> dict:
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
     ping = scenario.ping
     ping_access_ms = scenario.base_rtt_ms(ping.src, ping.dst) - scenario.link.rtt_ms if ping else 0.0
-    reasons = _untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms)
+    reasons = _untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms) \
+        + _ceiling_reasons(total / capacity_mbps, flows)
     return {"window_s": [w0, w1], "flows": flows,
             "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
             "rtts": _group_metrics(flows, rates, "rtt_class"),
@@ -139,10 +149,13 @@ def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -
     """A flow's goodput, sRTT and cwnd over the window, its base RTT (the scenario's) and the
     smallest RTT its TCP measured (the kernel's min RTT, over the whole flow); a flow that sent
     nothing in the window has 0 Mbit/s, one that failed has none."""
-    goodput = window_rate(flow["goodput"], w0, w1)
-    tcp = flow.get("tcp_info") or []  # [t, sRTT ms, cwnd segments, min RTT ms]
+    tcp = flow.get("tcp_info") or []  # [t, sRTT ms, cwnd segments, min RTT ms, bytes acknowledged]
+    acked = counter_rate([[r[0], r[4]] for r in tcp if len(r) > 4], w0, w1)
+    reads = window_rate(flow["goodput"], w0, w1)
+    goodput = acked * 8 / 1e6 if acked is not None else reads
     return {"label": flow["label"], "cc": flow["cc"], "aggregate": flow.get("aggregate"),
             "mean_mbps": goodput if goodput is not None else (None if flow["error"] else 0.0),
+            "read_mbps": reads, "goodput_source": "tcp_info" if acked is not None else "iperf3",
             "srtt_ms": _stats(in_window(flow["srtt"], w0, w1)), "retransmits": flow.get("retransmits"),
             "base_rtt_ms": base_rtt_ms, "min_rtt_ms": flow.get("min_rtt_ms"),
             "rtt_class": rtt_class(base_rtt_ms),
@@ -261,6 +274,15 @@ def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows
     return (_cpu_reasons(cpu["saturated_fraction"]) + _schedule_reasons(links, blame)
             + _rtt_reasons(rtt["mean"], delay_ms, links, blame, ping_access_ms)
             + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]])
+
+
+def _ceiling_reasons(utilization: float, flows: list[dict]) -> list[str]:
+    if utilization <= GOODPUT_CEILING + CEILING_TOLERANCE:
+        return []
+    sources = sorted({f["goodput_source"] for f in flows})
+    return [f"utilization {100 * utilization:.1f} % is above TCP's goodput ceiling of {100 * GOODPUT_CEILING:.1f} % "
+            f"(+ {100 * CEILING_TOLERANCE:g} points of tolerance): the throughput measured from "
+            f"{' and '.join(sources)} is wrong for this run"]
 
 
 def _cpu_reasons(saturated: float) -> list[str]:

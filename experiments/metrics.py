@@ -81,3 +81,16 @@ def window_rate(series: Sequence[Sequence[float]], start_s: float, end_s: float)
     seconds = sum(w for _, w in pairs)
     return sum(v * w for v, w in pairs) / seconds if seconds > 0 else None
 
+
+def counter_rate(series: Sequence[Sequence[float]], start_s: float, end_s: float,
+                 min_span_fraction: float = 0.5) -> float | None:
+    """The rate of a cumulative counter sampled as [(t, count), ...] over the window: the count's
+    growth between its first and last sample in [start_s, end_s] over their time apart. None when
+    those samples span less than min_span_fraction of the window (too few to say)."""
+    inside = [(t, v) for t, v in series if start_s <= t <= end_s and v is not None]
+    if len(inside) < 2:
+        return None
+    (t0, v0), (t1, v1) = inside[0], inside[-1]
+    if t1 - t0 < min_span_fraction * (end_s - start_s) or v1 < v0:
+        return None
+    return (v1 - v0) / (t1 - t0)

@@ -112,7 +112,7 @@ def _timeseries_csv(path: str, records: list[dict]) -> None:
             for fl in r["flows"]:
                 for t, mbps, *_ in fl.get("goodput", []):
                     w.writerow(head + [fl["label"], fl["cc"], t, "goodput_mbps", _csv_num(mbps)])
-                for t, srtt, cwnd, min_rtt in fl.get("tcp_info") or []:
+                for t, srtt, cwnd, min_rtt, *_ in fl.get("tcp_info") or []:
                     for name, v in (("srtt_ms", srtt), ("cwnd_pkts", cwnd), ("min_rtt_ms", min_rtt)):
                         if v is not None:
                             w.writerow(head + [fl["label"], fl["cc"], t, name, _csv_num(v)])

@@ -93,6 +93,31 @@ def test_means_pool_trusted_runs_only_and_name_the_others(tmp_path):
     assert (row["runs"], row["trusted"], row["pooled"], row["includes_untrusted"]) == ("3", "2", "3", "1")
 
 
+def test_goodput_comes_from_the_bytes_the_sender_saw_acknowledged():
+    """Rule: a flow's goodput over the window is its sender's tcp_info bytes_acked growth (what
+    the network delivered); iperf3's receiver reads, which a late reader bunches up at the flow's
+    end, are kept beside it (read_mbps) and used only for records without those samples."""
+    rec = record("droptail", 60.0, 40.0, 6.0, 26.0)  # iperf3 reads: 100 Mbit/s, above the ceiling
+    for f, mbps in zip(rec["flows"], (55.0, 39.0)):
+        f["tcp_info"] = [[t / 2, 21.0, 40, 20.1, int(mbps * 1e6 / 8 * t / 2)] for t in range(81)]
+    m = analysis.run_metrics(rec)
+    bbr, cubic = m["flows"]
+    assert (bbr["mean_mbps"], bbr["read_mbps"], bbr["goodput_source"]) == (pytest.approx(55.0), 60.0, "tcp_info")
+    assert m["utilization"] == pytest.approx(0.94) and m["fidelity"]["trusted"]
+
+
+def test_a_reading_above_the_goodput_ceiling_untrusts_its_run():
+    """Rule: TCP payload cannot exceed 1448/1514 of the link rate; a run whose utilization reads
+    above that by more than CEILING_TOLERANCE is untrusted, naming the reading and its source."""
+    at = analysis.GOODPUT_CEILING + analysis.CEILING_TOLERANCE
+    ok = analysis.run_metrics(record("droptail", 100 * at - 30.01, 30.0, 6.0, 26.0))
+    assert ok["fidelity"]["trusted"]
+    over = analysis.run_metrics(record("droptail", 99.6 - 30.0, 30.0, 6.0, 26.0))
+    assert not over["fidelity"]["trusted"]
+    [why] = over["fidelity"]["reasons"]
+    assert why.startswith("utilization 99.6 % is above TCP's goodput ceiling of 95.6 %") and "iperf3" in why
+
+
 def test_summary_and_headline_against_droptail():
     recs = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("droptail", 82.0, 8.0, 6.2, 26.2),
             record("ckcd", 45.0, 45.0, 1.0, 21.0), record("ckcd", 44.0, 46.0, 1.2, 21.2)]

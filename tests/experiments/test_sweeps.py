@@ -506,8 +506,9 @@ def _batch_dir(tmp_path, name, sc, project=PROJECT):
 def test_report_pools_the_trusted_runs_of_one_case_over_two_batches(fake_lab, tmp_path):
     """Rule: `report DIR DIR --out` pools each case's runs of both batches (n adds up)."""
     fake_lab(RecordedLab())
-    a = _batch_dir(tmp_path, "a", [parse_scenario({**BASE, "repeat": 2})])
-    b = _batch_dir(tmp_path, "b", [parse_scenario({**BASE, "repeat": 3})])
+    at_100 = {**BASE, "link": {**BASE["link"], "rate_mbps": 100}}  # the recorded run's rate
+    a = _batch_dir(tmp_path, "a", [parse_scenario({**at_100, "repeat": 2})])
+    b = _batch_dir(tmp_path, "b", [parse_scenario({**at_100, "repeat": 3})])
     pooled, batches = pool.pool_dirs([a, b], log=lambda msg: None)
     assert len(pooled) == 2 * 2 + 2 * 3 and len(batches) == 2
     assert cli.main(["report", a, b, "--out", str(tmp_path / "p")]) == 0

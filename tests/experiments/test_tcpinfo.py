@@ -14,7 +14,7 @@ FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "ss", "iperf
 def test_parse_ss_reads_addresses_rtt_cwnd_and_min_rtt():
     control, data = parse_ss(open(FIXTURE).read())
     assert (data.local, data.local_port, data.peer, data.peer_port) == ("127.0.0.1", 53806, "127.0.0.1", 5998)
-    assert (data.srtt_ms, data.cwnd, data.min_rtt_ms) == (0.147, 32, 0.004)
+    assert (data.srtt_ms, data.cwnd, data.min_rtt_ms, data.bytes_acked) == (0.147, 32, 0.004, 1545338918)
     assert (control.local_port, control.cwnd, control.min_rtt_ms) == (53804, 13, 0.011)
 
 
@@ -35,8 +35,8 @@ def test_the_sampler_reads_each_flow_by_its_data_connections_port():
     stop = threading.Event()
     sampler = TcpInfoSampler({"h1": RecordedHost()}, {"h1": {53806: 5998}}, t0=0.0, interval_s=0.1, stop=stop)
     sampler._sample("h1", {53806: 5998})
-    [[_, srtt, cwnd, min_rtt]] = sampler.series[5998]
-    assert (srtt, cwnd, min_rtt) == (0.147, 32, 0.004) and sampler.errors == []
+    [[_, srtt, cwnd, min_rtt, acked]] = sampler.series[5998]
+    assert (srtt, cwnd, min_rtt, acked) == (0.147, 32, 0.004, 1545338918) and sampler.errors == []
 
 
 def test_a_failing_ss_is_recorded_not_sampled():
