@@ -6,13 +6,18 @@ in datapath/core/<discipline>.c.
 What a table cannot say - a relation between two parameters (RED's min below max, CKCD's
 dth_min_ms below dth_max_ms), or a parameter that depends on the link's rate (CKCD's qmin
 against its BDP) - only the core's own init knows; ovs_config.aqm.check_spec asks it, and
-the REST API does so before it stores a policy.
+the REST API does so before it stores a policy, the scenario loader when it reads a file.
+
+Spec text is written in one place, spec_text (each value by Param.format), so what the
+checks passed is what reaches the core.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import ipaddress
+import math
 import re
 
 from coex.discipline_table import TABLE
@@ -42,13 +47,17 @@ class Param:
             if not isinstance(value, str) or not _TEXT_RE.fullmatch(value):
                 return f"must be a word of letters, digits and _.,:+- ({self.unit})"
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or isinstance(value, float) and not math.isfinite(value)):
             return f"must be a number ({self.unit})"
         if not self.min <= value <= self.max:
-            return f"must be between {self.min:g} and {self.max:g} {self.unit}, got {value:g}"
-        scaled = value * 10 ** self.decimals
-        if abs(scaled - round(scaled)) > 1e-6 * max(1.0, abs(scaled)):
-            return f"takes at most {self.decimals} decimals, got {value!r}"
+            return (f"must be between {self.format(self.min)} and {self.format(self.max)} {self.unit}, "
+                    f"got {self.format(value)}")
+        # The digits format() writes, counted as the core's parser counts them: the two agree
+        # on every value, where a tolerance would pass 0.30000000000000004 that the core refuses.
+        text = self.format(value)
+        if len(text.partition(".")[2]) > self.decimals:
+            return f"takes at most {self.decimals} decimals, got {text}"
         return None
 
     def json_schema(self) -> dict:
@@ -68,12 +77,20 @@ class Param:
         return number
 
     def format(self, value) -> str:
-        """The value as the core's spec grammar takes it: no exponent, no trailing zeros."""
+        """The value as the core's spec grammar takes it: no exponent (Python writes 0.00005
+        as 5e-05, which the core refuses), no trailing zeros, and every digit the value has:
+        never rounded to the table's decimals, since a value with more decimals is the core's
+        to refuse (and problem()'s, naming it), not ours to change silently."""
         if self.kind == "text" or isinstance(value, str):
             return value
-        if float(value).is_integer():
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # exact at any size (float() of 10**400 overflows)
+        if not isinstance(value, float) or not math.isfinite(value):
+            raise ValueError(f"{self.name}: {value!r} is not a number")
+        if value.is_integer():
             return str(int(value))
-        return f"{value:.{self.decimals}f}".rstrip("0").rstrip(".")
+        # repr is the shortest text that reads back as this float: what the TOML or JSON said
+        return format(decimal.Decimal(repr(value)), "f")
 
 
 def host_pair_problem(value: str) -> str | None:
@@ -115,3 +132,13 @@ DISCIPLINES: dict[str, Discipline] = {
 # itself under Separate Queues (each band running the port's discipline).
 PORT_DISCIPLINES = tuple(name for name, d in DISCIPLINES.items() if not d.takes_children)
 DROP_REASONS = tuple(TABLE["drop_reasons"])
+
+
+def spec_text(discipline: str, params: dict) -> str:
+    """The spec text of a discipline with these parameters, in their order: 'red limit=80
+    max_p=0.00005'. The one renderer of specs (the policy's, the experiments', the bands the
+    controller composes), so a value reaches the core as Param.format writes it everywhere.
+    Callers have checked the names and values (Param.problem; relations: the core's
+    check_spec): a name not in the table is a KeyError here."""
+    table = DISCIPLINES[discipline].params
+    return " ".join([discipline] + [f"{k}={table[k].format(v)}" for k, v in params.items()])

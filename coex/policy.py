@@ -23,7 +23,7 @@ import ipaddress
 import json
 import re
 
-from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES
+from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES, spec_text
 
 BUILTIN_AGGREGATES = ("low_delay", "queue_filling", "penalized", "default")
 AQM_DISCIPLINES = PORT_DISCIPLINES  # from the core's own table (coex/disciplines.py)
@@ -742,8 +742,7 @@ class Aqm:
         params = dict(self.params)
         if capacity_bps is not None and discipline.rate_aware and "rate_bps" not in params:
             params["rate_bps"] = capacity_bps
-        return " ".join([self.discipline] + [f"{k}={discipline.params[k].format(v)}"
-                                             for k, v in params.items()])
+        return spec_text(self.discipline, params)
 
     def to_dict(self) -> dict:
         return {"discipline": self.discipline, "params": dict(self.params)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from coex import planner
+from coex.disciplines import spec_text
 from coex.planner import QueueClass, QueuePlan
 from coex.policy import Policy, Port
 
@@ -39,13 +40,13 @@ def bands_spec(plan: QueuePlan, band_discipline: str = "droptail limit=80",
                penalized_aggregate: str | None = "penalized") -> str:
     """The ckcd-link `bands` spec for a queue plan: one band per aggregate, DSCP-mapped."""
     classes = sorted(plan.classes, key=lambda c: c.index)
-    parts = [f"weights={','.join(str(c.weight) for c in classes)}",
-             f"map={','.join(f'{c.dscp}:{c.index}' for c in classes if c.index != plan.default_index)}",
-             f"default={plan.default_index}"]
+    params = {"weights": ",".join(str(c.weight) for c in classes),
+              "map": ",".join(f"{c.dscp}:{c.index}" for c in classes if c.index != plan.default_index),
+              "default": plan.default_index}
     pen = [c.index for c in classes if c.aggregate == penalized_aggregate]
     if pen:
-        parts.append(f"penalized={pen[0]}")
-    return " | ".join(["bands " + " ".join(parts)] + [band_discipline] * len(classes))
+        params["penalized"] = pen[0]
+    return " | ".join([spec_text("bands", params)] + [band_discipline] * len(classes))
 
 
 def link_discipline(policy: Policy, port: Port, base_spec: str) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from coex.disciplines import DISCIPLINES as CORE_DISCIPLINES
-from coex.disciplines import PORT_DISCIPLINES
+from coex.disciplines import PORT_DISCIPLINES, spec_text
+from ovs_config.aqm import AqmSpecError
 
 DISCIPLINES = PORT_DISCIPLINES  # every discipline of datapath/core a port can run
 
@@ -30,7 +31,7 @@ def table_ii_params(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: 
     if discipline == "codel":
         return {"limit": buffer_pkts, "target_ms": 5, "interval_ms": 100}
     if discipline == "ckcd":
-        return {"limit": buffer_pkts, "delta_ms": 100, "d_ms": 5, "rate_bps": rate_bps, "rtt_ms": _num(rtt_ms)}
+        return {"limit": buffer_pkts, "delta_ms": 100, "d_ms": 5, "rate_bps": rate_bps, "rtt_ms": rtt_ms}
     if discipline == "cocoa":  # seed 002: the buffer is each flow's initial limit (100, "like in fq")
         return {"flow_limit": buffer_pkts}
     if discipline in DISCIPLINES and "limit" in KNOWN_PARAMS[discipline]:
@@ -40,21 +41,18 @@ def table_ii_params(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: 
 
 def discipline_spec(discipline: str, rate_bps: int, rtt_ms: float, buffer_pkts: int,
                     overrides: dict[str, Any] | None = None) -> str:
-    """The ckcd-link --qdisc spec, e.g. "ckcd limit=80 delta_ms=100 d_ms=5 rate_bps=100000000 rtt_ms=20"."""
+    """The ckcd-link --qdisc spec, e.g. "ckcd limit=80 delta_ms=100 d_ms=5 rate_bps=100000000 rtt_ms=20".
+    An override the core's table refuses raises AqmSpecError naming it, as the core would, so
+    a scenario names its key; relations between parameters are the core's (check_spec)."""
     params = table_ii_params(discipline, rate_bps, rtt_ms, buffer_pkts)
     for key, value in (overrides or {}).items():
         if key not in KNOWN_PARAMS[discipline]:
-            raise ValueError(f"{discipline} has no parameter {key!r} (known: {' '.join(KNOWN_PARAMS[discipline])})")
+            known = " ".join(KNOWN_PARAMS[discipline])
+            raise AqmSpecError(f"{discipline} has no parameter {key!r} (known: {known})", key)
         param = CORE_DISCIPLINES[discipline].params[key]
         problem = param.problem(value)
         # A key may name a host pair ("h1>h3"): the runner and ckcd-link resolve it.
         if problem and not (param.unit == "key" and isinstance(value, str) and ">" in value):
-            raise ValueError(f"{discipline} {key}: {problem}")
+            raise AqmSpecError(f"{discipline} {key}: {problem}", key)
         params[key] = value
-    return " ".join([discipline] + [f"{k}={_num(v)}" for k, v in params.items()])
-
-
-def _num(value) -> str | Any:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return spec_text(discipline, params)

@@ -7,13 +7,15 @@ when a copy drifts from the C tables or when input the core would refuse gets th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 
 import pytest
 
-from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES
+from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES, spec_text
 from controller_parts import ControllerParts
 from coex.policy import Policy, PolicyError
 from experiments.disciplines import KNOWN_PARAMS, discipline_spec
@@ -156,3 +158,81 @@ def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
     status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {},
                                     json.dumps({"discipline": "cocoa", "params": {"flow_limit": 50}}).encode())
     assert status == 200 and app.policy_version == before[0] + 1
+
+
+# Relations the core checks between parameters, as chains each below (or not above) the next:
+# a value at one end of its range is tried with the parameters before it at their minimum and
+# those after it at their maximum, so it is judged on its own, not against another's default.
+CHAINS = {"red": [("min", "max", "limit")], "choke": [("min", "max", "limit")], "fred": [("min", "max", "limit")],
+          "ckcd": [("qmin", "qmax", "limit"), ("dth_min_ms", "dth_max_ms")]}
+ALSO = {("hdcodel", "heavy_key"): {"mode": "static"}}  # a heavy key is static mode's only
+BANDS_CHILDREN = " | droptail" * 8  # room for `default` and `penalized` up to band 7
+
+
+def room_for(name: str, param: str) -> dict:
+    table = DISCIPLINES[name].params
+    out = dict(ALSO.get((name, param), {}))
+    for chain in CHAINS.get(name, []):
+        if param in chain:
+            i = chain.index(param)
+            out.update({q: table[q].min for q in chain[:i]} | {q: table[q].max for q in chain[i + 1:]})
+    return out
+
+
+def values_to_render(param) -> list[Decimal]:
+    """The range's ends, the default, a step inside each end and a value with every decimal
+    the core takes (0.1234567... of the way up the range, cut to the param's decimals)."""
+    step = Decimal(1).scaleb(-param.decimals)
+    lo, hi = Decimal(repr(param.min)), Decimal(repr(param.max))
+    every_digit = (lo + (hi - lo) * Decimal("0." + "123456789" * 3)).quantize(step, rounding=ROUND_DOWN)
+    candidates = {lo, hi, Decimal(repr(param.default)), lo + step, hi - step, every_digit}
+    return sorted(v for v in candidates if lo <= v <= hi)
+
+
+def described(spec: str) -> tuple[dict | None, dict | None]:
+    """ckcd-replay --describe: the parsed spec's own parameters, or the core's typed refusal."""
+    done = subprocess.run([str(REPO / "datapath" / "build" / "ckcd-replay"), "--describe", "--rate-bps",
+                           "100000000", "--qdisc", spec], capture_output=True, text=True, timeout=10)
+    if done.returncode == 0:
+        return dict(kv.split("=", 1) for kv in done.stdout.split("|")[0].split()[1:]), None
+    return None, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", list(DISCIPLINES))
+def test_every_rendered_value_is_parsed_back_by_the_core_as_the_same_value(name):
+    """spec_text is the one renderer: every numeric parameter at its range's ends, its default
+    and values with every decimal it takes is written as plain decimals, and the core reads
+    back the same value. A value no setting of the others lets run (RED's min at its
+    maximum leaves no max above it) may only be refused as a conflict, at an end of its range:
+    the parser took it, the relation did not."""
+    for param in (p for p in DISCIPLINES[name].params.values() if p.kind == "number"):
+        for exact in values_to_render(param):
+            value = int(exact) if param.decimals == 0 else float(exact)
+            text = spec_text(name, {**room_for(name, param.name), param.name: value})
+            rendered = text.split(f" {param.name}=")[1].split()[0]
+            assert re.fullmatch(r"-?\d+(\.\d*[1-9])?", rendered) and Decimal(rendered) == exact, text
+            got, refusal = described(text + (BANDS_CHILDREN if DISCIPLINES[name].takes_children else ""))
+            if got is None:
+                ends = (Decimal(repr(param.min)), Decimal(repr(param.max)))
+                near_end = any(abs(exact - end) <= Decimal(1).scaleb(-param.decimals) for end in ends)
+                assert refusal["code"] == "conflict" and near_end, (text, refusal)
+            else:
+                assert Decimal(got[param.name]) == exact, (text, got[param.name])
+
+
+@pytest.mark.parametrize("value,text", [(0.00005, "0.00005"), (1e-06, "0.000001"), (0.1, "0.1"), (5.0, "5"),
+                                        (100_000_000, "100000000"), (1e12, "1000000000000")])
+def test_format_writes_plain_decimals_never_an_exponent(value, text):
+    assert DISCIPLINES["red"].params["max_p"].format(value) == text
+
+
+def test_a_value_with_more_decimals_than_the_core_takes_is_refused_not_rounded():
+    """Param.problem counts the digits format() writes, as the core's parser counts them: the
+    value is never rounded to the table's decimals and run as another."""
+    max_p = DISCIPLINES["red"].params["max_p"]
+    assert max_p.problem(0.00005) is None
+    assert max_p.problem(0.1000004) == "takes at most 6 decimals, got 0.1000004"
+    assert max_p.problem(0.1 + 0.2) == "takes at most 6 decimals, got 0.30000000000000004"
+    with pytest.raises(AqmSpecError) as e:  # and the core agrees
+        check_spec(spec_text("red", {"max_p": 0.1000004}), 100_000_000)
+    assert e.value.param == "max_p"
