@@ -45,6 +45,8 @@ after its values (`<name>_100mbit_rtt20ms_cc-reno`); the first key varies slowes
 
 Each point is checked as a whole scenario when the file is read, so a grid with an unknown key,
 an empty list or a value out of range is refused, naming `sweep.<key>`, before anything runs.
+That check includes the core's own check of every discipline spec (_check_by_core), so a point
+where RED's min is not below its max fails the load, not every run of the case.
 
 Unknown keys and wrong types are refused with a `ScenarioError` that names the key
 (`flows[1].cc`), so a typo never silently changes an experiment.
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -64,6 +67,7 @@ from typing import Any
 
 from experiments.disciplines import DISCIPLINES, discipline_spec
 from experiments.traffic import CONGESTION_CONTROLS
+from ovs_config.aqm import AqmBackendError, AqmSpecError, check_spec
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 TOPOLOGIES = ("dumbbell", "twopaths")
@@ -217,12 +221,16 @@ class Scenario:
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
 
-    def qdisc_spec(self, discipline: str) -> str:
-        """The ckcd-link spec of a discipline or variant of this scenario; a variant's
-        parameters go over its discipline's [discipline_params]."""
+    def overrides(self, discipline: str) -> tuple[str, dict[str, Any]]:
+        """The core's discipline a discipline or variant of this scenario runs, and the
+        parameters the file gives it: a variant's go over its discipline's [discipline_params]."""
         variant = dict(self.variants.get(discipline, {}))
         base = variant.pop("discipline", discipline)
-        params = {**self.discipline_params.get(base, {}), **variant}
+        return base, {**self.discipline_params.get(base, {}), **variant}
+
+    def qdisc_spec(self, discipline: str) -> str:
+        """The ckcd-link spec of a discipline or variant of this scenario."""
+        base, params = self.overrides(discipline)
         return discipline_spec(base, self.link.rate_bps, self.link.rtt_ms, self.link.buffer_pkts, params)
 
     def expanded(self) -> list["Scenario"]:
@@ -369,7 +377,7 @@ def parse_scenario(data: dict, source: str | None = None) -> Scenario:
     for axis in axes:
         if not _has_path(own_doc, axis.path):
             _set_path(own_doc, axis.path, axis.values[0])
-    scenario = _parse_in_grid(own_doc, axes, "the file's own scenario", source)
+    scenario = _parse_in_grid(own_doc, axes, OWN_SCENARIO, source)
     scenario.sweep = {axis.key: list(axis.values) for axis in axes}
     scenario._members = _grid_members(scenario, base_doc, axes, source)
     return scenario
@@ -511,6 +519,7 @@ def _variants(vt: _Table) -> dict[str, dict[str, Any]]:
 # --- grids ([sweep]) --------------------------------------------------------------------------
 
 SWEEP_MAX_POINTS = 10_000
+OWN_SCENARIO = "the file's own scenario"  # a grid's base: where its errors are the file's own
 # Keys that name the scenario or the grid, and `repeat`, which is the batch's (--repeat).
 UNSWEEPABLE = ("name", "title", "source", "notes", "sweep", "repeat")
 # `[sweep] delay_ms`: the grid's first form (one scenario per one-way delay), still read.
@@ -621,8 +630,12 @@ def _parse_in_grid(doc: dict, axes: list[SweptKey], where: str, source: str | No
             raise
         named = next((a for a in axes if err.key.startswith(_dotted(a.path)) or
                       _dotted(a.path).startswith((err.key + ".", err.key + "["))), None)
-        if named is None:
+        if named is None and where == OWN_SCENARIO:
             raise
+        if named is None:
+            # A key the grid leaves alone, refused at this point only (the core refusing a RED
+            # max that Table II derives from a swept link.buffer_pkts): the point says why.
+            raise ScenarioError(f"at {where}: {err.message}", err.key, source) from None
         raise ScenarioError(f"at {where}: {err.key}: {err.message}", f"sweep.{named.key}", source) from None
 
 
@@ -803,18 +816,69 @@ def _ping(pg: _Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:
 
 
 def _check_discipline_params(scenario: Scenario, source: str | None) -> None:
-    """Parameters are checked now, by building each discipline's spec, not in the middle of a run."""
+    """Parameters are checked now, not in the middle of a run: each against the core's table
+    as the spec is built, then the whole spec by the core itself (_check_by_core)."""
     hosts = scenario.hosts
     for d in scenario.disciplines:
-        where = f"variants.{d}" if d in scenario.variants else f"discipline_params.{d}"
+        where = _param_key(scenario, d, None)
         try:
             spec = scenario.qdisc_spec(d)
-        except ValueError as err:
-            raise ScenarioError(str(err), where, source) from None
+        except AqmSpecError as err:
+            raise ScenarioError(err.message, _param_key(scenario, d, err.param), source) from None
         for src, dst in HOST_PAIR_RE.findall(spec):
             if src not in hosts["senders"] + hosts["receivers"] or dst not in hosts["senders"] + hosts["receivers"]:
                 raise ScenarioError(f"{src}>{dst}: the hosts are {', '.join(hosts['senders'] + hosts['receivers'])}",
                                     where, source)
+        _check_by_core(scenario, d, spec, source)
+
+
+def _check_by_core(scenario: Scenario, discipline: str, spec: str, source: str | None) -> None:
+    """The core's own check of a spec (ckcd-replay --describe, as the REST API asks it), at
+    every rate the run's link takes (ckcd-link rebuilds a discipline at a link change's rate,
+    and refuses the change if the discipline does): what only the core's init knows, RED's
+    min below max or CKCD's qmin against its BDP, is refused here, naming the key, instead of
+    failing every run of the case."""
+    # The runner gives ckcd-link the hosts' addresses, which it turns into a number: the
+    # core only ever sees a number there.
+    spec = HOST_PAIR_RE.sub("0", spec)
+    rates = [scenario.link.rate_bps] + [c.rate_bps for c in scenario.link_changes if c.rate_bps]
+    for rate in dict.fromkeys(rates):
+        try:
+            refusal = _core_refusal(spec, rate)
+        except AqmBackendError as err:
+            raise ScenarioError(f"the core cannot check it: {err}", _param_key(scenario, discipline, None),
+                                source) from None
+        if refusal is not None:
+            at = "" if rate == scenario.link.rate_bps else f" (at a link change's rate, {rate} bit/s)"
+            given = scenario.overrides(discipline)[1]
+            # Of the two parameters a conflict is between, name the one the file sets.
+            param = refusal.other if refusal.param not in given and refusal.other in given else refusal.param
+            raise ScenarioError(refusal.message + at, _param_key(scenario, discipline, param), source)
+
+
+@functools.lru_cache(maxsize=None)
+def _core_refusal(spec: str, rate_bps: int) -> AqmSpecError | None:
+    """check_spec once per distinct spec and rate in a process: each is a ckcd-replay
+    process, and a grid repeats most of its specs at every point."""
+    try:
+        check_spec(spec, rate_bps)
+    except AqmSpecError as err:
+        return err.with_traceback(None)  # kept for the process: not its frames
+    return None
+
+
+def _param_key(scenario: Scenario, discipline: str, param: str | None) -> str:
+    """The scenario key that sets (or would set) a parameter of a discipline or variant: the
+    variant's own table unless only [discipline_params] sets it; the table itself when no
+    parameter is named."""
+    variant = scenario.variants.get(discipline)
+    if variant is None:
+        table = f"discipline_params.{discipline}"
+    elif param not in variant and param in scenario.discipline_params.get(variant["discipline"], {}):
+        table = f"discipline_params.{variant['discipline']}"
+    else:
+        table = f"variants.{discipline}"
+    return f"{table}.{param}" if param else table
 
 
 # A host pair named by hosts in a spec value (hdcodel's heavy_key = "h1>h3"): the runner
