@@ -46,9 +46,17 @@ struct pkt {
 	uint64_t arrival_ns;
 	uint64_t release_ns;
 	uint32_t flow_idx;   /* index into the direction's flow table */
-	uint32_t pad;
+	uint32_t late_ns;    /* --release-lateness: held this long past release_ns (pipe.c) */
 	uint8_t data[];      /* frame bytes (aqm.len of them) */
 };
+
+/* When the sender may send p: its release plus the artificial lateness,
+ * which the lateness statistics count like any other (they measure
+ * against release_ns). */
+static inline uint64_t pkt_send_at(const struct pkt *p)
+{
+	return p->release_ns + p->late_ns;
+}
 
 struct pkt_pool {
 	uint8_t *mem;
@@ -107,6 +115,7 @@ struct flow_stats {
 #define HOST_LINE_SHARE 4
 
 #define RELEASE_BATCH_MAX_NS 10000000ull /* --release-batch at most 10 ms */
+#define RELEASE_LATENESS_MAX_NS 10000000ull /* --release-lateness: a mean of at most 10 ms */
 /* With sender threads and a delay of at least twice this, the main thread
  * serves a queue half a delay before its head could be due at the sender
  * (dir_next_event); under it, at each frame's start. */
@@ -177,6 +186,7 @@ struct link_dir {
 	 * thread writes line_tail, the sender thread line_head (atomics) */
 	struct pkt **line;
 	uint32_t line_mask, line_head, line_tail;
+	struct aqm_rng late_rng; /* --release-lateness draws (main thread, pipe.c) */
 	/* sent frames on their way back to the pool: the sender writes
 	 * freed_tail, the main thread freed_head */
 	struct pkt **freed;
@@ -234,6 +244,7 @@ struct link_config {
 	int quiet;
 	int sender_threads; /* one sender thread per direction (default) */
 	uint64_t release_batch_ns; /* a sender wakes at most this often (0: at every release) */
+	uint64_t release_lateness_ns; /* mean artificial lateness of a release (0: none) */
 	enum rx_io rx_io;          /* asked for; each direction's ring says what it got */
 	struct host_delay host_delay[HOST_DELAY_MAX]; /* --host-delay, both directions */
 	unsigned n_host_delay;

@@ -53,6 +53,9 @@ static void usage(FILE *f)
 		"  --release-batch DUR    a sender's timed wake-ups are at least DUR apart (250us, 1ms;\n"
 		"                         a bare number is ms) and each sends what is due: frames up to\n"
 		"                         DUR late, fewer wake-ups (default 0: each frame at its release)\n"
+		"  --release-lateness DUR a test knob: each frame leaves a random time after its release,\n"
+		"                         uniform in [0, 2 x DUR) (mean DUR, 0..10ms), in order, counted\n"
+		"                         as release lateness; the rate is kept (default 0: none)\n"
 		"  --host-delay ADDR=DUR  frames from host ADDR (IPv4/IPv6 source) wait DUR more before\n"
 		"                         the queue, as on a longer access link (repeat, up to 16 hosts)\n"
 		"  --rx-io HOW            how frames are read: ring (a mapped PACKET_RX_RING, no system\n"
@@ -73,11 +76,25 @@ static void die(const char *msg)
 	exit(1);
 }
 
+/* --release-batch, --release-lateness: a duration of 0..max. */
+static uint64_t parse_release_dur(const char *arg, const char *param, uint64_t max)
+{
+	char err[256];
+	uint64_t v;
+
+	if (parse_delay(arg, &v, err, sizeof(err)) < 0 || v > max) {
+		snprintf(err, sizeof(err), "'%s' is not a duration in 0..%gms (e.g. 250us)", arg,
+			 (double)max / 1e6);
+		die_param(param, err);
+	}
+	return v;
+}
+
 static void parse_args(int argc, char **argv, struct link_config *cfg)
 {
 	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
 	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET,
-	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RX_IO, O_HOST_DELAY };
+	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RELEASE_LATENESS, O_RX_IO, O_HOST_DELAY };
 	static const struct option opts[] = {
 		{"if-a", required_argument, 0, O_IF_A},
 		{"if-b", required_argument, 0, O_IF_B},
@@ -97,6 +114,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		{"quiet", no_argument, 0, O_QUIET},
 		{"single-thread", no_argument, 0, O_SINGLE_THREAD},
 		{"release-batch", required_argument, 0, O_RELEASE_BATCH},
+		{"release-lateness", required_argument, 0, O_RELEASE_LATENESS},
 		{"rx-io", required_argument, 0, O_RX_IO},
 		{"host-delay", required_argument, 0, O_HOST_DELAY},
 		{"help", no_argument, 0, 'h'},
@@ -171,12 +189,12 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		case O_QUIET: cfg->quiet = 1; break;
 		case O_SINGLE_THREAD: cfg->sender_threads = 0; break;
 		case O_RELEASE_BATCH:
-			if (parse_delay(optarg, &v, err, sizeof(err)) < 0 || v > RELEASE_BATCH_MAX_NS) {
-				snprintf(err, sizeof(err), "'%s' is not a duration in 0..10ms (e.g. 250us)",
-					 optarg);
-				die_param("release-batch", err);
-			}
-			cfg->release_batch_ns = v;
+			cfg->release_batch_ns = parse_release_dur(optarg, "release-batch",
+								  RELEASE_BATCH_MAX_NS);
+			break;
+		case O_RELEASE_LATENESS:
+			cfg->release_lateness_ns = parse_release_dur(optarg, "release-lateness",
+								     RELEASE_LATENESS_MAX_NS);
 			break;
 		case O_RX_IO:
 			if (strcmp(optarg, "auto") == 0)

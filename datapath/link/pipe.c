@@ -179,6 +179,9 @@ int dir_init(struct link *l, int index, char *err, size_t errlen)
 	d->delay_ns = l->cfg.delay_ns[index];
 	/* Direction ab draws what ckcd-replay --seed draws; ba its own stream. */
 	aqm_host_init(&d->host, l->cfg.seed + (uint64_t)index, dir_drop, d);
+	/* --release-lateness has a stream of its own ("late"), so turning it
+	 * on leaves the discipline's draws, and ckcd-replay's, as they were. */
+	aqm_rng_seed(&d->late_rng, (l->cfg.seed ^ 0x6c617465ull) + (uint64_t)index);
 	d->host.mark = dir_mark;
 	d->env = aqm_host_env(&d->host, d->rate_bps);
 	while (cap < l->cfg.pool_pkts)
@@ -362,6 +365,35 @@ static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
 	return (bits * 1000000000ull + d->rate_bps - 1) / d->rate_bps;
 }
 
+/* --release-lateness D, a test knob: how much do results depend on the
+ * daemon releasing frames late? Each frame is held past its release_ns by
+ * a draw uniform in [0, 2D) (mean D); the sender sends it at pkt_send_at()
+ * and the schedule statistics, measured against release_ns, count the hold
+ * as lateness, so late_mean_us and the fidelity check see it. Not a
+ * constant: that would only be more propagation delay, and real lateness
+ * (a late wake-up, a busy sender) varies frame to frame. Only the release
+ * moves: the serializer's start and free times, and so the rate, stay the
+ * schedule's. The line is FIFO, so a frame never leaves before the one
+ * ahead of it: one drawn short behind one drawn long waits for it. Uniform,
+ * not exponential, because it is bounded: the frame ahead is held to its
+ * release + 2D at most, so the wait behind it never holds a frame past 2D,
+ * and over any window longer than 2D the link delivers its rate. With the
+ * order an exponential draw becomes a running maximum of an unbounded
+ * tail: at a frame per 242 us (50 Mbit/s) a mean of 500 us reads ~830 us,
+ * and each rare long draw stalls every frame behind it, a pause rather
+ * than lateness. The uniform's mean reads D when frames are over 2D apart
+ * and up to 2D when closer (~585 us for 500 us at 50 Mbit/s). Drawn here,
+ * by the main thread, when the frame enters the delay line: the sender
+ * keeps no state for it, and --single-thread shares the code. */
+static uint32_t draw_lateness(struct link_dir *d)
+{
+	uint64_t span = 2 * d->link->cfg.release_lateness_ns;
+
+	if (!span)
+		return 0;
+	return (uint32_t)(((uint64_t)aqm_rng_u32(&d->late_rng) * span) >> 32);
+}
+
 /* Starts every transmission due by t; *first_release is the release time
  * of the first frame it put in the delay line, if it was still unset. */
 static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
@@ -381,6 +413,7 @@ static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
 		d->free_ns = start + tx_time_ns(d, ap->len);
 		p->release_ns = d->free_ns + d->delay_ns;
+		p->late_ns = draw_lateness(d);
 		if (*first_release == UINT64_MAX)
 			*first_release = p->release_ns;
 		d->line[d->line_tail & d->line_mask] = p;
@@ -468,7 +501,7 @@ uint64_t dir_next_event(const struct link_dir *d)
 	 * cannot be released before free_ns + delay: waking then is early
 	 * enough to serve it. */
 	if (d->line_head != d->line_tail)
-		next = d->line[d->line_head & d->line_mask]->release_ns;
+		next = pkt_send_at(d->line[d->line_head & d->line_mask]);
 	if (aqm_qlen_pkts(d->q) > 0 && d->free_ns + d->delay_ns < next)
 		next = d->free_ns + d->delay_ns;
 	if (access != UINT64_MAX && access + d->delay_ns < next)

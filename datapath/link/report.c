@@ -140,6 +140,7 @@ void report_show(struct link *l, struct jbuf *b)
 	jb_ku64(b, "pool_pkts", l->pool.count);
 	jb_ku64(b, "seed", l->cfg.seed);
 	jb_kdbl(b, "release_batch_us", (double)l->cfg.release_batch_ns / 1e3);
+	jb_kdbl(b, "release_lateness_us", (double)l->cfg.release_lateness_ns / 1e3);
 	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
 	jb_key(b, "host_delays");
 	jb_arr_open(b);

@@ -47,7 +47,7 @@ static int send_due(struct link_dir *d, uint32_t tail, uint64_t t)
 		struct pkt *p = d->line[head & d->line_mask];
 		uint64_t late;
 
-		if (p->release_ns > t)
+		if (pkt_send_at(p) > t)
 			break;
 		head++;
 		batch[n] = p;
@@ -104,11 +104,39 @@ void tx_release_inline(struct link_dir *d)
 		;
 }
 
+/* With a head queued (else both stay UINT64_MAX): *deadline, when the
+ * sender next wakes to send, and *head_due, what it tells the main thread
+ * it waits for (tx_sleep_until). */
+static void head_times(const struct link_dir *d, uint32_t tail, uint64_t last_send,
+		       uint64_t *head_due, uint64_t *deadline)
+{
+	uint64_t batch = d->link->cfg.release_batch_ns;
+	const struct pkt *h;
+
+	if (d->line_head == tail)
+		return;
+	h = d->line[d->line_head & d->line_mask];
+	/* The head is sent when --release-lateness lets it (pipe.c), but
+	 * the main thread is told its release, as with no lateness: a
+	 * frame queued behind it and released before that must not wake
+	 * us for nothing (the line is FIFO), and tx_wake keeps measuring
+	 * the wake-ups alone. */
+	*head_due = h->release_ns;
+	*deadline = pkt_send_at(h);
+	/* --release-batch: a wake-up costs tens of us of CPU on a VM
+	 * (docs/ckcd-link.md), one per frame without batching; with it,
+	 * the next send waits until a batch after the last one, and
+	 * what is due by then leaves together, late by under a batch
+	 * (the lateness statistics count it). */
+	if (batch && *deadline < last_send + batch)
+		*deadline = last_send + batch;
+}
+
 static void *tx_main(void *arg)
 {
 	struct link_dir *d = arg;
 	struct pollfd pfd = {.fd = d->tx_wake_fd, .events = POLLIN};
-	uint64_t batch = d->link->cfg.release_batch_ns, last_send = 0;
+	uint64_t last_send = 0;
 
 	/* Per thread: release times are only as good as the wake-ups. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -122,15 +150,7 @@ static void *tx_main(void *arg)
 			last_send = t;
 			continue;
 		}
-		if (d->line_head != tail)
-			head_due = deadline = d->line[d->line_head & d->line_mask]->release_ns;
-		/* --release-batch: a wake-up costs tens of us of CPU on a VM
-		 * (docs/ckcd-link.md), one per frame without batching; with it,
-		 * the next send waits until a batch after the last one, and
-		 * what is due by then leaves together, late by under a batch
-		 * (the lateness statistics count it). */
-		if (batch && deadline != UINT64_MAX && deadline < last_send + batch)
-			deadline = last_send + batch;
+		head_times(d, tail, last_send, &head_due, &deadline);
 		/* Announce the sleep, then look again: a frame queued in
 		 * between is either seen here or signalled by the main thread.
 		 * The main thread wakes us for a frame due before head_due:
