@@ -50,6 +50,9 @@ RTT_EXCESS_MAX_MS = 3.0
 # not preamble or gap). A run reading more than this plus the tolerance measured something wrong.
 GOODPUT_CEILING = 1448 / 1514
 CEILING_TOLERANCE = 0.005
+# A flow held back by its receiver's window for more than this fraction of its busy time in the
+# window was limited by the receiving host (its iperf3 fell behind reading), not by the network.
+RWND_LIMITED_MAX_FRACTION = 0.05
 
 
 def fmt(value, digits: int = 1) -> str:
@@ -153,9 +156,12 @@ def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -
     acked = counter_rate([[r[0], r[4]] for r in tcp if len(r) > 4], w0, w1)
     reads = window_rate(flow["goodput"], w0, w1)
     goodput = acked * 8 / 1e6 if acked is not None else reads
+    busy = counter_rate([[r[0], r[5]] for r in tcp if len(r) > 6], w0, w1)
+    rwnd = counter_rate([[r[0], r[6]] for r in tcp if len(r) > 6], w0, w1)
     return {"label": flow["label"], "cc": flow["cc"], "aggregate": flow.get("aggregate"),
             "mean_mbps": goodput if goodput is not None else (None if flow["error"] else 0.0),
             "read_mbps": reads, "goodput_source": "tcp_info" if acked is not None else "iperf3",
+            "rwnd_limited_fraction": rwnd / busy if busy and rwnd is not None else None,
             "srtt_ms": _stats(in_window(flow["srtt"], w0, w1)), "retransmits": flow.get("retransmits"),
             "base_rtt_ms": base_rtt_ms, "min_rtt_ms": flow.get("min_rtt_ms"),
             "rtt_class": rtt_class(base_rtt_ms),
@@ -273,7 +279,11 @@ def _untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows
     blame = f"; the hypervisor took {steal:.0f} % of the CPU (steal): rerun" if steal >= STEAL_HIGH_PCT else ""
     return (_cpu_reasons(cpu["saturated_fraction"]) + _schedule_reasons(links, blame)
             + _rtt_reasons(rtt["mean"], delay_ms, links, blame, ping_access_ms)
-            + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]])
+            + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]]
+            + [f"flow {f['label']} was held back by its receiver's window {100 * f['rwnd_limited_fraction']:.0f} % of "
+               f"its busy time (limit {100 * RWND_LIMITED_MAX_FRACTION:.0f} %): its receiving iperf3 fell behind "
+               f"reading{blame}" for f in flows
+               if (f.get("rwnd_limited_fraction") or 0) > RWND_LIMITED_MAX_FRACTION])
 
 
 def _ceiling_reasons(utilization: float, flows: list[dict]) -> list[str]:

@@ -1,12 +1,14 @@
 """Each flow's TCP state over time, from the kernel: `ss -tin` on every sending host at a fixed
 interval (the scenario's `tcp_info_interval_s`), the sender socket's sRTT, cwnd, min RTT and
-bytes acknowledged.
+bytes acknowledged, and how long it was held back by its receiver's window.
 
 The bytes acknowledged (tcp_info's tcpi_bytes_acked) are what the flow's receiver took in, as the
 network delivered it: the flow's goodput over a window is their difference over its time. The
 receiver's iperf3 counts bytes when it reads them, which on a busy machine is later than they
 arrived, and so a window that ends with the flow (its last read empties the socket) can count more
 than the link carried in it (docs/experiments.md, "Why goodput could read above the ceiling").
+A reader that falls far enough behind fills its socket's buffer and closes the window: tcp_info's
+rwnd_limited time says when the host, not the network, held a flow back.
 
 iperf3's own intervals carry an sRTT and a cwnd too, but once per report interval (1 s), and its
 `min_rtt` is the smallest of those smoothed samples. The kernel's `minrtt` (tcp_info's
@@ -32,6 +34,8 @@ _RTT = re.compile(r"\brtt:([\d.]+)/")
 _CWND = re.compile(r"\bcwnd:(\d+)")
 _MINRTT = re.compile(r"\bminrtt:([\d.]+)")
 _ACKED = re.compile(r"\bbytes_acked:(\d+)")
+_BUSY = re.compile(r"\bbusy:(\d+)ms")
+_RWND_LIMITED = re.compile(r"\brwnd_limited:(\d+)ms")
 
 
 @dataclasses.dataclass
@@ -44,6 +48,8 @@ class SocketInfo:
     cwnd: int | None  # segments
     min_rtt_ms: float | None
     bytes_acked: int | None = None
+    busy_ms: int | None = None  # time with data in flight (tcpi_busy_time)
+    rwnd_limited_ms: int | None = None  # of that, held back by the receiver's window
 
 
 def parse_ss(text: str) -> list[SocketInfo]:
@@ -59,20 +65,25 @@ def parse_ss(text: str) -> list[SocketInfo]:
             continue
         if addrs is None:
             continue
-        rtt, cwnd, minrtt, acked = (r.search(line) for r in (_RTT, _CWND, _MINRTT, _ACKED))
+        rtt, cwnd, minrtt, acked, busy, rwnd = (r.search(line) for r in (_RTT, _CWND, _MINRTT, _ACKED, _BUSY,
+                                                                            _RWND_LIMITED))
         out.append(SocketInfo(local=addrs.group(1).strip("[]"), local_port=int(addrs.group(2)),
                               peer=addrs.group(3).strip("[]"), peer_port=int(addrs.group(4)),
                               srtt_ms=float(rtt.group(1)) if rtt else None,
                               cwnd=int(cwnd.group(1)) if cwnd else None,
                               min_rtt_ms=float(minrtt.group(1)) if minrtt else None,
-                              bytes_acked=int(acked.group(1)) if acked else None))
+                              bytes_acked=int(acked.group(1)) if acked else None,
+                              busy_ms=int(busy.group(1)) if busy else None,
+                              # ss leaves a zero out: busy with no rwnd_limited means never limited
+                              rwnd_limited_ms=int(rwnd.group(1)) if rwnd else (0 if busy else None)))
         addrs = None
     return out
 
 
 class TcpInfoSampler:
     """Samples every sending host until `stop` is set; `series[server port]` is the flow's rows
-    [t since t0, sRTT ms, cwnd segments, min RTT ms, bytes acknowledged]. `flows_by_host` maps each host to its
+    [t since t0, sRTT ms, cwnd segments, min RTT ms, bytes acknowledged, busy ms, receiver-window-
+    limited ms] (the last three cumulative since the connection started). `flows_by_host` maps each host to its
     flows' data-connection ports (iperf3 --cport) and their server ports. `errors` lists what
     went wrong (an ss that failed or hung), at most once per kind."""
 
@@ -121,4 +132,5 @@ class TcpInfoSampler:
         t = round(time.monotonic() - self.t0, 3)
         for s in parse_ss(text):
             if s.local_port in ports:
-                self.series[ports[s.local_port]].append([t, s.srtt_ms, s.cwnd, s.min_rtt_ms, s.bytes_acked])
+                self.series[ports[s.local_port]].append([t, s.srtt_ms, s.cwnd, s.min_rtt_ms, s.bytes_acked,
+                                                         s.busy_ms, s.rwnd_limited_ms])

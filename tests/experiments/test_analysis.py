@@ -106,6 +106,19 @@ def test_goodput_comes_from_the_bytes_the_sender_saw_acknowledged():
     assert m["utilization"] == pytest.approx(0.94) and m["fidelity"]["trusted"]
 
 
+def test_a_flow_held_back_by_its_receivers_window_untrusts_the_run():
+    """Rule: tcp_info's rwnd_limited time over busy time in the window, above 5 %, means the
+    receiving host (its iperf3 reading late) and not the network set the flow's rate."""
+    rec = record("droptail", 60.0, 30.0, 6.0, 26.0)
+    for f, limited_ms_per_s in zip(rec["flows"], (0, 200)):  # cubic: held back 20 % of the time
+        f["tcp_info"] = [[t / 2, 21.0, 40, 20.1, int(45e6 / 8 * t / 2), 500 * t, limited_ms_per_s * t // 2]
+                         for t in range(81)]
+    m = analysis.run_metrics(rec)
+    assert [f["rwnd_limited_fraction"] for f in m["flows"]] == [0.0, pytest.approx(0.2)]
+    [why] = m["fidelity"]["reasons"]
+    assert why.startswith("flow cubic was held back by its receiver's window 20 % of its busy time")
+
+
 def test_a_reading_above_the_goodput_ceiling_untrusts_its_run():
     """Rule: TCP payload cannot exceed 1448/1514 of the link rate; a run whose utilization reads
     above that by more than CEILING_TOLERANCE is untrusted, naming the reading and its source."""

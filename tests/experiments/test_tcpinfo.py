@@ -15,6 +15,8 @@ def test_parse_ss_reads_addresses_rtt_cwnd_and_min_rtt():
     control, data = parse_ss(open(FIXTURE).read())
     assert (data.local, data.local_port, data.peer, data.peer_port) == ("127.0.0.1", 53806, "127.0.0.1", 5998)
     assert (data.srtt_ms, data.cwnd, data.min_rtt_ms, data.bytes_acked) == (0.147, 32, 0.004, 1545338918)
+    assert (data.busy_ms, data.rwnd_limited_ms) == (1004, 8)
+    assert (control.busy_ms, control.rwnd_limited_ms) == (None, None)  # idle control connection: no busy time
     assert (control.local_port, control.cwnd, control.min_rtt_ms) == (53804, 13, 0.011)
 
 
@@ -35,7 +37,7 @@ def test_the_sampler_reads_each_flow_by_its_data_connections_port():
     stop = threading.Event()
     sampler = TcpInfoSampler({"h1": RecordedHost()}, {"h1": {53806: 5998}}, t0=0.0, interval_s=0.1, stop=stop)
     sampler._sample("h1", {53806: 5998})
-    [[_, srtt, cwnd, min_rtt, acked]] = sampler.series[5998]
+    [[_, srtt, cwnd, min_rtt, acked, _busy, _rwnd]] = sampler.series[5998]
     assert (srtt, cwnd, min_rtt, acked) == (0.147, 32, 0.004, 1545338918) and sampler.errors == []
 
 
