@@ -257,7 +257,8 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
                 bridge_a, port_a, bridge_b, port_b, rate_bps=scenario.link.rate_bps,
                 delay_ms=scenario.link.delay_ms, qdisc=spec, name=name,
                 log_path=os.path.join(run_dir, f"link-{name}.jsonl"), log_interval_ms=LOG_INTERVAL_MS,
-                seed=seed, release_batch_us=scenario.link.release_batch_us, host_delay_ms=host_delays))
+                seed=seed, release_batch_us=scenario.link.release_batch_us,
+                release_lateness_us=scenario.link.release_lateness_us, host_delay_ms=host_delays))
         time.sleep(3.0)  # LLDP (every second) finds the links through the daemons
         loss = net.pingAll(timeout=2)
         if loss > 0:

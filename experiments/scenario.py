@@ -97,6 +97,11 @@ class Link:
     # fidelity check count it) for a fraction of the lab's CPU (docs/ckcd-link.md). 0: every
     # frame at its release time.
     release_batch_us: float = 0.0
+    # ckcd-link's --release-lateness, a test knob, not a model of a real link: each frame leaves
+    # a random time uniform in [0, 2 x this) us after its release, in order, counted as
+    # lateness (late_mean_us reads at least this), the rate kept: how much do the results
+    # depend on the emulator releasing frames late (docs/ckcd-link.md)? 0: no added lateness.
+    release_lateness_us: float = 0.0
 
     @property
     def rtt_ms(self) -> float:
@@ -444,7 +449,8 @@ def _link(lt: _Table) -> Link:
     link = Link(rate_bps=_rate_bps(lt, "rate_mbps", "rate_bps"),
                 delay_ms=lt.number("delay_ms", low=0, high=10000),
                 buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)),
-                release_batch_us=lt.number("release_batch_us", 0.0, low=0, high=10000))
+                release_batch_us=lt.number("release_batch_us", 0.0, low=0, high=10000),
+                release_lateness_us=lt.number("release_lateness_us", 0.0, low=0, high=10000))
     lt.done()
     return link
 

@@ -136,7 +136,7 @@ class LinkDaemon(LinkControl):
                  netns: Optional[str] = None, mtu: Optional[int] = None,
                  log_path: Optional[str] = None, log_interval_ms: Optional[int] = None,
                  seed: Optional[int] = None, control_path: Optional[str] = None,
-                 release_batch_us: float = 0.0, rx_io: str = "auto",
+                 release_batch_us: float = 0.0, release_lateness_us: float = 0.0, rx_io: str = "auto",
                  host_delay_ms: Optional[dict[str, float]] = None,
                  binary: Optional[str] = None, extra_args: Optional[list[str]] = None):
         self.if_a, self.if_b = if_a, if_b
@@ -167,6 +167,8 @@ class LinkDaemon(LinkControl):
             args += ["--seed", str(int(seed))]
         if release_batch_us:  # 0, the default, is left out: every frame at its release time
             args += ["--release-batch", f"{int(round(release_batch_us))}us"]
+        if release_lateness_us:  # 0, the default, is left out: no artificial lateness
+            args += ["--release-lateness", f"{int(round(release_lateness_us))}us"]
         for addr, ms in (host_delay_ms or {}).items():  # frames from addr wait ms before the queue
             args += ["--host-delay", f"{addr}={int(round(ms * 1000))}us"]
         if rx_io != "auto":  # ring or recvmmsg: ckcd-link refuses anything else, naming --rx-io

@@ -149,3 +149,24 @@ def test_short_flows_are_read_and_checked():
             parse_scenario(with_(short_flows=[bad]), "test.toml")
     with pytest.raises(ScenarioError, match="labels must differ"):
         parse_scenario(with_(short_flows=[{**one, "label": "x"}, {**one, "label": "x"}]), "test.toml")
+
+
+def test_release_lateness_is_a_link_key_of_0_to_10000_us_kept_through_run_json():
+    """link.release_lateness_us, ckcd-link's --release-lateness (a test knob): 0 (off) unless
+    given, any number in 0..10000 us (the daemon's 10 ms), refused outside it naming the key;
+    a run record written without it (before it existed) reads as 0; a sweep over it names its
+    members by the value."""
+    assert parse_scenario(BASE).link.release_lateness_us == 0.0
+    link = {**BASE["link"], "release_lateness_us": 250}
+    sc = parse_scenario(with_(link=link))
+    assert sc.link.release_lateness_us == 250.0 and sc.link.release_batch_us == 0.0
+    assert type(sc).from_dict(sc.to_dict()).link == sc.link  # run.json round trip
+    old = sc.to_dict()
+    del old["link"]["release_lateness_us"]
+    assert type(sc).from_dict(old).link.release_lateness_us == 0.0
+    for value, why in ((-1, "out of range"), (10001, "out of range"), ("250us", "expected float")):
+        with pytest.raises(ScenarioError, match=r"link\.release_lateness_us.*" + why):
+            parse_scenario(with_(link={**BASE["link"], "release_lateness_us": value}), "test.toml")
+    grid = parse_scenario(with_(sweep={"link": {"release_lateness_us": [0, 500]}})).expanded()
+    assert [(m.name, m.link.release_lateness_us) for m in grid] == [
+        ("t_release_lateness_us0", 0.0), ("t_release_lateness_us500", 500.0)]
