@@ -91,6 +91,10 @@ def run_metrics(record: dict) -> dict:
             "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
             "rtts": _group_metrics(flows, rates, "rtt_class"),
             "jain": jain_index(rates), "total_mbps": total,
+            # the same traffic seen twice more, to check the goodput against: iperf3's reads, and
+            # the frames the links sent (their TCP payload is at most GOODPUT_CEILING of them)
+            "total_read_mbps": sum(f["read_mbps"] or 0.0 for f in flows),
+            "wire_mbps": sum(link["wire_mbps"] or 0.0 for link in links.values()),
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
             "drops": _by_reason(row for w in windows.values() for row in w.rows),
@@ -211,6 +215,7 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int) -> dic
     span = sum(r["interval_s"] for r in rows)
     sched = _schedule(final)
     return {"busy": tx_bytes * 8 / (rate_bps * span) if span else None,
+            "wire_mbps": tx_bytes * 8 / span / 1e6 if span else None,
             "queue_delay_ms": _queue_delay_ms([window]),
             # what a ping sent at random times waits: each 100 ms row counts once, however many
             # frames it dequeued (differs from the per-frame mean when the rate changes)
@@ -378,6 +383,8 @@ def _mean(values) -> float | None:
 SCALARS = {
     "jain": lambda m: m["jain"],
     "total_mbps": lambda m: m["total_mbps"],
+    "total_read_mbps": lambda m: m.get("total_read_mbps"),
+    "wire_mbps": lambda m: m.get("wire_mbps"),
     "utilization": lambda m: m["utilization"],
     "queue_delay_mean_ms": lambda m: m["queue_delay_ms"]["mean"],
     "queue_delay_p95_ms": lambda m: m["queue_delay_ms"]["p95"],
