@@ -131,6 +131,25 @@ def test_a_reading_above_the_goodput_ceiling_untrusts_its_run():
     assert why.startswith("utilization 99.6 % is above TCP's goodput ceiling of 95.6 %") and "iperf3" in why
 
 
+def test_an_intended_lateness_is_judged_by_the_senders_own_wake_ups():
+    """Rule: with link.release_lateness_us set (a lateness put there on purpose), the schedule
+    check judges ckcd-link's wake-ups (tx_wake), and the lateness the releases show beyond them is
+    part of what the link explains of ping's RTT; without the key the same stats untrust the run."""
+    late = {"releases": 1000, "late_over_1ms": 200, "late_mean_us": 700.0}  # 20 % over 1 ms
+    wake = {"wakeups": 1000, "late_over_1ms": 0, "late_mean_us": 40.0}
+    doc = dict(DOC, link=dict(DOC["link"], release_lateness_us=600))
+    rec = record("droptail", 60.0, 30.0, 6.0, 26.0 + 1.32 + 2.5)  # 2.5 ms unexplained: within 3 ms
+    rec["links"]["l0"]["final"] = {"dirs": {d: {"schedule": late, "tx_wake": wake} for d in ("ab", "ba")}}
+    rec["scenario"] = parse_scenario(doc, "syn.toml").to_dict()
+    m = analysis.run_metrics(rec)
+    assert m["links"]["l0"]["schedule"]["measured"] == "tx_wake"
+    assert m["links"]["l0"]["intended_late_rtt_ms"] == pytest.approx(1.32)
+    assert m["fidelity"] == {"trusted": True, "reasons": []}
+    rec["scenario"] = parse_scenario(DOC, "syn.toml").to_dict()
+    reasons = " ".join(analysis.run_metrics(rec)["fidelity"]["reasons"])
+    assert "fell behind its schedule (20.0 % of releases > 1 ms late" in reasons and "ping RTT" in reasons
+
+
 def test_summary_and_headline_against_droptail():
     recs = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("droptail", 82.0, 8.0, 6.2, 26.2),
             record("ckcd", 45.0, 45.0, 1.0, 21.0), record("ckcd", 44.0, 46.0, 1.2, 21.2)]
