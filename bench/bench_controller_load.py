@@ -12,7 +12,7 @@ hurts traffic that already flows, and how fast its REST API answers while it is 
    min per controller at 256 hosts), so it runs a documented subset instead: every host h_i pings
    h_((i+16) mod 256), the host at the same place under the next edge switch, and back
    (`net.ping([a, b])`, 512 pings, every host once a destination, every pair across the root).
-2. packet-in throughput: one switch, h1 h2 h3. The storm generator (experiments/storm.py) in h1 sends N (20,000)
+2. packet-in throughput: one switch, h1 h2 h3. The storm generator (experiments/lab/storm.py) in h1 sends N (20,000)
    distinct Ethernet/IPv4/UDP frames at --pktin-rate (30,000/s; 0: as fast as it can) whose
    destination neither controller knows (dst 10.9.x.y, a random locally administered unicast MAC,
    a sequence number in the payload), so each is a packet-in that the controller floods (ours to
@@ -57,9 +57,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchlib import machine, save, side_by_side  # noqa: E402
-from experiments import storm  # noqa: E402
-from experiments.lab import Controller, controlled_net, mininet_net, teardown_on_sigterm  # noqa: E402
-from experiments.traffic import goodput_bps, iperf3  # noqa: E402
+from experiments.lab import storm  # noqa: E402
+from experiments.lab.net import Controller, controlled_net, mininet_net, teardown_on_sigterm  # noqa: E402
+from experiments.lab.traffic import goodput_bps, iperf3  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
 from ovs_config.private_ovs import PrivateOVS, ofctl  # noqa: E402
 from tests.hostload import HostLoad, ProcCpu, vswitchd_pid  # noqa: E402
@@ -76,7 +76,7 @@ SCAN_PPS = 20_000
 LIMIT_RUN_S = 5  # seconds of frames for the packet-in run under the default limit
 REST_CLIENTS, REST_S = 50, 10
 
-# The generator is experiments/storm.py; the sink runs in a host's namespace (node.popen) as a
+# The generator is experiments/lab/storm.py; the sink runs in a host's namespace (node.popen) as a
 # small Python program counting the generator's marked frames.
 SINK = r"""
 import json, socket, sys, time
@@ -238,7 +238,7 @@ def flows_case(fanout: int, subset: bool) -> dict:
 
 def start_generator(h1, count: int, rate: float, duration_s: float = 0.0):
     how_long = ["--seconds", str(duration_s)] if duration_s > 0 else ["--count", str(count)]
-    return h1.popen([sys.executable, "-m", "experiments.storm", h1.defaultIntf().name, *how_long,
+    return h1.popen([sys.executable, "-m", "experiments.lab.storm", h1.defaultIntf().name, *how_long,
                      *(["--rate", str(rate)] if rate > 0 else []), "--marker", MARKER.decode()],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 

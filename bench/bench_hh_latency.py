@@ -45,8 +45,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchlib import machine, save, side_by_side  # noqa: E402
-from experiments.lab import controlled_net  # noqa: E402
-from experiments.traffic import iperf3  # noqa: E402
+from experiments.lab.net import controlled_net  # noqa: E402
+from experiments.lab.traffic import iperf3  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
 from ovs_config.private_ovs import PrivateOVS, ofctl  # noqa: E402
 from tests.hostload import ProcCpu, vswitchd_pid  # noqa: E402

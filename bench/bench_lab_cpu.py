@@ -29,7 +29,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchlib import fmt, machine, save  # noqa: E402
-from experiments.cpu import CpuSample  # noqa: E402
+from experiments.run.probes.cpu import CpuSample  # noqa: E402
 
 SCENARIO = os.path.join(REPO, "experiments", "scenarios", "bbr_cubic.toml")
 SETTINGS = {"exact": 0, "batch1ms": 1000}

@@ -39,7 +39,7 @@ GROUPS = {
 
 
 def _scenarios(names, duration, repeat, only):
-    from experiments.scenario import ScenarioError, builtin_names, resolve
+    from experiments.scenario.model import ScenarioError, builtin_names, resolve
 
     names = list(names) or GROUPS["seed000"]
     expanded = []
@@ -92,7 +92,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def _shard(text: str):
-    from experiments.batch import BatchError, Shard
+    from experiments.batch.plan import BatchError, Shard
 
     try:
         return Shard.parse(text)
@@ -105,10 +105,10 @@ def _only(value: str | None) -> list[str]:
 
 
 def cmd_run(args) -> int:
-    from experiments import provenance
-    from experiments.batch import Shard, plan_batch
-    from experiments.report import write_report
-    from experiments.runner import run_batch
+    from experiments.batch import provenance
+    from experiments.batch.plan import Shard, plan_batch
+    from experiments.output.report import write_report
+    from experiments.run.orchestrate import run_batch
 
     if args.extra_max is not None and not args.until_trusted:
         print("ckcd-coex run: --extra-max bounds --until-trusted's extra runs: give --until-trusted N too",
@@ -124,7 +124,7 @@ def cmd_run(args) -> int:
     records = run_batch(scenarios, args.out, batch=batch, resume=args.resume, command=command,
                         until_trusted=args.until_trusted, extra_max=args.extra_max)
     out = write_report(args.out, records, command=command, include_untrusted=args.include_untrusted)
-    from experiments.report import headline_table
+    from experiments.output.report import headline_table
     if out["headline"]:
         print("\n".join(headline_table(out["headline"])))
     print(f"report: {os.path.abspath(os.path.join(args.out, 'report.md'))}")
@@ -132,8 +132,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from experiments.pool import pool_dirs
-    from experiments.report import write_report
+    from experiments.batch.pool import pool_dirs
+    from experiments.output.report import write_report
 
     out_dir = args.out or args.dirs[0]
     if len(args.dirs) > 1 and not args.out:
@@ -154,8 +154,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from experiments.merge import merge_shards
-    from experiments.report import headline_table, write_report
+    from experiments.batch.merge import merge_shards
+    from experiments.output.report import headline_table, write_report
 
     records = merge_shards(args.dirs, args.out, allow_missing=args.allow_missing)
     out = write_report(args.out, records, command="ckcd-coex " + shlex.join(sys.argv[1:]))
@@ -166,7 +166,7 @@ def cmd_merge(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from experiments.flent_export import export_flent
+    from experiments.output.flent import export_flent
 
     try:
         written = export_flent(args.dir, args.out)
@@ -178,8 +178,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from experiments.runner import RUN_OVERHEAD_S
-    from experiments.scenario import builtin_names, resolve
+    from experiments.run.orchestrate import RUN_OVERHEAD_S
+    from experiments.scenario.model import builtin_names, resolve
 
     total = 0.0
     for name in builtin_names():
@@ -369,9 +369,9 @@ def main(argv=None) -> int:
     if getattr(args, "needs_root", True) and os.geteuid() != 0:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2
-    from experiments.batch import BatchError
-    from experiments.lab import teardown_on_sigterm
-    from experiments.scenario import ScenarioError
+    from experiments.batch.plan import BatchError
+    from experiments.lab.net import teardown_on_sigterm
+    from experiments.scenario.model import ScenarioError
     from ovs_config.private_ovs import OVSError
 
     teardown_on_sigterm()

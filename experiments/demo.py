@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import time
 
-from experiments.analysis import fmt
-from experiments.records import finished_runs
-from experiments.report import write_report
-from experiments.runner import REST_PORT, run_batch
-from experiments.scenario import resolve
+from experiments.analysis.metrics import fmt
+from experiments.batch.records import finished_runs
+from experiments.output.report import write_report
+from experiments.run.orchestrate import REST_PORT, run_batch
+from experiments.scenario.model import resolve
 
 DASHBOARD_URL = f"http://127.0.0.1:{REST_PORT}/coex/v1/ui"
 

@@ -310,6 +310,6 @@ def schedule_kept(stats: dict, max_over_1ms_fraction: float = 0.05,
     so the rule is about delay jitter: at most max_over_1ms_fraction of the
     events (both directions) more than 1 ms late, and a mean lateness of
     at most max_late_mean_us. Experiment runs that fail it are marked
-    untrusted (experiments/analysis.py sets the limits)."""
+    untrusted (experiments/analysis/metrics.py sets the limits)."""
     count, over, mean_us = lateness(stats, part)
     return count == 0 or (over <= max_over_1ms_fraction * count and mean_us <= max_late_mean_us)

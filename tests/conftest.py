@@ -14,7 +14,7 @@ LAB_TOOLS = ("ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovs-ofctl", "mn", "ip
 def pytest_configure(config):
     # A CI timeout or `kill` sends SIGTERM, which would end pytest without fixture teardown
     # and leave the lab (OVS, Mininet, link daemons) behind; as an interrupt, teardown runs.
-    from experiments.lab import teardown_on_sigterm
+    from experiments.lab.net import teardown_on_sigterm
 
     teardown_on_sigterm()
 

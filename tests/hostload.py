@@ -2,7 +2,7 @@
 
 A rate measured on a 2-core VM that other work (or the hypervisor: steal) kept busy says as
 much about the host as about the product. The experiments record this with
-experiments.cpu.CpuSampler and judge a run by it; the lab tests take the same samples around
+experiments.run.probes.cpu.CpuSampler and judge a run by it; the lab tests take the same samples around
 their measured window and put them in the message of the assertion that checks the rate, so
 a failure on a loaded host says so:
 
@@ -17,8 +17,8 @@ import os
 import threading
 import time
 
-from experiments.analysis import CPU_SATURATED_MAX_FRACTION, CPU_SATURATED_PCT, STEAL_HIGH_PCT
-from experiments.cpu import CpuSampler
+from experiments.analysis.metrics import CPU_SATURATED_MAX_FRACTION, CPU_SATURATED_PCT, STEAL_HIGH_PCT
+from experiments.run.probes.cpu import CpuSampler
 
 SAMPLE_PERIOD_S = 0.5  # two samples a second: a 1 s iperf3 run still gets one
 
@@ -72,7 +72,7 @@ class HostLoad:
         links = [s.links_core_pct for s in samples if s.links_core_pct]
         if links:
             text += f", link daemons {max(links):.0f} % of a core at most"
-        # The experiments' limits (experiments/analysis.py) for a run not to be trusted.
+        # The experiments' limits (experiments/analysis/metrics.py) for a run not to be trusted.
         saturated = sum(1 for b in busy if b > CPU_SATURATED_PCT) / len(busy)
         if sum(steal) / len(steal) >= STEAL_HIGH_PCT:
             text += f" - LOADED: steal at or above {STEAL_HIGH_PCT:g} %, the hypervisor withheld the CPU"

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from experiments import analysis
-from experiments.metrics import percentile, window_rate
-from experiments.report import write_report
-from experiments.scenario import ScenarioError, parse_scenario
+from experiments.analysis import metrics as analysis
+from experiments.analysis.stats import percentile, window_rate
+from experiments.output.report import write_report
+from experiments.scenario.model import ScenarioError, parse_scenario
 
 DOC = {"name": "syn", "topology": "dumbbell", "duration_s": 40, "warmup_s": 10, "disciplines": ["droptail", "ckcd"],
        "link": {"rate_mbps": 100, "delay_ms": 10, "buffer_pkts": 80},

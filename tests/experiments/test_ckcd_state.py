@@ -1,7 +1,7 @@
-"""CKCD's state from ckcd-link's log lines (experiments/ckcd_state.py): the line format is the
+"""CKCD's state from ckcd-link's log lines (experiments/run/probes/ckcd_state.py): the line format is the
 daemon's (tests/link/test_link_daemon.py checks the daemon writes it)."""
 
-from experiments.ckcd_state import CkcdStateReader
+from experiments.run.probes.ckcd_state import CkcdStateReader
 
 BBR, CUBIC = "tcp 10.0.0.1:40000>10.0.0.3:5201", "tcp 10.0.0.2:40002>10.0.0.4:5202"
 

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from experiments import cli
-from experiments.progress import Progress
-from experiments.scenario import builtin_names, resolve
+from experiments.run.progress import Progress
+from experiments.scenario.model import builtin_names, resolve
 
 
 def test_groups_name_builtin_scenarios():
@@ -38,8 +38,9 @@ def test_duration_repeat_and_only_shape_the_batch():
 
 def test_all_expands_without_the_demo_and_without_duplicates():
     names = [s.name for s in cli._scenarios(["all", "bbr_cubic"], None, None, [])]
-    # hdcodel_fair sweeps five delays: one scenario each, in place of the file's own.
-    assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1 + 4
+    # hdcodel_fair sweeps five delays and emulator_lateness five latenesses: one scenario each, in
+    # place of the file's own.
+    assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1 + 4 + 4
     assert "hdcodel_fair" not in names and "hdcodel_fair_rtt64ms" in names
 
 

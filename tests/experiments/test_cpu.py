@@ -4,7 +4,7 @@ import json
 import threading
 import time
 
-from experiments.cpu import CpuSample, CpuSampler
+from experiments.run.probes.cpu import CpuSample, CpuSampler
 
 
 def test_rows_read_back_by_name():

@@ -3,7 +3,9 @@ the runs start, is the one the runs' controller serves it on."""
 
 from __future__ import annotations
 
-from experiments import demo, runner
+from experiments import demo
+
+from experiments.run import orchestrate as runner
 
 
 def test_demo_prints_the_dashboard_url_before_the_runs(monkeypatch, capsys, tmp_path):

@@ -6,9 +6,11 @@ import os
 
 import pytest
 
-from experiments import analysis, report
-from experiments.runner import parse_netstat
-from experiments.scenario import ScenarioError, parse_scenario
+from experiments.analysis import metrics as analysis
+
+from experiments.output import report
+from experiments.run.orchestrate import parse_netstat
+from experiments.scenario.model import ScenarioError, parse_scenario
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "netstat", "loopback_transfer.txt")
 BASE = {"name": "t", "topology": "dumbbell", "duration_s": 10, "disciplines": ["ckcd_ecn"],

@@ -4,8 +4,8 @@ shape: one link, one flow, CPU rows [t, busy %, steal %, vswitchd, runner, links
 
 from __future__ import annotations
 
-from experiments.analysis import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT, run_metrics
-from experiments.scenario import parse_scenario
+from experiments.analysis.metrics import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT, run_metrics
+from experiments.scenario.model import parse_scenario
 
 DOC = {"name": "t", "topology": "dumbbell", "duration_s": 10, "warmup_s": 2,
        "disciplines": ["droptail"], "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],

@@ -1,4 +1,4 @@
-"""Flent export (experiments/flent_export.py): a run record as a Flent data file, checked with the
+"""Flent export (experiments/output/flent.py): a run record as a Flent data file, checked with the
 real Flent 2.3.0 (`flent -i FILE -f summary`, `flent -i FILE -p PLOT -o X.png`) and by reading
 the file. No root, no lab: the run record is tests/fixtures/run_record/, recorded from a real lab
 run (its README says how)."""
@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from experiments import flent_export
-from experiments.flent_export import export_flent, resample
+from experiments.output import flent as flent_export
+from experiments.output.flent import export_flent, resample
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_record")
@@ -269,7 +269,7 @@ def test_no_runs_says_so(tmp_path):
 # --- the batch keys ------------------------------------------------------------------------------------
 
 def batch_file(**over) -> str:
-    """A batch.json as `ckcd-coex run` writes it (experiments/batch.py), with `over` put in."""
+    """A batch.json as `ckcd-coex run` writes it (experiments/batch/plan.py), with `over` put in."""
     return json.dumps({"format": 1, "batch_id": "3f2a9c1e77d0", "grid_id": "9a8b", "shuffled": True, "seed": 42,
                        "shard": {"index": 1, "count": 4}, "project": {"commit": "a" * 40},
                        "plan": ["bbr_cubic/droptail/rep1"], "created": "2026-11-25T10:00:00+00:00",
@@ -344,7 +344,7 @@ def test_resample_interpolates_between_near_samples_and_leaves_gaps_empty():
 
 
 def test_a_records_batch_id_and_provenance(results, tmp_path):
-    """Records of a batch run name their batch and where they ran (experiments/provenance.py):
+    """Records of a batch run name their batch and where they ran (experiments/batch/provenance.py):
     without batch.json the record's batch id is the batch, and its kernel is Flent's."""
     path = results / RUN_JSON
     rec = json.loads(path.read_text())

@@ -14,10 +14,12 @@ import types
 
 import pytest
 
-from experiments import analysis, runner
-from experiments import report
-from experiments.report import _flows_csv, _summary_csv
-from experiments.scenario import ScenarioError, builtin_names, parse_scenario, resolve
+from experiments.analysis import metrics as analysis
+
+from experiments.run import orchestrate as runner
+from experiments.output import report
+from experiments.output.report import _flows_csv, _summary_csv
+from experiments.scenario.model import ScenarioError, builtin_names, parse_scenario, resolve
 
 PINNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pinned")
 

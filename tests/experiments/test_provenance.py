@@ -1,4 +1,4 @@
-"""The project version a batch records (experiments/provenance.py), in a scratch git repository:
+"""The project version a batch records (experiments/batch/provenance.py), in a scratch git repository:
 what makes two shards one version, and what does not."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from experiments import provenance
+from experiments.batch import provenance
 
 
 @pytest.fixture

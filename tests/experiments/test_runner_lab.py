@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from experiments.report import write_report
-from experiments.runner import run_batch
-from experiments.scenario import parse_scenario
+from experiments.output.report import write_report
+from experiments.run.orchestrate import run_batch
+from experiments.scenario.model import parse_scenario
 
 pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from experiments.metrics import jain_index, mean_ci95, t_critical_95
-from experiments.scenario import ScenarioError, builtin_names, parse_scenario, resolve, spec_with_addresses
+from experiments.analysis.stats import jain_index, mean_ci95, t_critical_95
+from experiments.scenario.model import ScenarioError, builtin_names, parse_scenario, resolve, spec_with_addresses
 
 BASE = {"name": "t", "topology": "dumbbell", "duration_s": 10, "disciplines": ["droptail"],
         "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},

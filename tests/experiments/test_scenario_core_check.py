@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import cli, lab, runner, scenario
-from experiments.scenario import ScenarioError, load_scenario, parse_scenario
+from experiments import cli
+
+from experiments.lab import net as lab
+
+from experiments.run import orchestrate as runner
+
+from experiments.scenario import model as scenario
+from experiments.scenario.model import ScenarioError, load_scenario, parse_scenario
 from ovs_config.aqm import AqmBackendError, check_spec
 
 BASE = {"name": "s", "duration_s": 10, "disciplines": ["droptail", "red"],

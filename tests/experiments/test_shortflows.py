@@ -1,4 +1,4 @@
-"""The short-flow server and client (experiments/shortflows.py) over real kernel TCP on loopback,
+"""The short-flow server and client (experiments/run/probes/shortflows.py) over real kernel TCP on loopback,
 and the arrival process they follow. No lab: one process, the loopback interface."""
 
 import asyncio
@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from experiments import shortflows
+from experiments.run.probes import shortflows
 
 
 def test_poisson_arrivals_have_the_asked_rate_and_fixed_ones_are_even():

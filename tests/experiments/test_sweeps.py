@@ -13,10 +13,16 @@ import sys
 
 import pytest
 
-from experiments import cli, pool, records, runner
-from experiments.batch import BatchError, Shard, declared_order, plan_batch, read_batch_file
-from experiments.merge import merge_shards
-from experiments.scenario import ScenarioError, parse_scenario
+from experiments import cli
+
+from experiments.batch import pool
+
+from experiments.batch import records
+
+from experiments.run import orchestrate as runner
+from experiments.batch.plan import BatchError, Shard, declared_order, plan_batch, read_batch_file
+from experiments.batch.merge import merge_shards
+from experiments.scenario.model import ScenarioError, parse_scenario
 
 BASE = {"name": "g", "duration_s": 10, "disciplines": ["droptail", "ckcd"],
         "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},
@@ -551,7 +557,7 @@ def test_the_offline_commands_import_nothing_of_mininet(fake_lab, tmp_path):
             f"cli.main(['merge', {two_shards[0]!r}, {two_shards[1]!r}, '--out', {str(tmp_path / 'm')!r}]); "
             f"cli.main(['report', {str(tmp_path / 'm')!r}]); "
             f"cli.main(['export', '--flent', {str(tmp_path / 'm')!r}]); "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mininet', 'experiments.runner')); "
-            "print('IMPORTED', bad); sys.exit(1 if bad or 'experiments.runner' in sys.modules else 0)")
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mininet', 'experiments.run.orchestrate')); "
+            "print('IMPORTED', bad); sys.exit(1 if bad or 'experiments.run.orchestrate' in sys.modules else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""Reading flows' TCP state from `ss -tinH` (experiments/tcpinfo.py). The fixture is real output
+"""Reading flows' TCP state from `ss -tinH` (experiments/run/probes/ss.py). The fixture is real output
 of Debian 12's ss (iproute2 6.1) for an iperf3 3.12 BBR flow on loopback: its control connection
 and its data connection to the same server port, recorded on this project's machine."""
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import threading
 
-from experiments.tcpinfo import TcpInfoSampler, parse_ss
+from experiments.run.probes.ss import TcpInfoSampler, parse_ss
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "ss", "iperf3_bbr.txt")
 

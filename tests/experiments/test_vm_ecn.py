@@ -1,11 +1,11 @@
-"""The DCTCP-against-CUBIC kernel experiment's parts that need no VM (experiments/vm_ecn.py):
+"""The DCTCP-against-CUBIC kernel experiment's parts that need no VM (experiments/lab/vm_ecn.py):
 the guest script it builds and the arithmetic of its summary. The VM run itself is an
 experiment (docs/experiments.md), not a test."""
 
 import os
 import re
 
-from experiments import vm_ecn
+from experiments.lab import vm_ecn
 
 
 def test_the_guest_runs_every_case_in_every_repeat_with_the_bands_spec_whole():

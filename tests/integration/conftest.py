@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.lab import controlled_net
+from experiments.lab.net import controlled_net
 from topologies.dumbbell import Dumbbell
 
 HH_OF_PORT, HH_REST_PORT = 16693, 18110

@@ -10,8 +10,8 @@ import re
 import threading
 import time
 
-from experiments.lab import Controller, wait_switches_connected
-from experiments.traffic import goodput_bps, iperf3
+from experiments.lab.net import Controller, wait_switches_connected
+from experiments.lab.traffic import goodput_bps, iperf3
 from ovs_config.private_ovs import ofctl
 from tests.hostload import HostLoad
 from tests.waiting import eventually
@@ -94,8 +94,8 @@ def dumbbell_through_link(tmp, of_port: int, rest_port: int, link_bps: int, name
     """A real ryu-manager and the dumbbell whose s1:3 - s2:3 link is ckcd-link (5 ms, 80-packet
     DropTail), once LLDP has found that link and every host reaches every other; yields
     (net, REST client, the link's control, the daemon's pid)."""
-    from experiments.lab import mininet_net
-    from experiments.rest_client import CoexClient
+    from experiments.lab.net import mininet_net
+    from experiments.lab.rest_client import CoexClient
     from ovs_config.bottleneck import SwitchLink
     from ovs_config.link_daemon import LinkControl
     from topologies.dumbbell import Dumbbell

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from experiments.lab import Controller, mininet_net, wait_switches_connected
-from experiments.rest_client import CoexClient
-from experiments.traffic import goodput_bps, iperf3, together
+from experiments.lab.net import Controller, mininet_net, wait_switches_connected
+from experiments.lab.rest_client import CoexClient
+from experiments.lab.traffic import goodput_bps, iperf3, together
 from ovs_config.private_ovs import ofctl, port_tx_bytes
 from tests.hostload import HostLoad
 from tests.integration.labkit import (FLOWED_BPS, METER_BURST_KBIT, METER_RATE_KBPS, REROUTE_TIMEOUT_S, RULES,

@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from experiments.lab import Controller, mininet_net, wait_switches_connected
-from experiments.rest_client import CoexClient
-from experiments.traffic import goodput_bps, iperf3, sender_cc
+from experiments.lab.net import Controller, mininet_net, wait_switches_connected
+from experiments.lab.rest_client import CoexClient
+from experiments.lab.traffic import goodput_bps, iperf3, sender_cc
 from ovs_config.private_ovs import ofctl
 from tests.hostload import HostLoad
 from tests.integration.labkit import FLOWED_BPS, REROUTE_TIMEOUT_S, links_known

@@ -12,7 +12,7 @@ import sys
 import pytest
 from mininet.topolib import TreeTopo
 
-from experiments.lab import Controller, mininet_net
+from experiments.lab.net import Controller, mininet_net
 from ovs_config.private_ovs import ofctl
 from ryu_app import flows
 from tests.integration.test_forwarding import OF_PORT, REST_PORT, Lab, path_flows
@@ -77,7 +77,7 @@ def test_packet_in_limit_cuts_a_storm_at_the_switch(tree_lab):
         eventually(lambda: "rate=200 burst_size=100" in ofctl("dump-meters", "s2"), what="the limit on s2")
         before = meter_counts("s2")
         h1 = tree_lab.net.get("h1")
-        storm = json.loads(h1.cmd(f"{sys.executable} -m experiments.storm h1-eth0 --count 3000 --rate 2000")
+        storm = json.loads(h1.cmd(f"{sys.executable} -m experiments.lab.storm h1-eth0 --count 3000 --rate 2000")
                            .strip().splitlines()[-1])
         sent, took = storm["sent"], storm["t_last"] - storm["t_first"]
         seen = [before]

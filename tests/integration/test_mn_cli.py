@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from experiments.lab import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, Controller, _port_open
+from experiments.lab.net import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, Controller, _port_open
 
 pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 

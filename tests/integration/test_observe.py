@@ -23,7 +23,7 @@ import urllib.request
 
 import pytest
 
-from experiments.traffic import iperf3
+from experiments.lab.traffic import iperf3
 from ovs_config.link_stats import DROP_REASONS
 from ovs_config.private_ovs import ofctl
 from tests.integration.labkit import SFLOW_PORT, dumbbell_through_link

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from experiments.traffic import goodput_bps, together
+from experiments.lab.traffic import goodput_bps, together
 from ovs_config.link_daemon import LinkControl
 from tests.hostload import HostLoad
 from tests.integration.labkit import RULES, dumbbell_through_link, weight_share_bounds

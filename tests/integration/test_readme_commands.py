@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 
-from experiments.lab import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, _port_open
+from experiments.lab.net import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, _port_open
 from ovs_config.lablock import lab_lock
 from ovs_config.private_ovs import MANUAL_RUN_DIR, PrivateOVS
 from tests.waiting import eventually

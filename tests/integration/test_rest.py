@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from experiments.lab import Controller
-from experiments.rest_client import CoexClient
+from experiments.lab.net import Controller
+from experiments.lab.rest_client import CoexClient
 from ryu_app.openapi import build_openapi
 from tests.integration.labkit import controller_with_bridge
 

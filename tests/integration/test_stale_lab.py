@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from experiments.lab import Controller, mininet_net
+from experiments.lab.net import Controller, mininet_net
 from ovs_config.bottleneck import SwitchLink
 from tests.waiting import eventually
 from topologies.dumbbell import Dumbbell

@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from experiments.lab import Controller
-from experiments.rest_client import CoexClient
+from experiments.lab.net import Controller
+from experiments.lab.rest_client import CoexClient
 from tests.conftest import REPO
 from tests.kernel import lab, ovs_lab
 from tests.kernel.ovs_lab import DPID, LINK_BPS, OVSDB_REMOTE

@@ -24,8 +24,8 @@ import pytest
 from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector
 from coex.sflow import FlowKey
 from coex.sflow_collector import SFlowCollector
-from experiments.lab import Controller, mininet_net
-from experiments.traffic import goodput_bps, iperf3
+from experiments.lab.net import Controller, mininet_net
+from experiments.lab.traffic import goodput_bps, iperf3
 from ovs_config.sflow import disable_sflow, enable_sflow, sflow_settings
 from ryu_app.sflow_listener import SFlowListener
 from tests.hostload import HostLoad

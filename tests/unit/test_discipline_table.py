@@ -18,7 +18,7 @@ import pytest
 from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES, spec_text
 from controller_parts import ControllerParts
 from coex.policy import Policy, PolicyError
-from experiments.disciplines import KNOWN_PARAMS, discipline_spec
+from experiments.scenario.disciplines import KNOWN_PARAMS, discipline_spec
 from ovs_config.aqm import AqmSpecError, check_spec
 from ryu_app.openapi import build_openapi
 

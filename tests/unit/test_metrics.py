@@ -1,6 +1,6 @@
 import pytest
 
-from experiments.metrics import jain_index
+from experiments.analysis.stats import jain_index
 
 
 def test_equal_shares_are_perfectly_fair():

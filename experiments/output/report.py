@@ -13,11 +13,11 @@ import json
 import os
 import platform
 
-from experiments import analysis
-from experiments.analysis import PAPER, RTT_EXCESS_MAX_MS, fmt
-from experiments.batch import read_batch_file
-from experiments.provenance import version_label
-from experiments.scenario import Scenario
+from experiments.analysis import metrics as analysis
+from experiments.analysis.metrics import PAPER, RTT_EXCESS_MAX_MS, fmt
+from experiments.batch.plan import read_batch_file
+from experiments.batch.provenance import version_label
+from experiments.scenario.model import Scenario
 
 CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
 CASE_ORDER = ("droptail", "red", "codel", "choke", "ckcd")

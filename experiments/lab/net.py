@@ -21,7 +21,7 @@ from functools import partial
 
 from ovs_config.private_ovs import OVSError, remove_leftover_interface
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _raise_interrupt(signum, frame):
@@ -210,7 +210,7 @@ def controlled_net(topo, workdir: str, of_port: int = 6653, rest_port: int = 808
                    discovery_wait_s: float = 2.5):
     """The real controller (its policy in workdir) and a Mininet net under it; yields
     (net, controller, REST client). Needs the private OVS started; all torn down always."""
-    from experiments.rest_client import CoexClient
+    from experiments.lab.rest_client import CoexClient
 
     ctl = Controller(of_port=of_port, rest_port=rest_port, log_path=os.path.join(workdir, "ryu.log"),
                      db_path=os.path.join(workdir, "policy.sqlite")).start()

@@ -7,7 +7,7 @@ them. Every one therefore misses table 1 and becomes a packet-in: what a port sc
 of new flows does to a controller. Used by the packet-in limit's lab test and
 bench/bench_controller_load.py.
 
-    python3 -m experiments.storm IFACE (--count N | --seconds S) [--rate PPS] [--marker M]
+    python3 -m experiments.lab.storm IFACE (--count N | --seconds S) [--rate PPS] [--marker M]
 
 Run inside the host's namespace (Mininet: host.popen(..., cwd=the repository)). Needs
 CAP_NET_RAW. Prints one JSON line: frames sent, first and last send time (time.time()), how

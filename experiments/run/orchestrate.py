@@ -31,19 +31,21 @@ import threading
 import time
 import zlib
 
-from experiments import analysis, provenance
-from experiments.batch import (Batch, BatchError, PlanItem, Shard, check_resume, complete, declared_order,
+from experiments.analysis import metrics as analysis
+
+from experiments.batch import provenance
+from experiments.batch.plan import (Batch, BatchError, PlanItem, Shard, check_resume, complete, declared_order,
                                plan_batch, read_batch_file, write_batch_file)
-from experiments.ckcd_state import CkcdStateReader
-from experiments.cpu import CpuSampler
-from experiments.lab import Controller, mininet_net
-from experiments.progress import Progress
-from experiments.records import (finished, finished_runs, read_record, run_dir_of, run_key, trusted, walk_records,
+from experiments.run.probes.ckcd_state import CkcdStateReader
+from experiments.run.probes.cpu import CpuSampler
+from experiments.lab.net import Controller, mininet_net
+from experiments.run.progress import Progress
+from experiments.batch.records import (finished, finished_runs, read_record, run_dir_of, run_key, trusted, walk_records,
                                  write_json)
-from experiments.rest_client import CoexClient
-from experiments.scenario import Case, Flow, Scenario, spec_with_addresses
-from experiments.tcpinfo import TcpInfoSampler
-from experiments.topos import topology
+from experiments.lab.rest_client import CoexClient
+from experiments.scenario.model import Case, Flow, Scenario, spec_with_addresses
+from experiments.run.probes.ss import TcpInfoSampler
+from experiments.lab.topos import topology
 from ovs_config.bottleneck import SwitchLink
 from ovs_config.lablock import lab_lock
 from ovs_config.link_daemon import LinkControl
@@ -468,12 +470,12 @@ def _start_short_flows(started: _Started, scenario: Scenario, net, run_dir: str,
     if not scenario.short_flows:
         return None
     for g in scenario.short_flows:
-        started.popen(net.get(g.src), [sys.executable, "-m", "experiments.shortflows", "serve", "--port",
+        started.popen(net.get(g.src), [sys.executable, "-m", "experiments.run.probes.shortflows", "serve", "--port",
                                        str(g.port), "--cc", g.cc], os.path.join(run_dir, f"short-serve-{g.port}.txt"))
     time.sleep(0.5)  # the servers listen before the first request can come (start_s may be 0)
     launched = time.monotonic() - t0
     for g in scenario.short_flows:
-        started.popen(net.get(g.dst), [sys.executable, "-m", "experiments.shortflows", "fetch", "--host",
+        started.popen(net.get(g.dst), [sys.executable, "-m", "experiments.run.probes.shortflows", "fetch", "--host",
                                        net.get(g.src).IP(), "--port", str(g.port),
                                        "--sizes-kb", ",".join(f"{s:g}" for s in g.sizes_kb),
                                        "--rate", f"{g.rate_per_s:g}", "--duration", f"{g.stop_s - g.start_s:g}",

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from experiments.cpu import CpuSample
-from experiments.metrics import counter_rate, in_window, jain_index, mean_ci95, percentile, window_rate
-from experiments.scenario import Scenario
+from experiments.run.probes.cpu import CpuSample
+from experiments.analysis.stats import counter_rate, in_window, jain_index, mean_ci95, percentile, window_rate
+from experiments.scenario.model import Scenario
 from ovs_config.link_daemon import lateness, schedule_kept
 
 CPU_SATURATED_PCT = 90.0        # a sample above this is saturated ...

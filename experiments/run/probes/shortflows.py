@@ -1,8 +1,8 @@
 """Short transfers and their completion times: a small request/response server and client over
 real kernel TCP, run on the lab's hosts by the runner for a scenario's [[short_flows]].
 
-    python3 -m experiments.shortflows serve --port P --cc cubic        (on the sending host)
-    python3 -m experiments.shortflows fetch --host A --port P --sizes-kb 50,1000 --rate 2
+    python3 -m experiments.run.probes.shortflows serve --port P --cc cubic        (on the sending host)
+    python3 -m experiments.run.probes.shortflows fetch --host A --port P --sizes-kb 50,1000 --rate 2
         --duration 40 --seed 7 [--interval] [--start-after S]            (on the receiving host)
 
 The client asks for `size` bytes (an 8-byte request) at Poisson arrival times (exponential gaps

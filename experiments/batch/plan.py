@@ -17,7 +17,7 @@ A shard I/N takes the plan's items I, I+N, I+2N, ... into a directory of its own
 - `project`: git commit, whether the tree was dirty, and a hash of the difference;
 - `plan`: every run of the whole batch in order, as `scenario/case/repN`; `shard`: I and N.
 
-`ckcd-coex merge` (experiments/merge.py) puts the shards back together; `--resume` runs only
+`ckcd-coex merge` (experiments/batch/merge.py) puts the shards back together; `--resume` runs only
 what a shard's directory does not yet hold complete.
 """
 
@@ -31,8 +31,8 @@ import os
 import random
 import re
 
-from experiments.provenance import version_label
-from experiments.scenario import Case, Scenario
+from experiments.batch.provenance import version_label
+from experiments.scenario.model import Case, Scenario
 
 BATCH_FILE = "batch.json"
 FORMAT = 1

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from experiments.batch import read_batch_file
+from experiments.batch.plan import read_batch_file
 
 RUN_FILE = "run.json"
 

@@ -14,7 +14,7 @@ import os
 import platform
 import subprocess
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Host-wide settings that change what TCP or a queue does. The lab's hosts are network
 # namespaces: the net.ipv4.tcp_* keys below are the root namespace's, which a new namespace

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 
-from experiments.batch import BatchError, read_batch_file
-from experiments.provenance import version_label
-from experiments.records import load_records, run_key
+from experiments.batch.plan import BatchError, read_batch_file
+from experiments.batch.provenance import version_label
+from experiments.batch.records import load_records, run_key
 
 NOT_DEFINITION = ("repeat",)  # scenario keys that do not change what a run measures
 

@@ -1,6 +1,6 @@
 """`ckcd-coex merge DIR... --out DIR`: the shards of one batch, back in one results directory.
 
-Each shard directory holds its `batch.json` (experiments/batch.py) and its runs. Merging
+Each shard directory holds its `batch.json` (experiments/batch/plan.py) and its runs. Merging
 checks, before anything is copied, that the directories are shards of one batch (same grid,
 same order, same number of shards, same project version), that no shard and no directory is
 given twice, and that together they hold every run of the batch's plan, each complete, once.
@@ -15,8 +15,8 @@ import os
 import re
 import shutil
 
-from experiments.batch import BATCH_FILE, BatchError, describe_difference, read_batch_file
-from experiments.records import finished, read_record, run_key, walk_records
+from experiments.batch.plan import BATCH_FILE, BatchError, describe_difference, read_batch_file
+from experiments.batch.records import finished, read_record, run_key, walk_records
 
 
 def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = False, log=print) -> list[dict]:

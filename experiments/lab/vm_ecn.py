@@ -18,7 +18,7 @@ Per run: each flow's goodput (iperf3's receiver, the first 3 s omitted), its mea
 (iperf3's sender; less the 20 ms base: the queueing delay that class saw) and the qdisc's
 marks and drops. Offloads are off, so the packet limits count MTU frames.
 
-    sudo .venv/bin/python -m experiments.vm_ecn [--repeat 3] [--duration 20] [--out DIR]
+    sudo .venv/bin/python -m experiments.lab.vm_ecn [--repeat 3] [--duration 20] [--out DIR]
 
 prints the table docs/experiments.md holds and writes DIR/vm_ecn.json.
 """
@@ -31,9 +31,9 @@ import os
 import re
 import sys
 
-from experiments.metrics import jain_index, mean_ci95
+from experiments.analysis.stats import jain_index, mean_ci95
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE_RTT_MS = 20.0
 DSCP_EF_TOS = 0xb8  # DSCP 46 (EF) in the TOS byte: the bands case's classifier puts DCTCP in band 1
 

@@ -65,11 +65,11 @@ import re
 import tomllib
 from typing import Any
 
-from experiments.disciplines import DISCIPLINES, discipline_spec
-from experiments.traffic import CONGESTION_CONTROLS
+from experiments.scenario.disciplines import DISCIPLINES, discipline_spec
+from experiments.lab.traffic import CONGESTION_CONTROLS
 from ovs_config.aqm import AqmBackendError, AqmSpecError, check_spec
 
-SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
+SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
 TOPOLOGIES = ("dumbbell", "twopaths")
 APPROACHES = ("none", "separate_paths", "separate_queues", "limited_queue")
 AGGREGATES = ("default", "low_delay", "queue_filling", "penalized")
@@ -145,7 +145,7 @@ class Flow:
 class ShortFlows:
     """[[short_flows]]: transfers of fixed sizes from `src` to `dst`, each on a new connection,
     at Poisson (or fixed-interval) arrival times between start_s and stop_s
-    (experiments/shortflows.py runs them)."""
+    (experiments/run/probes/shortflows.py runs them)."""
     label: str
     src: str
     dst: str

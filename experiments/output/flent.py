@@ -78,7 +78,7 @@ import re
 import uuid
 from bisect import bisect_left
 
-from experiments.batch import BatchError, read_batch_file
+from experiments.batch.plan import BatchError, read_batch_file
 
 FLENT_TEST = "tcp_nup"
 FLENT_FORMAT_VERSION = 4  # resultset.FILEFORMAT_VERSION of Flent 2.3.0
@@ -88,7 +88,7 @@ STEP_SIZE_S = 0.2
 MAX_GAP_S = 6 * STEP_SIZE_S  # iperf3's 1 s intervals (a little over 1 s apart) still join up
 CPU_HOST = "lab"
 PREFIX = "CKCD_COEX_"
-EXPORTER = "ckcd-coex experiments/flent_export.py"
+EXPORTER = "ckcd-coex experiments/output/flent.py"
 
 # Our own top-level metadata keys (Flent ignores keys it does not know).
 OWN_KEYS = {
