@@ -14,7 +14,8 @@ import time
 from experiments.analysis.metrics import fmt
 from experiments.batch.records import finished_runs
 from experiments.output.report import write_report
-from experiments.run.orchestrate import REST_PORT, run_batch
+from experiments.run.case import REST_PORT
+from experiments.run.orchestrate import run_batch
 from experiments.scenario.model import resolve
 
 DASHBOARD_URL = f"http://127.0.0.1:{REST_PORT}/coex/v1/ui"

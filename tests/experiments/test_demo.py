@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments import demo
 
-from experiments.run import orchestrate as runner
+from experiments.run import case
 
 
 def test_demo_prints_the_dashboard_url_before_the_runs(monkeypatch, capsys, tmp_path):
@@ -19,5 +19,5 @@ def test_demo_prints_the_dashboard_url_before_the_runs(monkeypatch, capsys, tmp_
     monkeypatch.setattr(demo, "write_report", lambda out_dir, records, command, **_: {"summary": [], "headline": []})
     assert demo.run_demo(duration_s=5, out_dir=str(tmp_path)) == 0
     [before] = printed_before_runs
-    assert f"http://127.0.0.1:{runner.REST_PORT}/coex/v1/ui" in before
-    assert f"http://127.0.0.1:{runner.REST_PORT}/metrics" in before
+    assert f"http://127.0.0.1:{case.REST_PORT}/coex/v1/ui" in before
+    assert f"http://127.0.0.1:{case.REST_PORT}/metrics" in before

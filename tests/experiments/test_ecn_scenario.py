@@ -9,7 +9,7 @@ import pytest
 from experiments.analysis import metrics as analysis
 
 from experiments.output import report
-from experiments.run.orchestrate import parse_netstat
+from experiments.lab.hosts import parse_netstat
 from experiments.scenario.model import ScenarioError, parse_scenario
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "netstat", "loopback_transfer.txt")

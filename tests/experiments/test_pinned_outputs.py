@@ -16,7 +16,8 @@ import pytest
 
 from experiments.analysis import metrics as analysis
 
-from experiments.run import orchestrate as runner
+from experiments.run import case
+from experiments.run.probes import iperf, link, short
 from experiments.output import report
 from experiments.output.report import _flows_csv, _summary_csv
 from experiments.scenario.model import ScenarioError, builtin_names, parse_scenario, resolve
@@ -348,10 +349,11 @@ def traffic_outputs(tmp_dir: str, monkeypatch) -> dict:
 def traffic_run(tmp_dir: str, monkeypatch, scenario_doc: dict) -> dict:
     os.makedirs(tmp_dir)
     clock, launches = FakeClock(), []
-    monkeypatch.setattr(runner, "time", types.SimpleNamespace(monotonic=clock.monotonic, time=clock.time,
-                                                              sleep=clock.sleep))
-    monkeypatch.setattr(runner, "LinkControl", FakeControl)
-    monkeypatch.setattr(runner, "TcpInfoSampler", FakeTcpInfo)
+    fake_time = types.SimpleNamespace(monotonic=clock.monotonic, time=clock.time, sleep=clock.sleep)
+    for module in (case, iperf, link, short):  # every module of the traffic phase that reads the clock
+        monkeypatch.setattr(module, "time", fake_time)
+    monkeypatch.setattr(case, "LinkControl", FakeControl)
+    monkeypatch.setattr(case, "TcpInfoSampler", FakeTcpInfo)
     hosts = {n: FakeHost(n, clock, launches) for n in ("h1", "h2", "h3", "h4")}
     net = types.SimpleNamespace(get=hosts.__getitem__, hosts=list(hosts.values()))
     with open(os.path.join(tmp_dir, "link-l0.jsonl"), "w") as f:
@@ -363,7 +365,7 @@ def traffic_run(tmp_dir: str, monkeypatch, scenario_doc: dict) -> dict:
     ticks = []
     progress = types.SimpleNamespace(tick=lambda t: ticks.append(round(t, 3)))
     scenario = parse_scenario(scenario_doc, "traffic.toml")
-    out = runner._traffic(scenario, net, {"l0": FakeLink("l0")}, tmp_dir, progress)
+    out = case._traffic(scenario, net, {"l0": FakeLink("l0")}, tmp_dir, progress)
     assert isinstance(out.pop("cpu"), list)  # real /proc samples: not pinned
     return json.loads(json.dumps({"launches": launches, "ticks": ticks, "record": out}))
 

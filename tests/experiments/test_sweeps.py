@@ -19,6 +19,7 @@ from experiments.batch import pool
 
 from experiments.batch import records
 
+from experiments.run import case as one_run
 from experiments.run import orchestrate as runner
 from experiments.batch.plan import BatchError, Shard, declared_order, plan_batch, read_batch_file
 from experiments.batch.merge import merge_shards
@@ -147,7 +148,7 @@ class FakeLab:
         self.calls.append(f"{scenario.name}/{case.name}/rep{rep}")
         if len(self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
-        record = {**runner.failed_record(scenario, case, rep, None), **(made_by or {}),
+        record = {**one_run.failed_record(scenario, case, rep, None), **(made_by or {}),
                   "metrics": {"fidelity": {"trusted": True, "reasons": []}, "jain": 1.0, "total_mbps": 40.0,
                               "queue_delay_ms": {"mean": 1.0}, "rtt_ms": {"mean": 21.0}}}
         records.write_json(os.path.join(run_dir, "run.json"), record)
@@ -407,12 +408,12 @@ def test_run_case_never_empties_a_finished_run(tmp_path):
     """Rule: run_case refuses a directory whose run.json holds a finished run (metrics), before
     it deletes anything or starts a lab."""
     sc = scenarios()[0]
-    record = {**runner.failed_record(sc, sc.cases()[0], 1, None),
+    record = {**one_run.failed_record(sc, sc.cases()[0], 1, None),
               "metrics": {"fidelity": {"trusted": False, "reasons": ["CPU"]}}}
     records.write_json(str(tmp_path / "rep1" / "run.json"), record)
     (tmp_path / "rep1" / "link-l1.jsonl").write_text("{}\n")
-    with pytest.raises(runner.RunError, match="holds a finished run"):
-        runner.run_case(sc, sc.cases()[0], 1, str(tmp_path / "rep1"))
+    with pytest.raises(one_run.RunError, match="holds a finished run"):
+        one_run.run_case(sc, sc.cases()[0], 1, str(tmp_path / "rep1"))
     assert sorted(os.listdir(tmp_path / "rep1")) == ["link-l1.jsonl", "run.json"]
 
 
@@ -423,8 +424,8 @@ def test_a_run_directory_that_is_a_symlink_is_refused_before_the_lab(tmp_path):
     link = tmp_path / "rep1"
     link.symlink_to(target)
     sc = scenarios()[0]
-    with pytest.raises(runner.RunError, match="is a symlink"):
-        runner.run_case(sc, sc.cases()[0], 1, str(link))
+    with pytest.raises(one_run.RunError, match="is a symlink"):
+        one_run.run_case(sc, sc.cases()[0], 1, str(link))
     assert (target / "precious").exists()
 
 
@@ -499,7 +500,7 @@ class RecordedLab(FakeLab):
         self.calls.append(f"{scenario.name}/{case.name}/rep{rep}")
         with open(FIXTURE) as f:
             record = json.load(f)
-        record.update(runner.failed_record(scenario, case, rep, None), metrics=record["metrics"], **(made_by or {}))
+        record.update(one_run.failed_record(scenario, case, rep, None), metrics=record["metrics"], **(made_by or {}))
         records.write_json(os.path.join(run_dir, "run.json"), record)
         return record
 
