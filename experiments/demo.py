@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from experiments.analysis.metrics import fmt
+from experiments.output.text import fmt
 from experiments.batch.records import finished_runs
 from experiments.output.report import write_report
 from experiments.run.case import REST_PORT

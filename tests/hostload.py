@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from experiments.analysis.metrics import CPU_SATURATED_MAX_FRACTION, CPU_SATURATED_PCT, STEAL_HIGH_PCT
+from experiments.analysis.fidelity import CPU_SATURATED_MAX_FRACTION, CPU_SATURATED_PCT, STEAL_HIGH_PCT
 from experiments.run.probes.cpu import CpuSampler
 
 SAMPLE_PERIOD_S = 0.5  # two samples a second: a 1 s iperf3 run still gets one

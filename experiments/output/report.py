@@ -14,16 +14,18 @@ import os
 import platform
 
 from experiments.analysis import metrics as analysis
-from experiments.analysis.metrics import PAPER, RTT_EXCESS_MAX_MS, fmt
+from experiments.analysis.fidelity import RTT_EXCESS_MAX_MS
+from experiments.analysis.summary import MIN_TRUSTED, PAPER, SCALARS, full_buffer_ms, headline, summarize
 from experiments.batch.plan import read_batch_file
 from experiments.batch.provenance import version_label
+from experiments.output.text import fmt
 from experiments.scenario.model import Scenario
 
 CC_COLORS = {"bbr": "tab:blue", "cubic": "tab:orange", "reno": "tab:green"}
 CASE_ORDER = ("droptail", "red", "codel", "choke", "ckcd")
 STATISTICS = (f"means over runs ± the half-width of their 95 % confidence interval (Student's t with n - 1 degrees "
               f"of freedom, n = the runs pooled; no ± with one run); only trusted runs are pooled unless the report "
-              f"says otherwise; a case with fewer than {analysis.MIN_TRUSTED} trusted runs is marked")
+              f"says otherwise; a case with fewer than {MIN_TRUSTED} trusted runs is marked")
 
 
 def write_report(out_dir: str, records: list[dict], command: str | None = None, *,
@@ -34,11 +36,11 @@ def write_report(out_dir: str, records: list[dict], command: str | None = None, 
     for rec in records:
         if not rec.get("error"):
             rec["metrics"] = analysis.run_metrics(rec)
-    summary = analysis.summarize(records, include_untrusted=include_untrusted)
+    summary = summarize(records, include_untrusted=include_untrusted)
     if batches is None:
         own = read_batch_file(out_dir)
         batches = [own] if own else []
-    head = analysis.headline(summary, {r["scenario"]["name"]: analysis.full_buffer_ms(r["scenario"]) for r in records})
+    head = headline(summary, {r["scenario"]["name"]: full_buffer_ms(r["scenario"]) for r in records})
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump({"generated": datetime.datetime.now().isoformat(timespec="seconds"), "command": command,
@@ -62,7 +64,7 @@ def _summary_csv(path: str, summary: list[dict]) -> None:
     classes = sorted({c for e in summary for c in e["classes"]})
     aggs = sorted({a for e in summary for a in e["aggregates"]})
     head = ["scenario", "case", "discipline", "approach", "runs", "trusted", "pooled", "includes_untrusted"]
-    for name in analysis.SCALARS:
+    for name in SCALARS:
         head += [name, f"{name}_ci95"]
     head += [f"{c}_mean_mbps" for c in classes] + [f"{a}_total_mbps" for a in aggs] + [f"{a}_srtt_ms" for a in aggs]
     with open(path, "w", newline="") as f:
@@ -71,7 +73,7 @@ def _summary_csv(path: str, summary: list[dict]) -> None:
         for e in summary:
             row = [e["scenario"], e["case"], e["discipline"], e["approach"], e["runs"], e["trusted"], e["pooled"],
                    int(e["includes_untrusted"])]
-            for name in analysis.SCALARS:
+            for name in SCALARS:
                 row += [_csv_num(e[name]["mean"]), _csv_num(e[name]["ci95"])]
             row += [_csv_num(e["classes"].get(c, {}).get("mean_mbps", {}).get("mean")) for c in classes]
             row += [_csv_num(e["aggregates"].get(a, {}).get("total_mbps", {}).get("mean")) for a in aggs]
@@ -383,7 +385,7 @@ def _counts_cell(counts: dict) -> str:
 
 def _warning(entry: dict) -> str:
     """What a reader must know before quoting a row: too few trusted runs, untrusted ones pooled."""
-    notes = ([f"fewer than {analysis.MIN_TRUSTED} trusted"] if entry["few_trusted"] else []) + \
+    notes = ([f"fewer than {MIN_TRUSTED} trusted"] if entry["few_trusted"] else []) + \
         (["untrusted runs pooled"] if entry["includes_untrusted"] else [])
     return f" (**{'; '.join(notes)}**)" if notes else ""
 
@@ -503,7 +505,7 @@ def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, 
               "the untrusted runs it leaves out and why")
     lines += ["", f"Values are means over runs ± the half-width of their 95 % confidence interval (Student's t with "
               f"n − 1 degrees of freedom, n = the runs pooled; no ± with one run). {pooled}; a case with fewer than "
-              f"{analysis.MIN_TRUSTED} trusted runs is marked. Each run's values are taken "
+              f"{MIN_TRUSTED} trusted runs is marked. Each run's values are taken "
               "over its scenario's measurement window (warm-up skipped). Throughput is "
               "TCP goodput (the ceiling is 95.6 % of the link rate); queueing delay is ckcd-link's sojourn "
               "time at the bottleneck; RTT is ping's (base RTT = 2 × the link delay, plus the access delays of "

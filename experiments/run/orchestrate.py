@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from experiments.analysis import metrics as analysis
+from experiments.output.text import fmt
 from experiments.batch import provenance
 from experiments.batch.plan import (Batch, BatchError, PlanItem, Shard, check_resume, complete, declared_order,
                                     plan_batch, read_batch_file, write_batch_file)
@@ -133,7 +133,7 @@ def _outcome(record: dict) -> str:
         return f"FAILED: {record['error']}"
     trust = "trusted" if m["fidelity"]["trusted"] else "UNTRUSTED: " + "; ".join(m["fidelity"]["reasons"])
     return (f"Jain {m['jain']:.3f}, total {m['total_mbps']:.1f} Mbit/s, "
-            f"queue delay {analysis.fmt(m['queue_delay_ms']['mean'])} ms, RTT {analysis.fmt(m['rtt_ms']['mean'])} ms "
+            f"queue delay {fmt(m['queue_delay_ms']['mean'])} ms, RTT {fmt(m['rtt_ms']['mean'])} ms "
             f"({trust})")
 
 

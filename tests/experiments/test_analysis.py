@@ -8,6 +8,8 @@ import os
 import pytest
 
 from experiments.analysis import metrics as analysis
+from experiments.analysis.summary import full_buffer_ms, headline, summarize
+from experiments.analysis import fidelity
 from experiments.analysis.stats import percentile, window_rate
 from experiments.output.report import write_report
 from experiments.scenario.model import ScenarioError, parse_scenario
@@ -73,7 +75,7 @@ def test_means_pool_trusted_runs_only_and_name_the_others(tmp_path):
     for rep, r in enumerate(recs, 1):
         r["rep"], r["batch_id"] = rep, "b1"
         r["metrics"] = analysis.run_metrics(r)
-    [entry] = analysis.summarize(recs)
+    [entry] = summarize(recs)
     assert (entry["runs"], entry["trusted"], entry["pooled"], entry["few_trusted"]) == (3, 2, 2, True)
     assert entry["total_mbps"]["mean"] == pytest.approx(90.0) and entry["total_mbps"]["n"] == 2
     assert entry["utilization"]["mean"] == pytest.approx(0.90)  # 70 Mbit/s of the untrusted run left out
@@ -84,7 +86,7 @@ def test_means_pool_trusted_runs_only_and_name_the_others(tmp_path):
     assert "| 2 / 3 (**fewer than 3 trusted**) |" in text
     assert "- droptail rep3 of batch b1: left out: CPU above 90 %" in text
     assert "Only trusted runs are pooled" in text and "Student's t with n − 1 degrees of freedom" in text
-    [pooled] = analysis.summarize(recs, include_untrusted=True)
+    [pooled] = summarize(recs, include_untrusted=True)
     assert pooled["pooled"] == 3 and pooled["includes_untrusted"]
     assert pooled["total_mbps"]["mean"] == pytest.approx((90.0 + 90.0 + 70.0) / 3)
     write_report(str(tmp_path), recs, include_untrusted=True)
@@ -122,7 +124,7 @@ def test_a_flow_held_back_by_its_receivers_window_untrusts_the_run():
 def test_a_reading_above_the_goodput_ceiling_untrusts_its_run():
     """Rule: TCP payload cannot exceed 1448/1514 of the link rate; a run whose utilization reads
     above that by more than CEILING_TOLERANCE is untrusted, naming the reading and its source."""
-    at = analysis.GOODPUT_CEILING + analysis.CEILING_TOLERANCE
+    at = fidelity.GOODPUT_CEILING + fidelity.CEILING_TOLERANCE
     ok = analysis.run_metrics(record("droptail", 100 * at - 30.01, 30.0, 6.0, 26.0))
     assert ok["fidelity"]["trusted"]
     over = analysis.run_metrics(record("droptail", 99.6 - 30.0, 30.0, 6.0, 26.0))
@@ -155,16 +157,16 @@ def test_summary_and_headline_against_droptail():
             record("ckcd", 45.0, 45.0, 1.0, 21.0), record("ckcd", 44.0, 46.0, 1.2, 21.2)]
     for r in recs:
         r["metrics"] = analysis.run_metrics(r)
-    summary = analysis.summarize(recs)
+    summary = summarize(recs)
     assert [e["case"] for e in summary] == ["droptail", "ckcd"]
     dt = summary[0]
     assert dt["runs"] == 2 and dt["trusted"] == 2 and dt["jain"]["n"] == 2 and dt["jain"]["ci95"] > 0
-    [head] = analysis.headline(summary)
+    [head] = headline(summary)
     assert head["jain_ckcd"] > 0.99
     assert head["fairness_gain"] == pytest.approx(head["jain_ckcd"] / head["jain_droptail"] - 1)
     assert head["queue_delay_reduction"] == pytest.approx(1 - 1.1 / 6.1)
     assert head["queue_delay_vs_full_buffer"] is None  # no buffer size given
-    [head] = analysis.headline(summary, {recs[0]["scenario"]["name"]: analysis.full_buffer_ms(recs[0]["scenario"])})
+    [head] = headline(summary, {recs[0]["scenario"]["name"]: full_buffer_ms(recs[0]["scenario"])})
     full = recs[0]["scenario"]["link"]["buffer_pkts"] * 1514 * 8 / recs[0]["scenario"]["link"]["rate_bps"] * 1e3
     assert head["full_buffer_ms"] == pytest.approx(full)
     assert head["queue_delay_vs_full_buffer"] == pytest.approx(1 - 1.1 / full)
@@ -250,7 +252,7 @@ def test_flows_of_different_base_rtts_are_grouped_with_their_min_rtt_and_cwnd(tm
     assert series[0] == [0.5, pytest.approx(0.5)]  # the warm-up: bbr 999, cubic 0 Mbit/s
     assert series[-1] == [39.5, pytest.approx(90 ** 2 / (2 * (60 ** 2 + 30 ** 2)))]
     rec["metrics"] = m
-    summary = analysis.summarize([rec])
+    summary = summarize([rec])
     assert summary[0]["rtts"]["50 ms RTT"]["mean_mbps"]["mean"] == pytest.approx(60.0)
     # The report: each RTT's rate in the case table, the per-flow dynamics plot, the long CSV.
     out = write_report(str(tmp_path), [rec])
@@ -283,7 +285,7 @@ def test_short_flows_completion_times_by_size_in_the_window(tmp_path):
     assert g["by_size_kb"]["50"]["p50"] == pytest.approx(percentile([40.0 + i for i in range(10)], 50))
     assert g["by_size_kb"]["1000"]["p99"] == pytest.approx(200.0)
     rec["metrics"] = m
-    [entry] = analysis.summarize([rec])
+    [entry] = summarize([rec])
     assert entry["short_flows"]["short-cubic-1"]["by_size_kb"]["1000"]["p95"]["mean"] == pytest.approx(200.0)
     write_report(str(tmp_path), [rec])
     report = (tmp_path / "report.md").read_text()

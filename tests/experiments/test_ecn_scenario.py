@@ -7,6 +7,7 @@ import os
 import pytest
 
 from experiments.analysis import metrics as analysis
+from experiments.analysis.summary import summarize
 
 from experiments.output import report
 from experiments.lab.hosts import parse_netstat
@@ -75,10 +76,10 @@ def test_marks_reach_the_metrics_summary_and_report():
     assert m["senders"] == {"h1": {"delivered": 1000, "delivered_ce": 40, "ce_fraction": 0.04}}
     rec["metrics"] = m
     # the record has no final link stats, so it is untrusted: pooled here to see the marks' path
-    [entry] = analysis.summarize([rec], include_untrusted=True)
+    [entry] = summarize([rec], include_untrusted=True)
     assert entry["marks_by_reason"]["early"]["mean"] == m["marks"]["early"]
     table = report.case_table([entry])
     assert "ECN marks" in table[0] and f"early {m['marks']['early']}" in table[2]
     quiet = _record([{}, {}], {})
     quiet["metrics"] = analysis.run_metrics(quiet)
-    assert "ECN marks" not in report.case_table(analysis.summarize([quiet]))[0]
+    assert "ECN marks" not in report.case_table(summarize([quiet]))[0]

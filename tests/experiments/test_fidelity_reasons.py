@@ -4,7 +4,8 @@ shape: one link, one flow, CPU rows [t, busy %, steal %, vswitchd, runner, links
 
 from __future__ import annotations
 
-from experiments.analysis.metrics import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT, run_metrics
+from experiments.analysis.metrics import run_metrics
+from experiments.analysis.fidelity import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT
 from experiments.scenario.model import parse_scenario
 
 DOC = {"name": "t", "topology": "dumbbell", "duration_s": 10, "warmup_s": 2,

@@ -15,6 +15,7 @@ import types
 import pytest
 
 from experiments.analysis import metrics as analysis
+from experiments.analysis.summary import full_buffer_ms, headline, summarize
 
 from experiments.run import case
 from experiments.run.probes import iperf, link, short
@@ -200,8 +201,8 @@ def metrics_outputs(monkeypatch) -> dict:
         rec["metrics"] = per_run[name]
     runs = list(records.values())
     runs.append({**metrics_record("ckcd", "none", 0.0), "error": "RunError: pingall lost 100 %", "metrics": None})
-    summary = analysis.summarize(runs)
-    head = analysis.headline(summary, {r["scenario"]["name"]: analysis.full_buffer_ms(r["scenario"]) for r in runs})
+    summary = summarize(runs)
+    head = headline(summary, {r["scenario"]["name"]: full_buffer_ms(r["scenario"]) for r in runs})
     return {"run_metrics": per_run, "summary": summary, "headline": head,
             "summary_csv": _written(_summary_csv, summary), "flows_csv": _written(_flows_csv, runs),
             "report_md": _report_markdown(monkeypatch, runs, summary, head)}
