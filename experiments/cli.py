@@ -28,53 +28,6 @@ def cmd_demo(args) -> int:
     return run_demo(duration_s=args.duration, out_dir=args.out)
 
 
-GROUPS = {
-    "seed000": ["bbr_cubic", "bbr_cubic_reno", "mixed15", "intra_cubic", "intra_bbr"],
-    "seed001": ["coex_queues", "coex_queues_paced", "coex_paths"],
-    "seed002": ["cocoa_cubic", "cocoa_reno", "cocoa_halve", "cocoa_double"],
-    "seed003": ["hdcodel_fair", "hdcodel_p", "hdcodel_bbr"],
-    "seed004": ["seed004_newreno", "seed004_sack", "seed004_cubic"],
-    "seed004_100": ["seed004_newreno_100", "seed004_sack_100", "seed004_cubic_100"],
-}
-
-
-def _scenarios(names, duration, repeat, only):
-    from experiments.scenario.model import ScenarioError, builtin_names, resolve
-
-    names = list(names) or GROUPS["seed000"]
-    expanded = []
-    for n in names:
-        if n == "all":
-            expanded += [b for b in builtin_names() if b != "demo"]
-        else:
-            expanded += GROUPS.get(n, [n])
-    out = []
-    files = [resolve(n) for n in dict.fromkeys(expanded)]
-    if duration:
-        for sc in files:  # --duration would make the grid's members alike under different names
-            if any(key == "duration_s" for key in sc.sweep):
-                raise ScenarioError("is swept in the file: --duration would give every member one length",
-                                    "sweep.duration_s", sc.name)
-    batch = [member for sc in files for member in sc.expanded()]
-    # --only may name scenarios (a sweep's members) and cases at once: rerun one case of one
-    # member with `--only hdcodel_fair_rtt1ms,codel`.
-    scenario_names = {sc.name for sc in batch} & set(only)
-    if scenario_names:
-        batch = [sc for sc in batch if sc.name in scenario_names]
-        only = [o for o in only if o not in scenario_names]
-    for sc in batch:
-        if duration:
-            sc = sc.with_duration(duration)
-        if repeat:
-            sc.repeat = repeat
-        if only:
-            sc = sc.restricted(only)
-            if sc is None:
-                continue
-        out.append(sc)
-    return out
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -109,13 +62,14 @@ def cmd_run(args) -> int:
     from experiments.batch.plan import Shard, plan_batch
     from experiments.output.report import write_report
     from experiments.run.orchestrate import run_batch
+    from experiments.scenario.catalog import select
 
     if args.extra_max is not None and not args.until_trusted:
         print("ckcd-coex run: --extra-max bounds --until-trusted's extra runs: give --until-trusted N too",
               file=sys.stderr)
         return 2
     shard = args.shard or Shard(0, 1)
-    scenarios = _scenarios(args.scenarios, args.duration, args.repeat, _only(args.only))
+    scenarios = select(args.scenarios, args.duration, args.repeat, _only(args.only))
     if not scenarios:
         print(f"ckcd-coex run: --only {args.only} matches no case", file=sys.stderr)
         return 2
@@ -179,7 +133,7 @@ def cmd_export(args) -> int:
 
 def cmd_list(args) -> int:
     from experiments.run.orchestrate import RUN_OVERHEAD_S
-    from experiments.scenario.model import builtin_names, resolve
+    from experiments.scenario.catalog import GROUPS, builtin_names, resolve
 
     total = 0.0
     for name in builtin_names():
@@ -303,14 +257,7 @@ def cmd_ovs(args) -> int:
     return {"start": _ovs_start, "stop": _ovs_stop, "status": _ovs_status}[args.action](_manual_ovs())
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="ckcd-coex", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="short BBR-vs-CUBIC run with a printed table and a report")
-    demo.add_argument("--duration", type=float, default=30.0, help="seconds per traffic run (default 30)")
-    demo.add_argument("--out", default="results/demo", help="report directory (default results/demo)")
-    demo.set_defaults(func=cmd_demo)
+def _run_parser(sub) -> None:
     # allow_abbrev=False: an abbreviation (`--sh`) would pass the sweep script's check of which
     # options it forwards, and a future option could make an old abbreviation mean another one.
     run = sub.add_parser("run", help="run scenarios and write results, CSV, plots and a report",
@@ -338,6 +285,10 @@ def main(argv=None) -> int:
     run.add_argument("--include-untrusted", action="store_true", help="pool untrusted runs into the report's "
                      "means too (marked as such; by default only trusted runs are)")
     run.set_defaults(func=cmd_run, needs_root=True)
+
+
+def _offline_parsers(sub) -> None:
+    """The commands that read saved runs only: no root, no lab."""
     merge = sub.add_parser("merge", help="merge the shard directories of one batch into one report")
     merge.add_argument("dirs", nargs="+", metavar="DIR", help="shard directories (each with its batch.json)")
     merge.add_argument("--out", required=True, help="a new directory for the merged runs and report")
@@ -360,12 +311,28 @@ def main(argv=None) -> int:
     report.set_defaults(func=cmd_report, needs_root=False)
     lst = sub.add_parser("list", help="the built-in scenarios")
     lst.set_defaults(func=cmd_list, needs_root=False)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ckcd-coex", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="short BBR-vs-CUBIC run with a printed table and a report")
+    demo.add_argument("--duration", type=float, default=30.0, help="seconds per traffic run (default 30)")
+    demo.add_argument("--out", default="results/demo", help="report directory (default results/demo)")
+    demo.set_defaults(func=cmd_demo)
+    _run_parser(sub)
+    _offline_parsers(sub)
     clean = sub.add_parser("clean", help="stop and remove everything a lab run may have left")
     clean.set_defaults(func=cmd_clean)
     ovs = sub.add_parser("ovs", help="the private Open vSwitch for your own mn: prints the export line it needs")
     ovs.add_argument("action", choices=["start", "stop", "status"])
     ovs.set_defaults(func=cmd_ovs)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if getattr(args, "needs_root", True) and os.geteuid() != 0:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from experiments.batch.records import finished_runs
 from experiments.output.report import write_report
 from experiments.run.case import REST_PORT
 from experiments.run.orchestrate import run_batch
-from experiments.scenario.model import resolve
+from experiments.scenario.catalog import resolve
 
 DASHBOARD_URL = f"http://127.0.0.1:{REST_PORT}/coex/v1/ui"
 

@@ -12,7 +12,8 @@ from experiments.analysis.summary import full_buffer_ms, headline, summarize
 from experiments.analysis import fidelity
 from experiments.analysis.stats import percentile, window_rate
 from experiments.output.report import write_report
-from experiments.scenario.model import ScenarioError, parse_scenario
+from experiments.scenario.model import ScenarioError
+from experiments.scenario.catalog import parse_scenario
 
 DOC = {"name": "syn", "topology": "dumbbell", "duration_s": 40, "warmup_s": 10, "disciplines": ["droptail", "ckcd"],
        "link": {"rate_mbps": 100, "delay_ms": 10, "buffer_pkts": 80},

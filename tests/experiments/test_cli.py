@@ -10,22 +10,22 @@ import pytest
 
 from experiments import cli
 from experiments.run.progress import Progress
-from experiments.scenario.model import builtin_names, resolve
+from experiments.scenario.catalog import GROUPS, builtin_names, resolve, select
 
 
 def test_groups_name_builtin_scenarios():
-    for members in cli.GROUPS.values():
+    for members in GROUPS.values():
         assert set(members) <= set(builtin_names())
 
 
 def test_default_is_seed000_with_paper_durations():
-    scenarios = cli._scenarios([], None, None, [])
-    assert [s.name for s in scenarios] == cli.GROUPS["seed000"]
+    scenarios = select([], None, None, [])
+    assert [s.name for s in scenarios] == GROUPS["seed000"]
     assert all(s.duration_s == 120 and s.repeat == 1 for s in scenarios)
 
 
 def test_duration_repeat_and_only_shape_the_batch():
-    scenarios = cli._scenarios(["seed001"], 20, 3, ["separate_queues"])
+    scenarios = select(["seed001"], 20, 3, ["separate_queues"])
     # coex_paths has no Separate Queues case: left out, not run empty
     assert [s.name for s in scenarios] == ["coex_queues", "coex_queues_paced"]
     for s in scenarios:
@@ -37,7 +37,7 @@ def test_duration_repeat_and_only_shape_the_batch():
 
 
 def test_all_expands_without_the_demo_and_without_duplicates():
-    names = [s.name for s in cli._scenarios(["all", "bbr_cubic"], None, None, [])]
+    names = [s.name for s in select(["all", "bbr_cubic"], None, None, [])]
     # hdcodel_fair sweeps five delays and emulator_lateness five latenesses: one scenario each, in
     # place of the file's own.
     assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1 + 4 + 4
@@ -45,11 +45,11 @@ def test_all_expands_without_the_demo_and_without_duplicates():
 
 
 def test_only_picks_one_member_of_a_sweep():
-    (sc,) = cli._scenarios(["seed003"], 20, None, ["hdcodel_fair_rtt8ms"])
+    (sc,) = select(["seed003"], 20, None, ["hdcodel_fair_rtt8ms"])
     assert sc.name == "hdcodel_fair_rtt8ms" and sc.link.delay_ms == 4 and sc.duration_s == 20
     assert [c.name for c in sc.cases()] == ["droptail", "codel", "static", "dynamic"]
     # a scenario and a case together: one case of one member (rerunning an untrusted run)
-    (sc,) = cli._scenarios(["seed003"], None, None, ["hdcodel_fair_rtt1ms", "codel"])
+    (sc,) = select(["seed003"], None, None, ["hdcodel_fair_rtt1ms", "codel"])
     assert sc.name == "hdcodel_fair_rtt1ms" and [c.name for c in sc.cases()] == ["codel"]
 
 

@@ -11,7 +11,8 @@ from experiments.analysis.summary import summarize
 
 from experiments.output import report
 from experiments.lab.hosts import parse_netstat
-from experiments.scenario.model import ScenarioError, parse_scenario
+from experiments.scenario.model import ScenarioError
+from experiments.scenario.catalog import parse_scenario
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "netstat", "loopback_transfer.txt")
 BASE = {"name": "t", "topology": "dumbbell", "duration_s": 10, "disciplines": ["ckcd_ecn"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from experiments.analysis.metrics import run_metrics
 from experiments.analysis.fidelity import RTT_EXCESS_MAX_MS, STEAL_HIGH_PCT
-from experiments.scenario.model import parse_scenario
+from experiments.scenario.catalog import parse_scenario
 
 DOC = {"name": "t", "topology": "dumbbell", "duration_s": 10, "warmup_s": 2,
        "disciplines": ["droptail"], "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],

@@ -5,7 +5,8 @@ the bandwidth halved or doubled at 30 s), without a lab: parsing and its refusal
 import pytest
 
 from experiments.analysis.metrics import _mean_rate_bps
-from experiments.scenario.model import ScenarioError, parse_scenario, resolve
+from experiments.scenario.model import ScenarioError
+from experiments.scenario.catalog import parse_scenario, resolve
 
 BASE = {"name": "t", "topology": "dumbbell", "duration_s": 60, "disciplines": ["cocoa"],
         "link": {"rate_mbps": 20, "delay_ms": 10, "buffer_pkts": 100},

@@ -21,7 +21,8 @@ from experiments.run import case
 from experiments.run.probes import iperf, link, short
 from experiments.output import report
 from experiments.output.report import _flows_csv, _summary_csv
-from experiments.scenario.model import ScenarioError, builtin_names, parse_scenario, resolve
+from experiments.scenario.model import ScenarioError
+from experiments.scenario.catalog import builtin_names, parse_scenario, resolve
 
 PINNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pinned")
 

@@ -11,7 +11,7 @@ import pytest
 
 from experiments.output.report import write_report
 from experiments.run.orchestrate import run_batch
-from experiments.scenario.model import parse_scenario
+from experiments.scenario.catalog import parse_scenario
 
 pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 

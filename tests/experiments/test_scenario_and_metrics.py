@@ -3,7 +3,8 @@
 import pytest
 
 from experiments.analysis.stats import jain_index, mean_ci95, t_critical_95
-from experiments.scenario.model import ScenarioError, builtin_names, parse_scenario, resolve, spec_with_addresses
+from experiments.scenario.model import ScenarioError, spec_with_addresses
+from experiments.scenario.catalog import builtin_names, parse_scenario, resolve
 
 BASE = {"name": "t", "topology": "dumbbell", "duration_s": 10, "disciplines": ["droptail"],
         "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},

@@ -12,8 +12,9 @@ from experiments.lab import net as lab
 
 from experiments.run import orchestrate as runner
 
-from experiments.scenario import model as scenario
-from experiments.scenario.model import ScenarioError, load_scenario, parse_scenario
+from experiments.scenario import check as scenario_check
+from experiments.scenario.model import ScenarioError
+from experiments.scenario.catalog import load_scenario, parse_scenario
 from ovs_config.aqm import AqmBackendError, check_spec
 
 BASE = {"name": "s", "duration_s": 10, "disciplines": ["droptail", "red"],
@@ -94,10 +95,10 @@ def test_a_variant_the_core_refuses_names_the_variants_key_or_the_discipline_par
 def core_calls(monkeypatch):
     """Every (spec, rate) the core is asked about, with a fresh cache."""
     calls = []
-    monkeypatch.setattr(scenario, "check_spec", lambda spec, rate: calls.append((spec, rate)))
-    scenario._core_refusal.cache_clear()
+    monkeypatch.setattr(scenario_check, "check_spec", lambda spec, rate: calls.append((spec, rate)))
+    scenario_check._core_refusal.cache_clear()
     yield calls
-    scenario._core_refusal.cache_clear()
+    scenario_check._core_refusal.cache_clear()
 
 
 def test_the_core_is_asked_once_per_distinct_spec_and_rate(core_calls):
@@ -117,12 +118,12 @@ def test_the_core_is_asked_at_every_rate_the_link_takes(core_calls):
 def test_a_core_that_cannot_be_asked_fails_the_load_naming_the_discipline(monkeypatch):
     def no_binary(spec, rate):
         raise AqmBackendError("cannot check disciplines: ckcd-replay: No such file (make -C datapath)")
-    monkeypatch.setattr(scenario, "check_spec", no_binary)
-    scenario._core_refusal.cache_clear()
+    monkeypatch.setattr(scenario_check, "check_spec", no_binary)
+    scenario_check._core_refusal.cache_clear()
     try:
         err = refusal({**BASE, "disciplines": ["red"]})
     finally:
-        scenario._core_refusal.cache_clear()
+        scenario_check._core_refusal.cache_clear()
     assert err.key == "discipline_params.red" and "make -C datapath" in err.message
 
 

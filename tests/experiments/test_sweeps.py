@@ -23,7 +23,8 @@ from experiments.run import case as one_run
 from experiments.run import orchestrate as runner
 from experiments.batch.plan import BatchError, Shard, declared_order, plan_batch, read_batch_file
 from experiments.batch.merge import merge_shards
-from experiments.scenario.model import ScenarioError, parse_scenario
+from experiments.scenario.model import ScenarioError
+from experiments.scenario.catalog import parse_scenario, select
 
 BASE = {"name": "g", "duration_s": 10, "disciplines": ["droptail", "ckcd"],
         "link": {"rate_mbps": 50, "delay_ms": 10, "buffer_pkts": 80},
@@ -313,9 +314,9 @@ def test_duration_cannot_shrink_a_grid_over_duration(tmp_path):
     path = tmp_path / "d.toml"
     path.write_text('name = "d"\nduration_s = 10\n[link]\nrate_mbps = 10\ndelay_ms = 5\nbuffer_pkts = 20\n'
                     '[[flows]]\nsrc = "h1"\ndst = "h3"\ncc = "cubic"\n[sweep]\nduration_s = [10, 20]\n')
-    assert len(cli._scenarios([str(path)], None, None, [])) == 2
+    assert len(select([str(path)], None, None, [])) == 2
     with pytest.raises(ScenarioError, match="--duration") as err:
-        cli._scenarios([str(path)], 5, None, [])
+        select([str(path)], 5, None, [])
     assert err.value.key == "sweep.duration_s"
 
 

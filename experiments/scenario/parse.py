@@ -1,0 +1,357 @@
+"""A scenario document (one parsed TOML file, no grid) -> a checked Scenario. Keys are read and
+refused in a fixed order; every refusal is a ScenarioError naming the key (`flows[1].cc`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from experiments.lab.traffic import CONGESTION_CONTROLS
+from experiments.scenario.check import check_disciplines
+from experiments.scenario.disciplines import DISCIPLINES
+from experiments.scenario.model import (AGGREGATES, APPROACHES, FIRST_PORT, TOPOLOGIES, Flow, Link, LinkChange, Ping,
+                                        Scenario, ScenarioError, ShortFlows, hosts_of)
+
+
+class Table:
+    """A TOML table being read: every key read is remembered; leftovers are refused."""
+
+    def __init__(self, data: dict, path: str, source: str | None):
+        if not isinstance(data, dict):
+            raise ScenarioError(f"expected a table, got {type(data).__name__}", path or None, source)
+        self.data, self.path, self.source, self.seen = data, path, source, set()
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def error(self, name: str, message: str) -> ScenarioError:
+        return ScenarioError(message, self.key(name), self.source)
+
+    def get(self, name: str, kind, default=dataclasses.MISSING):
+        self.seen.add(name)
+        if name not in self.data:
+            if default is dataclasses.MISSING:
+                raise self.error(name, "missing (required)")
+            return default
+        value = self.data[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise self.error(name, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def number(self, name: str, default=dataclasses.MISSING, low: float | None = None,
+               high: float | None = None, strict_low: bool = False) -> float:
+        value = self.get(name, float, default)
+        if value is None:
+            return value
+        if not math.isfinite(value):  # TOML has nan and inf; every range check passes nan
+            raise self.error(name, f"{value!r} is not a finite number")
+        if low is not None and (value < low or (strict_low and value == low)):
+            raise self.error(name, f"{value:g} is out of range (must be {'>' if strict_low else '>='} {low:g})")
+        if high is not None and value > high:
+            raise self.error(name, f"{value:g} is out of range (must be <= {high:g})")
+        return value
+
+    def choice(self, name: str, allowed, default=dataclasses.MISSING):
+        value = self.get(name, str, default)
+        if value is not None and value not in allowed:
+            raise self.error(name, f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    def table(self, name: str, default=dataclasses.MISSING) -> "Table | None":
+        """The sub-table `name` (None when it is absent and the default is None)."""
+        value = self.get(name, dict, default)
+        return None if value is None else Table(value, self.key(name), self.source)
+
+    def done(self) -> None:
+        extra = sorted(set(self.data) - self.seen)
+        if extra:
+            raise self.error(extra[0], "unknown key (a typo?)")
+
+
+def _rate_bps(t: Table, name_mbps: str, name_bps: str, default=dataclasses.MISSING) -> int | None:
+    has_mbps, has_bps = name_mbps in t.data, name_bps in t.data
+    if has_mbps and has_bps:
+        raise t.error(name_bps, f"give either {name_mbps} or {name_bps}, not both")
+    if has_bps:
+        return int(t.number(name_bps, low=1000, high=1e11))
+    if has_mbps or default is dataclasses.MISSING:
+        return int(round(t.number(name_mbps, low=0.001, high=1e5) * 1e6))
+    t.seen.update({name_mbps, name_bps})
+    return default
+
+
+def parse_one(data: dict, source: str | None) -> Scenario:
+    """One scenario, no grid. Keys are read, and refused, in the order below."""
+    top = Table(data, "", source)
+    name = _scenario_name(top)
+    title = top.get("title", str, name)
+    src_ref = top.get("source", str, "")
+    notes = top.get("notes", str, "")
+    topology = top.choice("topology", TOPOLOGIES, "dumbbell")
+    duration_s, warmup_s = _run_length(top)
+    repeat = int(top.number("repeat", 1, low=1, high=1000))
+    link = _link(top.table("link"))
+    variants = _variants(top.table("variants", {}))
+    disciplines = _names_each_once(top, "disciplines", DISCIPLINES + tuple(variants), "droptail", "discipline")
+    approaches = _names_each_once(top, "approaches", APPROACHES, "none", "approach")
+    if "separate_paths" in approaches and topology != "twopaths":
+        raise top.error("approaches", "separate_paths needs topology = \"twopaths\" (two disjoint paths)")
+    params = _discipline_params(top.table("discipline_params", {}))
+    fraction = _limited_queue_fraction(top.table("coex", {}))
+    per_side = _hosts_per_side(top, topology)
+    hosts = hosts_of(per_side)
+    flows = _flows(top, hosts, duration_s)
+    ping = _ping(top.table("ping", None), hosts)
+    changes = _link_changes(top, duration_s)
+    tcp_sack = top.get("tcp_sack", bool, True)
+    access = _access_delay(top.table("access_delay_ms", {}), hosts)
+    tcp_info_s = top.number("tcp_info_interval_s", 0.5, low=0.1, high=10)
+    short = _short_flows(top, hosts, duration_s)
+    top.done()
+    scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
+                        warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
+                        flows=flows, ping=ping, discipline_params=params,
+                        limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
+                        variants={v: variants[v] for v in disciplines if v in variants},
+                        tcp_sack=tcp_sack, access_delay_ms=access, hosts_per_side=per_side,
+                        tcp_info_interval_s=tcp_info_s, short_flows=short)
+    check_disciplines(scenario, source)
+    if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
+        raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
+    return scenario
+
+
+def _scenario_name(top: Table) -> str:
+    name = top.get("name", str)
+    if not name or not all(c.isalnum() or c in "_-" for c in name):
+        raise top.error("name", f"{name!r}: use letters, digits, '_' and '-' (it names a directory)")
+    return name
+
+
+def _run_length(top: Table) -> tuple[float, float]:
+    """duration_s and warmup_s; the warm-up must leave part of the run to measure."""
+    duration_s = top.number("duration_s", low=1, high=86400)
+    warmup_s = top.number("warmup_s", 0.0, low=0)
+    if warmup_s >= duration_s:
+        raise top.error("warmup_s", f"{warmup_s:g} s leaves nothing of a {duration_s:g} s run")
+    return duration_s, warmup_s
+
+
+def _link(lt: Table) -> Link:
+    link = Link(rate_bps=_rate_bps(lt, "rate_mbps", "rate_bps"),
+                delay_ms=lt.number("delay_ms", low=0, high=10000),
+                buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)),
+                release_batch_us=lt.number("release_batch_us", 0.0, low=0, high=10000),
+                release_lateness_us=lt.number("release_lateness_us", 0.0, low=0, high=10000))
+    lt.done()
+    return link
+
+
+def _link_changes(top: Table, duration_s: float) -> list[LinkChange]:
+    """[[link_changes]]: at_s inside the run, in order, each with rate_mbps (or rate_bps) and/or delay_ms."""
+    changes = []
+    for i, raw in enumerate(top.get("link_changes", list, [])):
+        ct = Table(raw, f"link_changes[{i}]", top.source)
+        at_s = ct.number("at_s", low=0, high=duration_s)
+        if changes and at_s < changes[-1].at_s:
+            raise ct.error("at_s", f"{at_s:g} s comes before the previous change at {changes[-1].at_s:g} s")
+        change = LinkChange(at_s, _rate_bps(ct, "rate_mbps", "rate_bps", None),
+                            ct.number("delay_ms", None, low=0, high=10000))
+        if change.rate_bps is None and change.delay_ms is None:
+            raise ct.error("rate_mbps", "a link change needs rate_mbps (or rate_bps) and/or delay_ms")
+        ct.done()
+        changes.append(change)
+    return changes
+
+
+def _names_each_once(top: Table, key: str, allowed: tuple[str, ...], default: str, noun: str) -> list[str]:
+    """A list of names from `allowed`, at least one, none twice (disciplines, approaches)."""
+    names = top.get(key, list, [default])
+    for i, n in enumerate(names):
+        if n not in allowed:
+            raise top.error(f"{key}[{i}]", f"{n!r} is not one of {', '.join(allowed)}")
+    if not names or len(set(names)) != len(names):
+        raise top.error(key, f"must list at least one {noun}, each once")
+    return names
+
+
+def _discipline_params(pt: Table) -> dict[str, dict[str, Any]]:
+    """[discipline_params.<discipline>] tables of plain values; whether each discipline knows
+    them is checked on the whole scenario (check_disciplines)."""
+    params: dict[str, dict[str, Any]] = {}
+    for d in list(pt.data):
+        if d not in DISCIPLINES:
+            raise pt.error(d, f"{d!r} is not one of {', '.join(DISCIPLINES)}")
+        inner = pt.get(d, dict)
+        for k, v in inner.items():
+            if isinstance(v, (dict, list)) or isinstance(v, bool):
+                raise ScenarioError(f"expected a number or string, got {v!r}", f"discipline_params.{d}.{k}",
+                                    pt.source)
+        params[d] = dict(inner)
+    pt.done()
+    return params
+
+
+def _variants(vt: Table) -> dict[str, dict[str, Any]]:
+    """[variants.<name>]: a `discipline` and its parameters (plain values, checked with the
+    rest in check_disciplines). A name must not hide a discipline."""
+    variants: dict[str, dict[str, Any]] = {}
+    for name in list(vt.data):
+        if name in DISCIPLINES:
+            raise vt.error(name, f"{name!r} is a discipline's name; give the variant another")
+        if not name.strip(".") or not all(c.isalnum() or c in "_-." for c in name):
+            raise vt.error(name, f"{name!r}: use letters, digits, '_', '-' and '.' (it names a directory)")
+        inner = Table(vt.get(name, dict), f"{vt.key(name)}", vt.source)
+        variant = {"discipline": inner.choice("discipline", DISCIPLINES)}
+        for k, v in inner.data.items():
+            if k == "discipline":
+                continue
+            if isinstance(v, (dict, list)) or isinstance(v, bool):
+                raise inner.error(k, f"expected a number or string, got {v!r}")
+            variant[k] = v
+        variants[name] = variant
+    vt.done()
+    return variants
+
+
+def _limited_queue_fraction(ct: Table) -> float:
+    fraction = ct.number("limited_queue_fraction", 0.5, low=0.01, high=1)
+    ct.done()
+    return fraction
+
+
+def _flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> list[Flow]:
+    """Every [[flows]] entry as `count` flows, each on a port of its own from FIRST_PORT on."""
+    raw_flows = top.get("flows", list)
+    if not raw_flows:
+        raise top.error("flows", "at least one flow is needed")
+    flows: list[Flow] = []
+    ecn_of_host: dict[str, tuple[bool, int]] = {}  # sender -> (ecn, the first entry that said so)
+    for i, raw in enumerate(raw_flows):
+        ft = Table(raw, f"flows[{i}]", top.source)
+        entry = _flow_entry(ft, hosts, duration_s, FIRST_PORT + len(flows))
+        src, ecn = entry[0].src, entry[0].ecn
+        first = ecn_of_host.setdefault(src, (ecn, i))
+        if first[0] != ecn:
+            raise ft.error("ecn", f"{src} sends flows[{first[1]}] with ecn = {str(first[0]).lower()}: ECN is a "
+                                  f"per-host setting in Linux (net.ipv4.tcp_ecn), so all flows of one sender "
+                                  f"must agree")
+        flows += entry
+    _make_labels_unique(flows)
+    return flows
+
+
+def _flow_entry(ft: Table, hosts: dict[str, tuple[str, ...]], duration_s: float, first_port: int) -> list[Flow]:
+    src = ft.choice("src", hosts["senders"])
+    dst = ft.choice("dst", hosts["receivers"])
+    cc = ft.choice("cc", CONGESTION_CONTROLS)
+    count = int(ft.number("count", 1, low=1, high=64))
+    start_s, stop_s, every_s = _flow_times(ft, count, duration_s)
+    aggregate = ft.choice("aggregate", AGGREGATES, None)
+    rate_bps = _rate_bps(ft, "rate_mbps", "rate_bps", None)
+    ecn = ft.get("ecn", bool, False)
+    label = ft.get("label", str, cc)
+    ft.done()
+    return [Flow(label=f"{label}{k + 1}" if count > 1 else label, src=src, dst=dst, cc=cc,
+                 start_s=start_s + k * every_s, stop_s=stop_s, port=first_port + k, aggregate=aggregate,
+                 rate_bps=rate_bps, ecn=ecn)
+            for k in range(count)]
+
+
+def _flow_times(ft: Table, count: int, duration_s: float) -> tuple[float, float, float]:
+    """start_s, stop_s and start_every_s (between the `count` flows of one entry): each flow
+    must start before the entry's stop_s, which is within the run."""
+    start_s = ft.number("start_s", 0.0, low=0)
+    stop_s = ft.number("stop_s", duration_s, low=0, high=duration_s)
+    if stop_s <= start_s:
+        raise ft.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+    every_s = ft.number("start_every_s", 0.0, low=0)
+    if start_s + every_s * (count - 1) >= stop_s:
+        raise ft.error("start_every_s", "the last flow would start after it stops")
+    return start_s, stop_s, every_s
+
+
+def _make_labels_unique(flows: list[Flow]) -> None:
+    """bbr, cubic, bbr -> bbr-1, cubic, bbr-2."""
+    labels = [f.label for f in flows]
+    for f in flows:
+        if labels.count(f.label) > 1:
+            dup = [g for g in flows if g.label == f.label]
+            for n, g in enumerate(dup, 1):
+                g.label = f"{g.label}-{n}"
+
+
+SHORT_FIRST_PORT = 6201  # apart from the long flows' iperf3 ports
+
+
+SHORT_SIZE_KB_MAX = 100_000
+
+
+def _short_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> list[ShortFlows]:
+    """[[short_flows]] src, dst, cc, sizes_kb = [50, 1000] (each transfer draws one, uniformly),
+    rate_per_s, arrivals = "poisson" | "interval", start_s, stop_s, label."""
+    out = []
+    for i, raw in enumerate(top.get("short_flows", list, [])):
+        st = Table(raw, f"short_flows[{i}]", top.source)
+        src, dst = st.choice("src", hosts["senders"]), st.choice("dst", hosts["receivers"])
+        cc = st.choice("cc", CONGESTION_CONTROLS)
+        sizes = st.get("sizes_kb", list)
+        if not sizes:
+            raise st.error("sizes_kb", "at least one size (KB) is needed")
+        for k, size in enumerate(sizes):
+            if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= SHORT_SIZE_KB_MAX:
+                raise st.error("sizes_kb", f"[{k}] = {size!r} is not a size in KB in (0, {SHORT_SIZE_KB_MAX}]")
+        rate = st.number("rate_per_s", low=0.01, high=100)
+        arrivals = st.choice("arrivals", ("poisson", "interval"), "poisson")
+        start_s = st.number("start_s", 0.0, low=0)
+        stop_s = st.number("stop_s", duration_s, low=0, high=duration_s)
+        if stop_s <= start_s:
+            raise st.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+        label = st.get("label", str, f"short-{cc}-{i + 1}")
+        st.done()
+        out.append(ShortFlows(label=label, src=src, dst=dst, cc=cc, sizes_kb=[float(x) for x in sizes],
+                              rate_per_s=rate, poisson=arrivals == "poisson", start_s=start_s, stop_s=stop_s,
+                              port=SHORT_FIRST_PORT + i))
+    if len({g.label for g in out}) != len(out):
+        raise top.error("short_flows", "labels must differ")
+    return out
+
+
+def _ping(pg: Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:
+    if pg is None:
+        return None
+    ping = Ping(src=pg.choice("src", hosts["senders"]), dst=pg.choice("dst", hosts["receivers"]),
+                interval_s=pg.number("interval_s", 0.2, low=0.002, high=10),
+                aggregate=pg.choice("aggregate", AGGREGATES, None))
+    pg.done()
+    return ping
+
+
+def _access_delay(at: Table, hosts: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """[access_delay_ms] h2 = 15: one-way delay (ms) of a host's frames before the bottleneck."""
+    known = hosts["senders"] + hosts["receivers"]
+    out = {}
+    for name in list(at.data):
+        if name not in known:
+            raise at.error(name, f"not a host of this topology (hosts: {', '.join(known)})")
+        out[name] = at.number(name, low=0, high=10000)
+    at.done()
+    return out
+
+
+HOSTS_PER_SIDE_MAX = 8
+
+
+def _hosts_per_side(top: Table, topology: str) -> int:
+    """hosts_per_side = 3: the dumbbell's hosts on each side (seed 004's N1-N3 and N4-N6)."""
+    if "hosts_per_side" in top.data and topology != "dumbbell":
+        raise top.error("hosts_per_side", "only the dumbbell has a host count (twopaths has two a side)")
+    n = top.number("hosts_per_side", 2, low=1, high=HOSTS_PER_SIDE_MAX)
+    if n != int(n):
+        raise top.error("hosts_per_side", f"{n:g} is not a whole number of hosts")
+    return int(n)
