@@ -78,7 +78,7 @@ def cmd_run(args) -> int:
     records = run_batch(scenarios, args.out, batch=batch, resume=args.resume, command=command,
                         until_trusted=args.until_trusted, extra_max=args.extra_max)
     out = write_report(args.out, records, command=command, include_untrusted=args.include_untrusted)
-    from experiments.output.report import headline_table
+    from experiments.output.markdown import headline_table
     if out["headline"]:
         print("\n".join(headline_table(out["headline"])))
     print(f"report: {os.path.abspath(os.path.join(args.out, 'report.md'))}")
@@ -109,7 +109,8 @@ def cmd_report(args) -> int:
 
 def cmd_merge(args) -> int:
     from experiments.batch.merge import merge_shards
-    from experiments.output.report import headline_table, write_report
+    from experiments.output.markdown import headline_table
+    from experiments.output.report import write_report
 
     records = merge_shards(args.dirs, args.out, allow_missing=args.allow_missing)
     out = write_report(args.out, records, command="ckcd-coex " + shlex.join(sys.argv[1:]))

@@ -9,7 +9,7 @@ import pytest
 from experiments.analysis import metrics as analysis
 from experiments.analysis.summary import summarize
 
-from experiments.output import report
+from experiments.output import markdown
 from experiments.lab.hosts import parse_netstat
 from experiments.scenario.model import ScenarioError
 from experiments.scenario.catalog import parse_scenario
@@ -79,8 +79,8 @@ def test_marks_reach_the_metrics_summary_and_report():
     # the record has no final link stats, so it is untrusted: pooled here to see the marks' path
     [entry] = summarize([rec], include_untrusted=True)
     assert entry["marks_by_reason"]["early"]["mean"] == m["marks"]["early"]
-    table = report.case_table([entry])
+    table = markdown.case_table([entry])
     assert "ECN marks" in table[0] and f"early {m['marks']['early']}" in table[2]
     quiet = _record([{}, {}], {})
     quiet["metrics"] = analysis.run_metrics(quiet)
-    assert "ECN marks" not in report.case_table(summarize([quiet]))[0]
+    assert "ECN marks" not in markdown.case_table(summarize([quiet]))[0]

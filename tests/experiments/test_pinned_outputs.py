@@ -19,8 +19,8 @@ from experiments.analysis.summary import full_buffer_ms, headline, summarize
 
 from experiments.run import case
 from experiments.run.probes import iperf, link, short
-from experiments.output import report
-from experiments.output.report import _flows_csv, _summary_csv
+from experiments.output import markdown
+from experiments.output.csv_files import flows_csv, summary_csv
 from experiments.scenario.model import ScenarioError
 from experiments.scenario.catalog import builtin_names, parse_scenario, resolve
 
@@ -205,19 +205,19 @@ def metrics_outputs(monkeypatch) -> dict:
     summary = summarize(runs)
     head = headline(summary, {r["scenario"]["name"]: full_buffer_ms(r["scenario"]) for r in runs})
     return {"run_metrics": per_run, "summary": summary, "headline": head,
-            "summary_csv": _written(_summary_csv, summary), "flows_csv": _written(_flows_csv, runs),
+            "summary_csv": _written(summary_csv, summary), "flows_csv": _written(flows_csv, runs),
             "report_md": _report_markdown(monkeypatch, runs, summary, head)}
 
 
 def _report_markdown(monkeypatch, runs, summary, head) -> str:
     """report.md without the plots, on a machine and at a time that do not vary."""
-    monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(report.platform, "node", lambda: "labhost")
-    monkeypatch.setattr(report.platform, "release", lambda: "6.18.0")
+    monkeypatch.setattr(markdown.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(markdown.platform, "node", lambda: "labhost")
+    monkeypatch.setattr(markdown.platform, "release", lambda: "6.18.0")
     when = types.SimpleNamespace(now=lambda: datetime.datetime(2026, 11, 23, 20, 0, 0))
-    monkeypatch.setattr(report, "datetime", types.SimpleNamespace(datetime=when))
+    monkeypatch.setattr(markdown, "datetime", types.SimpleNamespace(datetime=when))
     plots = {"met": ["plots/met_timeseries.png", "plots/met_bars.png"]}
-    return _written(lambda path, _: report._markdown(path, runs, summary, head, plots, "ckcd-coex run met", []), None)
+    return _written(lambda path, _: markdown.write_markdown(path, runs, summary, head, plots, "ckcd-coex run met", []), None)
 
 
 def _written(write, data) -> str:
