@@ -69,6 +69,7 @@ files group a case's reps.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import gzip
 import json
@@ -287,145 +288,178 @@ def _as_uuid(text: str) -> str | None:
 
 # --- one run as Flent data --------------------------------------------------------------------
 
+@dataclasses.dataclass
+class _Series:
+    """What a Flent data file holds per series: values on the time grid (results), the raw
+    samples (raw_values) and each series' SERIES_META."""
+    grid: list[float]
+    t0: float
+    results: dict[str, list] = dataclasses.field(default_factory=dict)
+    raw: dict[str, list] = dataclasses.field(default_factory=dict)
+    meta: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    def add(self, name: str, points, meta: dict) -> None:
+        """A series resampled onto the grid from (t since t0, value) points."""
+        self.results[name] = resample(points, self.grid)
+        self.meta[name] = meta
+
+
 def flent_data(record: dict, batch: dict | None = None, source: str | None = None) -> dict:
     """One successful run record as the JSON object of a Flent data file (format version 4):
     metadata, x_values, results, raw_values, version. `batch`: _batch_keys' result (default:
     the run alone is the batch)."""
-    scenario, case = record["scenario"], record["case"]
     metrics = record["metrics"]
     t0 = round(float(record["t0_wall"]), 6)  # T0 keeps microseconds: raw t - T0 is exact
     flows = record.get("flows") or []
-    flow_metrics = metrics.get("flows") or []
     links = record.get("links") or {}
     for name in links:
         check_name(name, "link name")
-    ping = record.get("ping") or []
-    ping_spec = scenario.get("ping") or {}
+    t_end = _data_end(record)
+    series = _Series([round(k * STEP_SIZE_S, 6) for k in range(int(math.floor(t_end / STEP_SIZE_S + 1e-9)) + 1)],
+                     t0)
+    uploads = _add_uploads(series, flows, metrics.get("flows") or [])
+    _add_computed(series, uploads, metrics, len(flows))
+    _add_ping(series, record.get("ping") or [], record["scenario"].get("ping") or {}, metrics)
+    for link_name, link in links.items():
+        _add_link(series, link_name, link, (metrics.get("links") or {}).get(link_name) or {}, record, t_end)
+    cpu = _add_cpu(series, record.get("cpu") or [], t_end)
+    if batch is None:
+        batch = _batch_keys(None, record, ".", t0)
+    metadata = _metadata(record, batch, source, series, _test_parameters(flows, list(links), cpu), t_end)
+    return {"version": FLENT_FORMAT_VERSION, "metadata": metadata, "x_values": series.grid,
+            "results": series.results, "raw_values": series.raw}
 
-    # the data's end: the run's length, or the last flow or ping sample if later
-    ends = [float(scenario.get("duration_s") or 0.0)]
-    ends += [t + (rest[0] if rest else 1.0) / 2 for f in flows for t, _v, *rest in f.get("goodput") or []]
-    ends += [t for t, _v in ping]
-    t_end = max(ends)
-    grid = [round(k * STEP_SIZE_S, 6) for k in range(int(math.floor(t_end / STEP_SIZE_S + 1e-9)) + 1)]
 
-    results: dict[str, list] = {}
-    raw: dict[str, list] = {}
-    smeta: dict[str, dict] = {}
+def _data_end(record: dict) -> float:
+    """The data's end: the run's length, or the last flow or ping sample if later."""
+    ends = [float(record["scenario"].get("duration_s") or 0.0)]
+    ends += [t + (rest[0] if rest else 1.0) / 2 for f in record.get("flows") or []
+             for t, _v, *rest in f.get("goodput") or []]
+    ends += [t for t, _v in record.get("ping") or []]
+    return max(ends)
 
-    # each flow: goodput per interval (at its end), and its TCP state from ss
-    upload_names = []
+
+def _add_uploads(series: _Series, flows: list[dict], flow_metrics: list[dict]) -> list[str]:
+    """Each flow as `TCP upload::k`: its goodput per interval (at the interval's middle), and its
+    TCP state from ss; returns the upload series' names."""
+    names = []
     for k, f in enumerate(flows, start=1):
         name = f"TCP upload::{k}"
-        upload_names.append(name)
+        names.append(name)
         fm = flow_metrics[k - 1] if k - 1 < len(flow_metrics) else {}
-        goodput = []
-        for t, mbps, *rest in f.get("goodput") or []:
-            dur = rest[0] if rest else 1.0
-            if mbps is not None:
-                goodput.append((t + dur / 2, mbps, dur))
+        goodput = [(t + (rest[0] if rest else 1.0) / 2, mbps, rest[0] if rest else 1.0)
+                   for t, mbps, *rest in f.get("goodput") or [] if mbps is not None]
         rtt, cwnd, tcp_raw = _tcp_state(f)
-        results[name] = resample([(t, v) for t, v, _d in goodput], grid)
-        raw[name] = sorted([{"t": t0 + t, "val": v, "dur": d} for t, v, d in goodput] +
-                           [dict(row, t=t0 + row["t"]) for row in tcp_raw], key=lambda r: r["t"])
-        smeta[name] = {"RUNNER": "iperf3", "UNITS": "Mbits/s", "MEAN_VALUE": fm.get("mean_mbps"),
-                       "CONG_CONTROL": f.get("sender_cc") or f.get("cc"), "TCP_RETRANSMIT": f.get("retransmits"),
-                       **_own({"LABEL": f.get("label"), "CC": f.get("cc"), "SRC": f.get("src"), "DST": f.get("dst"),
-                               "PORT": f.get("port"), "AGGREGATE": f.get("aggregate"), "ECN": f.get("ecn", False),
-                               "START_S": f.get("start_s"), "STOP_S": f.get("stop_s"),
-                               "RATE_BPS": f.get("rate_bps"), "LAUNCHED_S": f.get("launched_s"),
-                               "GOODPUT_WHOLE_FLOW_MBPS": f.get("goodput_total_mbps"),
-                               "MIN_RTT_MS": f.get("min_rtt_ms"), "LINK_DROPS": f.get("link_drops"),
-                               "LINK_MARKS": f.get("link_marks"), "ERROR": f.get("error")})}
+        series.add(name, [(t, v) for t, v, _d in goodput], {
+            "RUNNER": "iperf3", "UNITS": "Mbits/s", "MEAN_VALUE": fm.get("mean_mbps"),
+            "CONG_CONTROL": f.get("sender_cc") or f.get("cc"), "TCP_RETRANSMIT": f.get("retransmits"),
+            **_own({"LABEL": f.get("label"), "CC": f.get("cc"), "SRC": f.get("src"), "DST": f.get("dst"),
+                    "PORT": f.get("port"), "AGGREGATE": f.get("aggregate"), "ECN": f.get("ecn", False),
+                    "START_S": f.get("start_s"), "STOP_S": f.get("stop_s"),
+                    "RATE_BPS": f.get("rate_bps"), "LAUNCHED_S": f.get("launched_s"),
+                    "GOODPUT_WHOLE_FLOW_MBPS": f.get("goodput_total_mbps"),
+                    "MIN_RTT_MS": f.get("min_rtt_ms"), "LINK_DROPS": f.get("link_drops"),
+                    "LINK_MARKS": f.get("link_marks"), "ERROR": f.get("error")})})
+        series.raw[name] = sorted([{"t": series.t0 + t, "val": v, "dur": d} for t, v, d in goodput] +
+                                  [dict(row, t=series.t0 + row["t"]) for row in tcp_raw], key=lambda r: r["t"])
         for key, points, units in (("tcp_rtt", rtt, "ms"), ("tcp_cwnd", cwnd, "packets")):
             if points:
-                results[f"{name}::{key}"] = resample(points, grid)
-                smeta[f"{name}::{key}"] = {"RUNNER": "ss", "UNITS": units}
+                series.add(f"{name}::{key}", points, {"RUNNER": "ss", "UNITS": units})
+    return names
 
-    # what Flent computes from the uploads after a run
-    per_step = [[results[n][i] for n in upload_names if results[n][i] is not None] for i in range(len(grid))]
+
+def _add_computed(series: _Series, uploads: list[str], metrics: dict, n_flows: int) -> None:
+    """What Flent computes from the uploads after a run: their sum, average and fairness."""
+    if not uploads:
+        return
+    per_step = [[series.results[n][i] for n in uploads if series.results[n][i] is not None]
+                for i in range(len(series.grid))]
+    total = metrics.get("total_mbps")
     for name, fn, units, mean, what in (
-            ("TCP upload sum", lambda v: math.fsum(v), "Mbits/s", metrics.get("total_mbps"), "Sum"),
+            ("TCP upload sum", math.fsum, "Mbits/s", total, "Sum"),
             ("TCP upload avg", lambda v: math.fsum(v) / len(v), "Mbits/s",
-             metrics["total_mbps"] / len(flows) if flows and metrics.get("total_mbps") is not None else None,
-             "Average"),
+             total / n_flows if n_flows and total is not None else None, "Average"),
             ("TCP upload fairness", _jain, "Idx", metrics.get("jain"), "Fairness")):
-        if not upload_names:
-            break
-        results[name] = [fn(v) if v else None for v in per_step]
-        raw[name] = []
-        smeta[name] = {"UNITS": units, "MEAN_VALUE": mean, "COMPUTED_LATE": False,
-                       "COMMAND": f"{what} (computed) of TCP upload::1..{len(upload_names)}"}
+        series.results[name] = [fn(v) if v else None for v in per_step]
+        series.raw[name] = []
+        series.meta[name] = {"UNITS": units, "MEAN_VALUE": mean, "COMPUTED_LATE": False,
+                             "COMMAND": f"{what} (computed) of TCP upload::1..{len(uploads)}"}
 
-    # ping
-    if ping:
-        name = "Ping (ms) ICMP"
-        results[name] = resample([(t, v) for t, v in ping if v is not None], grid)
-        raw[name] = [{"t": t0 + t, "val": v} for t, v in ping if v is not None]
-        smeta[name] = {"RUNNER": "ping", "UNITS": "ms", "MEAN_VALUE": (metrics.get("rtt_ms") or {}).get("mean"),
-                       **_own({"SRC": ping_spec.get("src"), "DST": ping_spec.get("dst"),
-                               "INTERVAL_S": ping_spec.get("interval_s")})}
 
-    # each bottleneck link's queue, as Flent's qdisc stats
-    for link_name, link in links.items():
-        name = f"qdisc_stats_{link_name}"
-        rows = [r for r in link.get("series") or [] if 0.0 <= r["t"] <= t_end]
-        keys = {"backlog_pkts": ("qlen_pkts", "packets"), "backlog_bytes": ("qlen_bytes", "bytes"),
-                "delay": ("sojourn_ms", "ms")}
-        raw_rows = []
-        for r in rows:
-            row = {"t": t0 + r["t"]}
-            for key, (field, _units) in keys.items():
-                if r.get(field) is not None:
-                    row[key] = r[field]
-            row["dropped"] = sum((r.get("drops") or {}).values())
-            row["ecn_mark"] = sum((r.get("marks") or {}).values())
-            raw_rows.append(row)
-        raw[name] = raw_rows
-        lm = (metrics.get("links") or {}).get(link_name) or {}
-        means = {"delay": (lm.get("queue_delay_ms") or {}).get("mean"), "backlog_pkts": lm.get("qlen_pkts_mean")}
-        units = {key: u for key, (_f, u) in keys.items()}
-        units.update(dropped="packets", ecn_mark="packets")
-        for key in ("backlog_pkts", "backlog_bytes", "delay", "dropped", "ecn_mark"):
-            points = [(r["t"] - t0, r[key]) for r in raw_rows if key in r]
-            if points:
-                results[f"{name}::{key}"] = resample(points, grid)
-                smeta[f"{name}::{key}"] = {"UNITS": units[key],
-                                           **({"MEAN_VALUE": means[key]} if means.get(key) is not None else {})}
-        stats = link.get("stats_ab") or {}
-        smeta[name] = {"RUNNER": "ckcd-link", "UNITS": "misc",
-                       **_own({"DIRECTION": "ab", "QDISC": stats.get("qdisc", record.get("qdisc")),
-                               "RATE_BPS": stats.get("rate_bps"), "DELAY_MS": stats.get("delay_ms"),
-                               "LOG_INTERVAL_S": 0.1})}
+def _add_ping(series: _Series, ping: list, ping_spec: dict, metrics: dict) -> None:
+    if not ping:
+        return
+    name = "Ping (ms) ICMP"
+    series.add(name, [(t, v) for t, v in ping if v is not None], {
+        "RUNNER": "ping", "UNITS": "ms", "MEAN_VALUE": (metrics.get("rtt_ms") or {}).get("mean"),
+        **_own({"SRC": ping_spec.get("src"), "DST": ping_spec.get("dst"), "INTERVAL_S": ping_spec.get("interval_s")})})
+    series.raw[name] = [{"t": series.t0 + t, "val": v} for t, v in ping if v is not None]
 
-    # the lab machine's CPU
-    cpu = [(row[0], row[1] / 100.0) for row in record.get("cpu") or []
-           if row and row[1] is not None and 0.0 <= row[0] <= t_end]
+
+# Flent's qdisc stats keys -> (our link log's field, units)
+_QDISC_KEYS = {"backlog_pkts": ("qlen_pkts", "packets"), "backlog_bytes": ("qlen_bytes", "bytes"),
+               "delay": ("sojourn_ms", "ms")}
+
+
+def _add_link(series: _Series, link_name: str, link: dict, lm: dict, record: dict, t_end: float) -> None:
+    """A bottleneck link's queue, as Flent's qdisc stats."""
+    name = f"qdisc_stats_{link_name}"
+    raw_rows = []
+    for r in (r for r in link.get("series") or [] if 0.0 <= r["t"] <= t_end):
+        row = {"t": series.t0 + r["t"]}
+        row.update({key: r[field] for key, (field, _units) in _QDISC_KEYS.items() if r.get(field) is not None})
+        row["dropped"] = sum((r.get("drops") or {}).values())
+        row["ecn_mark"] = sum((r.get("marks") or {}).values())
+        raw_rows.append(row)
+    series.raw[name] = raw_rows
+    means = {"delay": (lm.get("queue_delay_ms") or {}).get("mean"), "backlog_pkts": lm.get("qlen_pkts_mean")}
+    units = {key: u for key, (_f, u) in _QDISC_KEYS.items()}
+    units.update(dropped="packets", ecn_mark="packets")
+    for key in ("backlog_pkts", "backlog_bytes", "delay", "dropped", "ecn_mark"):
+        points = [(r["t"] - series.t0, r[key]) for r in raw_rows if key in r]
+        if points:
+            series.add(f"{name}::{key}", points, {"UNITS": units[key], **({"MEAN_VALUE": means[key]}
+                                                                          if means.get(key) is not None else {})})
+    stats = link.get("stats_ab") or {}
+    series.meta[name] = {"RUNNER": "ckcd-link", "UNITS": "misc",
+                         **_own({"DIRECTION": "ab", "QDISC": stats.get("qdisc", record.get("qdisc")),
+                                 "RATE_BPS": stats.get("rate_bps"), "DELAY_MS": stats.get("delay_ms"),
+                                 "LOG_INTERVAL_S": 0.1})}
+
+
+def _add_cpu(series: _Series, rows: list, t_end: float) -> list:
+    """The lab machine's CPU; returns its (t, load) points (none when the run has no samples)."""
+    cpu = [(row[0], row[1] / 100.0) for row in rows if row and row[1] is not None and 0.0 <= row[0] <= t_end]
     if cpu:
         name = f"cpu_stats_{CPU_HOST}"
-        raw[name] = [{"t": t0 + t, "load": v} for t, v in cpu]
-        results[f"{name}::load"] = resample(cpu, grid)
-        smeta[name] = {"RUNNER": "ckcd-coex cpu sampler", "UNITS": "misc",
-                       **_own({"WHAT": "the whole lab machine: every host, vswitchd, ckcd-link"})}
-        smeta[f"{name}::load"] = {"UNITS": "misc"}
+        series.raw[name] = [{"t": series.t0 + t, "load": v} for t, v in cpu]
+        series.add(f"{name}::load", cpu, {"UNITS": "misc"})
+        series.meta[name] = {"RUNNER": "ckcd-coex cpu sampler", "UNITS": "misc",
+                             **_own({"WHAT": "the whole lab machine: every host, vswitchd, ckcd-link"})}
+    return cpu
 
-    link_names = list(links)
-    test_parameters = {"upload_streams": str(len(flows)),
-                       "cc_algos": ",".join(str(f.get("cc")) for f in flows)}
+
+def _test_parameters(flows: list[dict], link_names: list[str], cpu: list) -> dict:
+    params = {"upload_streams": str(len(flows)), "cc_algos": ",".join(str(f.get("cc")) for f in flows)}
     if link_names:
-        test_parameters["qdisc_stats_hosts"] = ",".join(link_names)
+        params["qdisc_stats_hosts"] = ",".join(link_names)
         # ckcd-link's bottleneck direction (ab) leaves through <link>-b (ovs_config/bottleneck.py)
-        test_parameters["qdisc_stats_interfaces"] = ",".join(f"{n}-b" for n in link_names)
+        params["qdisc_stats_interfaces"] = ",".join(f"{n}-b" for n in link_names)
     if cpu:
-        test_parameters["cpu_stats_hosts"] = CPU_HOST
+        params["cpu_stats_hosts"] = CPU_HOST
+    return params
 
+
+def _metadata(record: dict, batch: dict, source: str | None, series: _Series, test_parameters: dict,
+              t_end: float) -> dict:
+    scenario, case, metrics, t0 = record["scenario"], record["case"], record["metrics"], series.t0
+    flows = record.get("flows") or []
+    ping_spec = scenario.get("ping") or {}
     rep = record["rep"]
     link = scenario.get("link") or {}
     hosts = [str(f.get("dst")) for f in flows]
-    if batch is None:
-        batch = _batch_keys(None, record, ".", t0)
     length = float(scenario.get("duration_s") or t_end)
-    metadata = {
+    return {
         "NAME": FLENT_TEST,
         "TITLE": f"{scenario['name']}/{case['name']} rep {rep}",
         "NOTE": (f"ckcd-coex lab run: {scenario.get('title') or scenario['name']}; bottleneck "
@@ -433,7 +467,7 @@ def flent_data(record: dict, batch: dict | None = None, source: str | None = Non
                  f"{link.get('buffer_pkts')} packets, qdisc '{record.get('qdisc')}'"),
         "TIME": _utc(t0), "T0": _utc(t0),
         "LENGTH": int(length) if length.is_integer() else length,
-        "TOTAL_LENGTH": round(grid[-1] + STEP_SIZE_S, 6),
+        "TOTAL_LENGTH": round(series.grid[-1] + STEP_SIZE_S, 6),
         "STEP_SIZE": STEP_SIZE_S,
         "HOST": str(ping_spec.get("dst") or (hosts[0] if hosts else "")),
         "HOSTS": hosts,
@@ -445,7 +479,7 @@ def flent_data(record: dict, batch: dict | None = None, source: str | None = Non
         "BATCH_NAME": batch["BATCH_NAME"], "BATCH_TIME": _utc(batch["BATCH_TIME"]),
         "BATCH_TITLE": batch["BATCH_TITLE"], "BATCH_UUID": batch["BATCH_UUID"],
         "HTTP_GETTER_URLLIST": None, "HTTP_GETTER_DNS": None, "HTTP_GETTER_WORKERS": None,
-        "SERIES_META": smeta,
+        "SERIES_META": series.meta,
         "FAILED_RUNNERS": sum(1 for f in flows if f.get("error")),
         **_kernel(record.get("provenance")),
         **_own({"EXPORTER": EXPORTER, "SCENARIO": scenario["name"], "SCENARIO_TITLE": scenario.get("title"),
@@ -456,8 +490,6 @@ def flent_data(record: dict, batch: dict | None = None, source: str | None = Non
                 "BATCH": batch.get(PREFIX + "BATCH"), "RECORD_BATCH_ID": record.get("batch_id"),
                 "PROVENANCE": record.get("provenance"), "SOURCE": source}),
     }
-    return {"version": FLENT_FORMAT_VERSION, "metadata": metadata, "x_values": grid,
-            "results": results, "raw_values": raw}
 
 
 def _kernel(provenance) -> dict:
