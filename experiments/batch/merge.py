@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 
 from experiments.batch.plan import BATCH_FILE, BatchError, describe_difference, read_batch_file
 from experiments.batch.records import finished, read_record, run_key, walk_records
+from experiments.names import is_safe_name
 
 
 def merge_shards(shard_dirs: list[str], out_dir: str, allow_missing: bool = False, log=print) -> list[dict]:
@@ -138,8 +138,6 @@ def _check_tree(run_dir: str) -> None:
                 raise BatchError(f"{path}: a symlink or special file in a run's directory; not merged")
 
 
-# A plan key names a directory under runs/: scenario, case, repN, each a plain name.
-_KEY_PART = re.compile(r"[A-Za-z0-9_+.-]+")
 
 
 def _check_plan(d: str, batch: dict) -> None:
@@ -147,5 +145,6 @@ def _check_plan(d: str, batch: dict) -> None:
     plan = batch["plan"]  # a list of distinct strings (read_batch_file)
     for key in plan:
         parts = key.split("/")
-        if len(parts) != 3 or not all(_KEY_PART.fullmatch(p) and p.strip(".") for p in parts):
+        # A plan key names a directory under runs/: scenario, case, repN, each a safe name.
+        if len(parts) != 3 or not all(is_safe_name(p) for p in parts):
             raise BatchError(f"{d}/{BATCH_FILE}: {key!r} is not a run's name (scenario/case/repN)")

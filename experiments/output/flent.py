@@ -75,11 +75,11 @@ import gzip
 import json
 import math
 import os
-import re
 import uuid
 from bisect import bisect_left
 
 from experiments.batch.plan import BatchError, read_batch_file
+from experiments.names import RULE, is_safe_name
 
 FLENT_TEST = "tcp_nup"
 FLENT_FORMAT_VERSION = 4  # resultset.FILEFORMAT_VERSION of Flent 2.3.0
@@ -113,7 +113,6 @@ FLENT_KEYS = ("NAME", "HOST", "HOSTS", "TIME", "LOCAL_HOST", "TITLE", "NOTE", "L
               "BATCH_TITLE", "BATCH_UUID", "DATA_FILENAME", "HTTP_GETTER_URLLIST", "HTTP_GETTER_DNS",
               "HTTP_GETTER_WORKERS", "T0", "SERIES_META", "FAILED_RUNNERS", "KERNEL_NAME", "KERNEL_RELEASE")
 
-NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+\Z")
 _UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://ckcd-coex/flent-export")
 
 
@@ -194,11 +193,11 @@ def _read_record(path: str, rel: str, log) -> dict | None:
 
 
 def check_name(name, what: str) -> str:
-    """`name` if it is safe as a single path component and a Flent series name: letters, digits
-    and `_-.+`, not only dots (`.` and `..` are directories). ValueError otherwise."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or set(name) == {"."}:
-        raise ValueError(f"{what} {name!r}: refused; a name may hold only letters, digits and _-.+ "
-                         f"(and not only dots), since it becomes part of a file path or a Flent series name")
+    """`name` if it is safe as a single path component and a Flent series name (names.py).
+    ValueError otherwise."""
+    if not is_safe_name(name):
+        raise ValueError(f"{what} {name!r}: refused; a name may hold only {RULE}, since it becomes part of a "
+                         f"file path or a Flent series name")
     return name
 
 

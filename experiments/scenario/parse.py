@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from experiments.lab.traffic import CONGESTION_CONTROLS
+from experiments.names import RULE, is_safe_name
 from experiments.scenario.check import check_disciplines
 from experiments.scenario.disciplines import DISCIPLINES
 from experiments.scenario.model import (AGGREGATES, APPROACHES, FIRST_PORT, TOPOLOGIES, Flow, Link, LinkChange, Ping,
@@ -128,8 +129,8 @@ def parse_one(data: dict, source: str | None) -> Scenario:
 
 def _scenario_name(top: Table) -> str:
     name = top.get("name", str)
-    if not name or not all(c.isalnum() or c in "_-" for c in name):
-        raise top.error("name", f"{name!r}: use letters, digits, '_' and '-' (it names a directory)")
+    if not is_safe_name(name):
+        raise top.error("name", f"{name!r}: use {RULE} (it names a directory)")
     return name
 
 
@@ -204,8 +205,8 @@ def _variants(vt: Table) -> dict[str, dict[str, Any]]:
     for name in list(vt.data):
         if name in DISCIPLINES:
             raise vt.error(name, f"{name!r} is a discipline's name; give the variant another")
-        if not name.strip(".") or not all(c.isalnum() or c in "_-." for c in name):
-            raise vt.error(name, f"{name!r}: use letters, digits, '_', '-' and '.' (it names a directory)")
+        if not is_safe_name(name):
+            raise vt.error(name, f"{name!r}: use {RULE} (it names a directory)")
         inner = Table(vt.get(name, dict), f"{vt.key(name)}", vt.source)
         variant = {"discipline": inner.choice("discipline", DISCIPLINES)}
         for k, v in inner.data.items():

@@ -171,3 +171,20 @@ def test_release_lateness_is_a_link_key_of_0_to_10000_us_kept_through_run_json()
     grid = parse_scenario(with_(sweep={"link": {"release_lateness_us": [0, 500]}})).expanded()
     assert [(m.name, m.link.release_lateness_us) for m in grid] == [
         ("t_release_lateness_us0", 0.0), ("t_release_lateness_us500", 500.0)]
+
+
+@pytest.mark.parametrize("name", ["débit", "a/b", "..", "run 1"])
+def test_a_name_every_reader_would_refuse_is_refused_when_the_file_is_read(name):
+    """Rule: scenario and variant names follow the one path-name rule (experiments/names.py) that
+    merge and the Flent export apply: a non-ASCII letter passed str.isalnum() here and was then
+    refused by the export, after the lab had run."""
+    from experiments.names import is_safe_name
+    from experiments.output.flent import check_name
+    assert not is_safe_name(name)
+    with pytest.raises(ValueError):
+        check_name(name, "scenario")
+    with pytest.raises(ScenarioError, match="name: .* ASCII letters"):
+        parse_scenario(with_(name=name))
+    with pytest.raises(ScenarioError, match="variants.* ASCII letters"):
+        parse_scenario(with_(disciplines=[name], variants={name: {"discipline": "red"}}))
+    assert parse_scenario(with_(name="rtt20.5ms+x")).name == "rtt20.5ms+x"
