@@ -121,15 +121,20 @@ def _schedule_reasons(links: dict, blame: str) -> list[str]:
 def _rtt_reasons(rtt_mean: float | None, delay_ms: float, links: dict, blame: str,
                  access_ms: float = 0.0) -> list[str]:
     """access_ms: the ping hosts' access delays (their frames wait them in ckcd-link too)."""
-    excess = _rtt_excess_ms(rtt_mean, delay_ms, links)
-    if excess is not None:
-        excess -= access_ms
+    excess = unexplained_rtt_ms(rtt_mean, delay_ms, links, access_ms)
     if excess is None or excess <= RTT_EXCESS_MAX_MS:
         return []
     access = f" + {access_ms:g} ms of access delays" if access_ms else ""
     return [f"ping RTT {rtt_mean:.1f} ms is {excess:.1f} ms above what the emulated link explains "
             f"(2 x {delay_ms:g} ms{access} + its mean queueing delay; limit "
             f"{RTT_EXCESS_MAX_MS:g} ms): packets waited outside ckcd-link{blame}"]
+
+
+def unexplained_rtt_ms(rtt_mean: float | None, delay_ms: float, links: dict, access_ms: float = 0.0) -> float | None:
+    """What of ping's mean RTT the emulated link does not explain (_rtt_excess_ms, less the ping
+    hosts' access delays, which their frames wait in ckcd-link too)."""
+    excess = _rtt_excess_ms(rtt_mean, delay_ms, links)
+    return None if excess is None else excess - access_ms
 
 
 def _rtt_excess_ms(rtt_mean: float | None, delay_ms: float, links: dict) -> float | None:

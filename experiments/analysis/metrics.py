@@ -34,6 +34,7 @@ from experiments.analysis import fidelity
 from experiments.analysis.stats import counter_rate, in_window, jain_index, percentile, window_rate
 from experiments.run.probes.cpu import CpuSample
 from experiments.scenario.model import Scenario
+from ovs_config.link_daemon import lateness
 
 
 def _stats(values: list) -> dict:
@@ -74,6 +75,9 @@ def run_metrics(record: dict) -> dict:
             "wire_mbps": sum(link["wire_mbps"] or 0.0 for link in links.values()),
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
+            "rtt_unexplained_ms": fidelity.unexplained_rtt_ms(rtt["mean"], scenario.link.delay_ms, links, ping_access_ms),
+            "release_late_mean_us": max((link["release_late_mean_us"] for link in links.values()
+                                         if link["release_late_mean_us"] is not None), default=None),
             "drops": _by_reason(row for w in windows.values() for row in w.rows),
             "marks": _by_reason((row for w in windows.values() for row in w.rows), "marks"),
             "senders": _sender_metrics(record.get("tcp_counters") or {}), "links": links, "cpu": cpu,
@@ -203,6 +207,9 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intend
             "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
             "drops": _by_reason(rows), "marks": _by_reason(rows, "marks"),
             "schedule": sched, "schedule_kept": sched["kept"],
+            # the releases' own mean lateness, an intended one included (what the schedule check reads
+            # without one): the x of the emulator's sensitivity curve
+            "release_late_mean_us": lateness(final, "schedule")[2] if final and "dirs" in final else None,
             "intended_late_rtt_ms": fidelity.intended_late_ms(final) if intended_late_us else 0.0,
             "lost_before_link": fidelity.lost_before_link(final)}
 

@@ -21,6 +21,8 @@ SCALARS = {
     "rtt_mean_ms": lambda m: m["rtt_ms"]["mean"],
     "rtt_p95_ms": lambda m: m["rtt_ms"]["p95"],
     "rtt_p99_ms": lambda m: m["rtt_ms"]["p99"],
+    "rtt_unexplained_ms": lambda m: m.get("rtt_unexplained_ms"),
+    "release_late_mean_us": lambda m: m.get("release_late_mean_us"),
     "drops": lambda m: sum(m["drops"].values()),
     "marks": lambda m: sum(m.get("marks", {}).values()),
     "cpu_mean_pct": lambda m: m["cpu"]["mean_pct"],

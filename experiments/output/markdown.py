@@ -3,6 +3,7 @@ cases' table and the runs it leaves out, and the fidelity of every run."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
@@ -121,9 +122,57 @@ def write_markdown(path: str, records, summary, head, plots, command, batches: l
     lines = _introduction(command, head, base_rtt, pooled_untrusted) + _provenance_lines(batches, records)
     for name in dict.fromkeys(e["scenario"] for e in summary):
         lines += _scenario_section(name, records, [e for e in summary if e["scenario"] == name], plots.get(name, []))
+    lines += _grid_sections(records, summary)
     lines += _fidelity_section(records)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+# A grid's members side by side: per case, the numbers a reader compares along the grid, and
+# the releases' measured lateness (the emulator's own error, which a grid over it varies).
+GRID_COLUMNS = (("Jain", "jain", 3, 1.0), ("util. %", "utilization", 1, 100.0),
+                ("queue delay ms", "queue_delay_mean_ms", 2, 1.0), ("RTT ms", "rtt_mean_ms", 1, 1.0),
+                ("release late us", "release_late_mean_us", 0, 1.0))
+
+
+def _grid_sections(records, summary: list[dict]) -> list[str]:
+    """For each grid whose members ran here, one table: a row per member and case (its grid point),
+    the GRID_COLUMNS with their CIs, and trusted / runs."""
+    grids: dict[str, list[dict]] = {}
+    for r in records:
+        sc = r["scenario"]
+        if sc.get("grid_point") and sc["name"] not in [m["name"] for m in grids.get(_grid_of(sc), [])]:
+            grids.setdefault(_grid_of(sc), []).append(sc)
+    lines = []
+    for members in grids.values():
+        grid = members[0].get("grid") or os.path.commonprefix([m["name"] for m in members]).rstrip("_")
+        keys = list(members[0]["grid_point"])
+        head = keys + ["case"] + [title for title, *_ in GRID_COLUMNS] + ["trusted / runs"]
+        lines += ["", f"## Across the grid `{grid}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for sc in members:
+            for e in (e for e in summary if e["scenario"] == sc["name"]):
+                cells = [json.dumps(sc["grid_point"].get(k)) for k in keys] + [e["case"]]
+                cells += [_ci(e[key], digits, scale) for _title, key, digits, scale in GRID_COLUMNS]
+                lines.append("| " + " | ".join(cells + [_counts_cell(e) + _warning(e)]) + " |")
+    return lines
+
+
+def _grid_of(sc: dict) -> str:
+    """Which grid a member belongs to: its `grid`, or for records made before members carried
+    it, its definition with the swept values taken out (equal for every member of one grid)."""
+    if sc.get("grid"):
+        return sc["grid"]
+    rest = {k: v for k, v in copy.deepcopy(sc).items() if k not in ("name", "title", "grid_point")}
+    for dotted in sc["grid_point"]:
+        *path, last = dotted.split(".")
+        node = rest
+        for part in path:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if isinstance(node, list):
+            node[int(last)] = None
+        else:
+            node[last] = None
+    return json.dumps(rest, sort_keys=True)
 
 
 def _batch_line(batch: dict) -> str:

@@ -219,7 +219,9 @@ def _bars(plt, path: str, entries: list[dict]) -> None:
     a3.legend(fontsize=7)
     for ax in (a1, a2, a3):
         ax.set_xticks(x)
-        ax.set_xticklabels(names, rotation=20, fontsize=8)
+        # n on every bar group: a mean of fewer than three trusted runs says so where it is drawn
+        ax.set_xticklabels([f"{e['case']}\n{e['trusted']}/{e['runs']} trusted" + (" (!)" if e["few_trusted"] else "")
+                            for e in entries], rotation=20, fontsize=8)
     fig.suptitle(entries[0]["scenario"], fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

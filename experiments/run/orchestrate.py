@@ -53,7 +53,7 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
     lab = _BatchLab(out_dir, {"batch_id": batch.batch_id, "provenance": provenance.collect()}, log,
                     Progress([item.scenario.duration_s for item in todo], RUN_OVERHEAD_S))
     records = dict(held)
-    _log_plan(log, batch, out_dir, resume, len(held), lab.progress)
+    _log_plan(log, batch, out_dir, resume, held, lab.progress)
     with lab_lock(timeout_s=4 * 3600), PrivateOVS():
         for item in todo:
             records[item.key] = lab.run(item)
@@ -87,14 +87,16 @@ def _held_runs(out_dir: str, batch: Batch) -> dict[str, dict]:
     return held
 
 
-def _log_plan(log, batch: Batch, out_dir: str, resume: bool, kept: int, progress: Progress) -> None:
+def _log_plan(log, batch: Batch, out_dir: str, resume: bool, held: dict[str, dict], progress: Progress) -> None:
     mine = batch.mine()
     part = f"shard {batch.shard} of batch {batch.batch_id}: {len(mine)} of {len(batch.plan)} runs" \
         if batch.shard.count > 1 else f"batch {batch.batch_id}: {len(mine)} runs"
     order = f"order shuffled by seed {batch.seed}" if batch.shuffled else "in the order written"
     log(f"[runner] {part}, {order}")
     if resume:
-        log(f"[runner] --resume: {kept} runs of this batch in {out_dir} kept, {len(progress.durations)} to run")
+        untrusted = sum(1 for r in held.values() if finished(r) and not trusted(r))
+        log(f"[runner] --resume: {len(held)} runs of this batch in {out_dir} kept ({untrusted} of them untrusted"
+            + ("; --until-trusted N runs their cases again" if untrusted else "") + f"), {len(progress.durations)} to run")
     log(f"[runner] {len(progress.durations)} runs, about {progress.fmt(progress.remaining_s())} "
         f"(waiting for the lab lock: one lab per machine)")
 

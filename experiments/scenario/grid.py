@@ -131,6 +131,7 @@ def _grid_members(base: Scenario, base_doc: dict, axes: list[SweptKey], source: 
         member.name = "_".join([base.name] + [label(v) for label, v in zip(labels, point)])
         member.title = ", ".join([base.title] + [_point_title(a, v) for a, v in zip(axes, point)])
         member.grid_point = {axis.key: v for axis, v in zip(axes, point)}
+        member.grid = base.name
         members.append(member)
     names = [m.name for m in members]
     if len(set(names)) != len(names):

@@ -203,6 +203,7 @@ class Scenario:
     # keeps the point it is, key -> value, so its runs say where in the grid they belong
     sweep: dict[str, list] = dataclasses.field(default_factory=dict)
     grid_point: dict[str, Any] = dataclasses.field(default_factory=dict)
+    grid: str = ""  # a grid member's: the name of the scenario file whose [sweep] made it
     # TCP's SACK on every host (net.ipv4.tcp_sack; false: seed 004's "New Reno" column)
     tcp_sack: bool = True
     # host -> one-way delay (ms) its frames wait before the bottleneck's queue (ckcd-link

@@ -302,3 +302,24 @@ def test_jain_over_time_counts_each_flow_once_a_second():
     b = {"goodput": [[1.5, 22.0 / 1.3, 1.0]]}
     [[t, j]] = analysis.jain_series([a, b])
     assert t == 1.5 and j == pytest.approx(1.0)
+
+
+def test_a_grids_members_are_tabled_side_by_side(tmp_path):
+    """Rule: the report puts a grid's members in one table, a row per grid point and case, with
+    each column's CI and trusted / runs; records made before members named their grid are
+    grouped by their definition less the swept values."""
+    grid = parse_scenario(dict(DOC, sweep={"link": {"buffer_pkts": [40, 80]}}), "syn.toml")
+    recs = []
+    for member, bbr in zip(grid.expanded(), (70.0, 60.0)):
+        for rep in (1, 2):
+            rec = record("droptail", bbr, 20.0, 6.0, 26.0)
+            rec["scenario"], rec["rep"] = member.to_dict(), rep
+            recs.append(rec)
+    write_report(str(tmp_path), recs)
+    text = (tmp_path / "report.md").read_text()
+    assert "## Across the grid `syn`" in text
+    assert "| 40 | droptail | 0." in text and "| 80 | droptail | 0." in text and "| 2 / 2 (**fewer than 3" in text
+    for rec in recs:
+        del rec["scenario"]["grid"]
+    write_report(str(tmp_path), recs)
+    assert "## Across the grid `syn_buf`" in (tmp_path / "report.md").read_text()
