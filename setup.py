@@ -10,5 +10,6 @@ setup(
                                     "topologies*", "experiments*"]),
     py_modules=["ckcd_coex"],
     install_requires=["ryu==4.34", "eventlet==0.41.3", "networkx", "prometheus_client"],
-    entry_points={"console_scripts": ["ckcd-coex = experiments.cli:main"]},
+    entry_points={"console_scripts": ["ckcd-coex = experiments.cli:main",
+                                      "ckcd-coex-controller = ryu_app.launch:main"]},
 )

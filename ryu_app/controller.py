@@ -28,15 +28,6 @@ from __future__ import annotations
 import sys
 import time
 
-from ryu import cfg
-from ryu.app.wsgi import WSGIApplication
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib import hub
-from ryu.lib.packet import arp, ethernet, ipv4, packet
-from ryu.ofproto import ofproto_v1_3
-
 from coex.forwarding import DEFAULT, PENALIZED, PRIO_COUNT, PRIO_STEER, ForwardingPlan, Tree
 from coex.policy import Policy, PolicyError
 from coex.recent import Recent
@@ -45,6 +36,8 @@ from coex.topology import HostLocation, NetworkMap, NoPath
 from ovs_config.link_stats import LinkStatsReader
 from ovs_config.switch_host import SwitchHostConfigurator
 from ryu_app import discovery, flows, rest
+from ryu_app.framework import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, WSGIApplication, arp, cfg,
+                               ethernet, hub, ipv4, ofp_event, ofproto_v1_3, packet, set_ev_cls)
 from ryu_app.config import CoexConfig
 from ryu_app.heavy_hitters import HeavyHitterService
 from ryu_app.view import ControllerView, PolicyInForce
@@ -61,7 +54,7 @@ PROBE_INTERVAL_S = 1.0
 PROBE_BUDGET_PER_S = 50
 
 
-class CoexController(app_manager.RyuApp):
+class CoexController(App):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
 

@@ -8,8 +8,7 @@ proves the link (dpid, port) -> (dpid', port').
 
 from __future__ import annotations
 
-from ryu.lib.packet import ethernet, lldp, packet
-from ryu.ofproto import ether
+from ryu_app.framework import ether, ethernet, lldp, packet
 
 # Nearest-bridge group address: switches never forward it, so a frame only crosses one link.
 LLDP_MAC_NEAREST_BRIDGE = lldp.LLDP_MAC_NEAREST_BRIDGE

@@ -28,7 +28,6 @@ import time
 import urllib.parse
 from typing import Protocol
 
-from ryu.lib import hub
 
 from coex.counting import READ_INTERVAL_S, CountingBook, Verdict
 from coex.forwarding import PRIO_STEER
@@ -40,6 +39,7 @@ from coex.sflowrt import PORT_KEYS
 from coex.steering import (PortWatch, SteeringBook, bridge_sampling, confirms_by_counting, flow_dict,
                            threshold_samples_per_s)
 from ovs_config import sflow
+from ryu_app.framework import hub
 from ryu_app.sflow_listener import SFlowListener
 from ryu_app.sflowrt_client import SFlowRTClient, SFlowRTError
 from ryu_app.view import ControllerView

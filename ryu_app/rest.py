@@ -23,11 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import webob
-from ryu.app.wsgi import ControllerBase, route
-from ryu.lib import hub
 
 from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, Policy, PolicyError, load_json, parse_uint
 from ovs_config import aqm
+from ryu_app.framework import ControllerBase, hub, route
 from ryu_app.view import ControllerView
 
 PREFIX = "/coex/v1"

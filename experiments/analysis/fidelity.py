@@ -153,11 +153,20 @@ def _rtt_excess_ms(rtt_mean: float | None, delay_ms: float, links: dict) -> floa
     return rtt_mean - 2 * delay_ms - max(queues) - intended
 
 
+def own_lateness_part(final: dict | None) -> str:
+    """The record of ckcd-link's own lateness when a lateness was added on purpose: `own` (each
+    frame against its intended release, after the hold and the FIFO wait it causes), or for a
+    daemon that did not report it, `tx_wake` (the sender's wake-ups against their deadlines)."""
+    dirs = list((final or {}).get("dirs", {}).values())
+    return "own" if dirs and all("own" in d for d in dirs) else "tx_wake"
+
+
 def intended_late_ms(final: dict | None) -> float:
     """What an intended lateness added to a round trip: in each direction, the releases' mean
-    lateness beyond the sender's own."""
+    lateness beyond ckcd-link's own."""
+    part = own_lateness_part(final)
     dirs = (final or {}).get("dirs", {}).values()
-    return sum(max(0.0, d["schedule"]["late_mean_us"] - d["tx_wake"]["late_mean_us"]) for d in dirs) / 1000
+    return sum(max(0.0, d["schedule"]["late_mean_us"] - d[part]["late_mean_us"]) for d in dirs) / 1000
 
 
 def link_schedule(final: dict | None, part: str = "schedule") -> dict:

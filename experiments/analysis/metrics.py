@@ -197,7 +197,7 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intend
     rows = window.rows
     tx_bytes = sum(r["tx_bytes"] for r in rows)
     span = sum(r["interval_s"] for r in rows)
-    sched = fidelity.link_schedule(final, "tx_wake" if intended_late_us else "schedule")
+    sched = fidelity.link_schedule(final, fidelity.own_lateness_part(final) if intended_late_us else "schedule")
     return {"busy": tx_bytes * 8 / (rate_bps * span) if span else None,
             "wire_mbps": tx_bytes * 8 / span / 1e6 if span else None,
             "queue_delay_ms": _queue_delay_ms([window]),

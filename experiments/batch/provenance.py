@@ -14,6 +14,8 @@ import os
 import platform
 import subprocess
 
+from ryu_app.framework_choice import chosen_version
+
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Host-wide settings that change what TCP or a queue does. The lab's hosts are network
@@ -87,8 +89,9 @@ def collect() -> dict:
     """The whole provenance of this machine now (a few ms of subprocesses)."""
     return {"project": project_version(), "host": platform.node(), "kernel": os.uname().release, "machine": platform.machine(),
             "python": platform.python_version(), "sysctls": {k: read_sysctl(k) for k in SYSCTLS},
-            "tools": {**{name: _first_line(cmd) for name, cmd in TOOLS.items()},
-                      "ryu": _package_version("ryu")}}
+            "tools": {name: _first_line(cmd) for name, cmd in TOOLS.items()},
+            # the controller's framework as the lab's ryu-manager / ckcd-coex-controller will choose it
+            "framework": chosen_version()}
 
 
 def read_sysctl(key: str) -> str | None:
