@@ -282,9 +282,11 @@ class LinkDaemon(LinkControl):
 
 
 # The lateness records of a direction's stats and what each counts: `schedule`, every frame's
-# release against its computed time (with --release-lateness, the hold counts); `tx_wake`, the
-# sender's wake-ups against their deadlines (the daemon's own lateness alone).
-LATENESS_COUNTS = {"schedule": "releases", "tx_wake": "wakeups"}
+# release against its computed time (with --release-lateness, the hold counts); `own`, every
+# frame against the earliest the hold and the FIFO order let it leave (the daemon's own
+# lateness; equal to `schedule` without a hold); `tx_wake`, the sender's wake-ups against their
+# deadlines (per wake-up, empty with --single-thread).
+LATENESS_COUNTS = {"schedule": "releases", "own": "releases", "tx_wake": "wakeups"}
 
 
 def lateness(stats: dict, part: str = "schedule") -> tuple[int, int, float]:

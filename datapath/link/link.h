@@ -12,14 +12,16 @@
  * The times are computed from arrivals and the link state, never from when
  * a timer happened to fire; how late the real send was against t_r is
  * recorded (struct late_hist) so experiments can tell whether the daemon
- * kept its schedule.
+ * kept its schedule. --release-lateness holds each frame past t_r on
+ * purpose; it is sent at pkt_send_at(), in order.
  *
  * Threads: the main thread reads both interfaces, runs the disciplines and
  * the serializers, and answers the control socket. Each direction has a
  * sender thread that owns the delay line's head: it sleeps until the head's
- * t_r and sends. Sending into a veth runs the receiving host's network stack
- * inline in the sender, so this keeps that work (tens of us per frame) off
- * the path that reads arrivals and off the other direction's releases.
+ * pkt_send_at() and sends. Sending into a veth runs the receiving host's
+ * network stack inline in the sender, so this keeps that work (tens of us
+ * per frame) off the path that reads arrivals and off the other direction's
+ * releases.
  * Main -> sender: the delay line (single-producer single-consumer ring) plus
  * an eventfd when the line was empty or a new frame is due before its head.
  * Sender -> main: a ring of sent frames to return to the pool. Counters
@@ -51,8 +53,8 @@ struct pkt {
 };
 
 /* When the sender may send p: its release plus the artificial lateness,
- * which the lateness statistics count like any other (they measure
- * against release_ns). */
+ * which the schedule statistics count like any other (they measure against
+ * release_ns) and the "own" ones do not (tx.c, count_late). */
 static inline uint64_t pkt_send_at(const struct pkt *p)
 {
 	return p->release_ns + p->late_ns;
@@ -116,6 +118,8 @@ struct flow_stats {
 
 #define RELEASE_BATCH_MAX_NS 10000000ull /* --release-batch at most 10 ms */
 #define RELEASE_LATENESS_MAX_NS 10000000ull /* --release-lateness: a mean of at most 10 ms */
+/* A draw is below 2 x the mean and is kept in struct pkt's uint32_t late_ns. */
+_Static_assert(2 * RELEASE_LATENESS_MAX_NS <= UINT32_MAX, "a lateness draw fits pkt.late_ns");
 /* With sender threads and a delay of at least twice this, the main thread
  * serves a queue half a delay before its head could be due at the sender
  * (dir_next_event); under it, at each frame's start. */
@@ -173,20 +177,21 @@ struct link_dir {
 	struct aqm_env env;     /* made from host; env.rate_bps follows rate_bps */
 	char spec[QDISC_SPEC_MAX]; /* the discipline as given (--qdisc, set_qdisc): re-applied on a rate change */
 
+	/* the serializer (main thread only) */
 	uint64_t rate_bps;
 	uint64_t delay_ns;
 	uint64_t free_ns; /* the serializer is busy until then */
+	struct aqm_rng late_rng; /* --release-lateness draws (pipe.c) */
 
 	/* --host-delay: one line per host of cfg.host_delay (main thread only) */
 	struct access_line access[HOST_DELAY_MAX];
 	uint32_t access_pkts;
 	uint64_t host_delay_drops; /* arrivals refused by a full host line (HOST_LINE_SHARE) */
 
-	/* delay line: FIFO ring of packets waiting for release_ns; the main
+	/* delay line: FIFO ring of packets waiting for pkt_send_at(); the main
 	 * thread writes line_tail, the sender thread line_head (atomics) */
 	struct pkt **line;
 	uint32_t line_mask, line_head, line_tail;
-	struct aqm_rng late_rng; /* --release-lateness draws (main thread, pipe.c) */
 	/* sent frames on their way back to the pool: the sender writes
 	 * freed_tail, the main thread freed_head */
 	struct pkt **freed;
@@ -196,8 +201,9 @@ struct link_dir {
 	pthread_t tx_thread;
 	int tx_started;
 	int tx_wake_fd;          /* eventfd, main -> sender */
-	uint64_t tx_sleep_until; /* while the sender waits: its head's t_r, UINT64_MAX if the
-				  * line is empty; 0 while it runs */
+	uint64_t tx_sleep_until; /* while the sender waits: its head's t_r (release_ns, not
+				  * pkt_send_at: tx.c, head_times), UINT64_MAX if the line
+				  * is empty; 0 while it runs */
 	int tx_stop;
 
 	/* counters (main thread) */
@@ -213,7 +219,11 @@ struct link_dir {
 
 	struct ns_hist sojourn;     /* since start */
 	struct ns_hist sojourn_log; /* since the previous log line */
-	struct late_hist late;
+	/* written by whichever thread sends (the sender thread, or the main
+	 * thread with --single-thread); tx.c, count_late */
+	struct late_hist late;      /* "schedule": each frame's send against its release_ns */
+	struct late_hist own_late;  /* "own": against eff_due_ns, the daemon's own lateness */
+	uint64_t eff_due_ns;        /* max pkt_send_at() of the frames sent so far */
 	uint64_t log_late_max_ns;   /* largest lateness since the previous log line (atomic) */
 	uint64_t log_late_over_1ms; /* late_over_1ms at the previous log line */
 	uint64_t log_rx_frames, log_tx_frames, log_tx_bytes;

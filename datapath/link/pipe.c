@@ -369,7 +369,8 @@ static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
  * daemon releasing frames late? Each frame is held past its release_ns by
  * a draw uniform in [0, 2D) (mean D); the sender sends it at pkt_send_at()
  * and the schedule statistics, measured against release_ns, count the hold
- * as lateness, so late_mean_us and the fidelity check see it. Not a
+ * as lateness, so late_mean_us sees it; "own" (tx.c, count_late) measures
+ * past the hold and the wait it causes, the daemon's lateness alone. Not a
  * constant: that would only be more propagation delay, and real lateness
  * (a late wake-up, a busy sender) varies frame to frame. Only the release
  * moves: the serializer's start and free times, and so the rate, stay the
@@ -382,9 +383,12 @@ static uint64_t tx_time_ns(const struct link_dir *d, uint32_t len)
  * tail: at a frame per 242 us (50 Mbit/s) a mean of 500 us reads ~830 us,
  * and each rare long draw stalls every frame behind it, a pause rather
  * than lateness. The uniform's mean reads D when frames are over 2D apart
- * and up to 2D when closer (~585 us for 500 us at 50 Mbit/s). Drawn here,
- * by the main thread, when the frame enters the delay line: the sender
- * keeps no state for it, and --single-thread shares the code. */
+ * and up to 2D when closer (~585 us for 500 us at 50 Mbit/s): the closer
+ * they are, the nearer 2D and the less jitter, so the knob's effect
+ * depends on the rate and experiments take the measured mean, not D, as
+ * the lateness they ran at. Drawn here, by the main thread, when the frame
+ * enters the delay line: the sender keeps no state for it, and
+ * --single-thread shares the code. */
 static uint32_t draw_lateness(struct link_dir *d)
 {
 	uint64_t span = 2 * d->link->cfg.release_lateness_ns;

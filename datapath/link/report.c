@@ -237,6 +237,69 @@ static void put_flows(struct jbuf *b, struct link_dir *d, int max_flows)
 	jb_arr_close(b);
 }
 
+/* A bands queue's bands, each with its own counters and state. */
+static void put_bands(struct jbuf *b, const struct aqm_queue *q)
+{
+	unsigned nb = aqm_nbands(q);
+	struct aqm_xstats bxs;
+
+	if (nb <= 1)
+		return;
+	jb_key(b, "bands");
+	jb_arr_open(b);
+	for (unsigned k = 0; k < nb; k++) {
+		jb_obj_open(b);
+		jb_ku64(b, "band", k);
+		jb_ku64(b, "qlen_pkts", aqm_band_qlen_pkts(q, k));
+		put_aqm_stats(b, aqm_band_stats(q, k));
+		aqm_band_xstats(q, k, &bxs);
+		put_state(b, &bxs);
+		jb_obj_close(b);
+	}
+	jb_arr_close(b);
+}
+
+static void put_dir(struct jbuf *b, struct link_dir *d, int max_flows)
+{
+	jb_key(b, d->name);
+	jb_obj_open(b);
+	jb_ku64(b, "rate_bps", d->rate_bps);
+	jb_kdbl(b, "delay_ms", (double)d->delay_ns / 1e6);
+	jb_ku64(b, "rx_frames", d->rx_frames);
+	jb_ku64(b, "rx_bytes", d->rx_bytes);
+	jb_ku64(b, "rx_runt", d->rx_runt);
+	jb_ku64(b, "rx_oversize", d->rx_oversize);
+	jb_ku64(b, "rx_no_buffer", d->rx_no_buffer);
+	port_count_kernel_drops(d);
+	jb_ku64(b, "rx_kernel_drops", d->rx_kernel_drops);
+	jb_ku64(b, "rx_socket_errors", d->rx_socket_errors);
+	jb_kstr(b, "rx_io", rx_io_name(d->ring.map ? RX_IO_RING : RX_IO_RECVMMSG));
+	jb_ku64(b, "tx_frames", COUNTER_READ(d->tx_frames));
+	jb_ku64(b, "tx_bytes", COUNTER_READ(d->tx_bytes));
+	jb_ku64(b, "tx_errors", COUNTER_READ(d->tx_errors));
+	jb_ku64(b, "qlen_pkts", aqm_qlen_pkts(d->q));
+	jb_ku64(b, "qlen_bytes", aqm_qlen_bytes(d->q));
+	jb_ku64(b, "delay_line_pkts", dir_line_len(d));
+	jb_ku64(b, "host_delay_pkts", d->access_pkts);
+	jb_ku64(b, "host_delay_drops", d->host_delay_drops);
+	put_drops(b, "drops", d->drops);
+	put_drops(b, "marks", d->marks);
+	jb_ku64(b, "ce_not_written", d->ce_not_written);
+	put_qdisc(b, d->q);
+	jb_key(b, "queue");
+	jb_obj_open(b);
+	put_aqm_stats(b, aqm_get_stats(d->q));
+	jb_obj_close(b);
+	put_bands(b, d->q);
+	put_hist_us(b, "sojourn_us", &d->sojourn);
+	put_late(b, "schedule", "releases", &d->late);
+	put_late(b, "own", "releases", &d->own_late);
+	put_late(b, "tx_wake", "wakeups", &d->tx_wake);
+	if (max_flows > 0)
+		put_flows(b, d, max_flows);
+	jb_obj_close(b);
+}
+
 void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 {
 	jb_kdbl(b, "uptime_s", (double)(now_ns() - l->start_ns) / 1e9);
@@ -244,64 +307,9 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 	jb_ku64(b, "wakeups", l->wakeups);
 	jb_key(b, "dirs");
 	jb_obj_open(b);
-	for (int i = 0; i < 2; i++) {
-		struct link_dir *d = &l->dir[i];
-		struct aqm_xstats bxs;
-		unsigned nb;
-
-		if (!(dir_mask & (1 << i)))
-			continue;
-		jb_key(b, d->name);
-		jb_obj_open(b);
-		jb_ku64(b, "rate_bps", d->rate_bps);
-		jb_kdbl(b, "delay_ms", (double)d->delay_ns / 1e6);
-		jb_ku64(b, "rx_frames", d->rx_frames);
-		jb_ku64(b, "rx_bytes", d->rx_bytes);
-		jb_ku64(b, "rx_runt", d->rx_runt);
-		jb_ku64(b, "rx_oversize", d->rx_oversize);
-		jb_ku64(b, "rx_no_buffer", d->rx_no_buffer);
-		port_count_kernel_drops(d);
-		jb_ku64(b, "rx_kernel_drops", d->rx_kernel_drops);
-		jb_ku64(b, "rx_socket_errors", d->rx_socket_errors);
-		jb_kstr(b, "rx_io", rx_io_name(d->ring.map ? RX_IO_RING : RX_IO_RECVMMSG));
-		jb_ku64(b, "tx_frames", COUNTER_READ(d->tx_frames));
-		jb_ku64(b, "tx_bytes", COUNTER_READ(d->tx_bytes));
-		jb_ku64(b, "tx_errors", COUNTER_READ(d->tx_errors));
-		jb_ku64(b, "qlen_pkts", aqm_qlen_pkts(d->q));
-		jb_ku64(b, "qlen_bytes", aqm_qlen_bytes(d->q));
-		jb_ku64(b, "delay_line_pkts", dir_line_len(d));
-		jb_ku64(b, "host_delay_pkts", d->access_pkts);
-		jb_ku64(b, "host_delay_drops", d->host_delay_drops);
-		put_drops(b, "drops", d->drops);
-		put_drops(b, "marks", d->marks);
-		jb_ku64(b, "ce_not_written", d->ce_not_written);
-		put_qdisc(b, d->q);
-		jb_key(b, "queue");
-		jb_obj_open(b);
-		put_aqm_stats(b, aqm_get_stats(d->q));
-		jb_obj_close(b);
-		nb = aqm_nbands(d->q);
-		if (nb > 1) {
-			jb_key(b, "bands");
-			jb_arr_open(b);
-			for (unsigned k = 0; k < nb; k++) {
-				jb_obj_open(b);
-				jb_ku64(b, "band", k);
-				jb_ku64(b, "qlen_pkts", aqm_band_qlen_pkts(d->q, k));
-				put_aqm_stats(b, aqm_band_stats(d->q, k));
-				aqm_band_xstats(d->q, k, &bxs);
-				put_state(b, &bxs);
-				jb_obj_close(b);
-			}
-			jb_arr_close(b);
-		}
-		put_hist_us(b, "sojourn_us", &d->sojourn);
-		put_late(b, "schedule", "releases", &d->late);
-		put_late(b, "tx_wake", "wakeups", &d->tx_wake);
-		if (max_flows > 0)
-			put_flows(b, d, max_flows);
-		jb_obj_close(b);
-	}
+	for (int i = 0; i < 2; i++)
+		if (dir_mask & (1 << i))
+			put_dir(b, &l->dir[i], max_flows);
 	jb_obj_close(b);
 }
 

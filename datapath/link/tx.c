@@ -31,6 +31,44 @@ static void give_back(struct link_dir *d, struct pkt *p)
 	__atomic_store_n(&d->freed_tail, d->freed_tail + 1, __ATOMIC_RELEASE);
 }
 
+/* A frame sent at t, in both lateness records. schedule: t against its
+ * release_ns, so a --release-lateness hold and the wait behind a frame held
+ * longer (the line is FIFO) count. own: t against the earliest the frame
+ * could leave given those, the running max of pkt_send_at over the frames
+ * sent so far (eff_due_ns): what the daemon itself added, a late wake-up or
+ * a busy sender, which a hold must not hide. Without holds release_ns only
+ * grows along the line (unless set_link lowered the delay), so own is
+ * schedule. Never negative: each frame sent was due by its t, and t only
+ * grows. */
+static void count_late(struct link_dir *d, const struct pkt *p, uint64_t t)
+{
+	uint64_t late = t - p->release_ns;
+
+	if (pkt_send_at(p) > d->eff_due_ns)
+		d->eff_due_ns = pkt_send_at(p);
+	late_hist_add(&d->late, late);
+	late_hist_add(&d->own_late, t - d->eff_due_ns);
+	raise_max(&d->log_late_max_ns, late);
+}
+
+/* p's entry of a sendmmsg batch: out of d's interface, with p's own
+ * ethertype (the kernel takes the protocol from the address). */
+static void put_msg(const struct link_dir *d, struct pkt *p, struct mmsghdr *msg,
+		    struct iovec *iov, struct sockaddr_ll *to)
+{
+	iov->iov_base = p->data;
+	iov->iov_len = p->aqm.len;
+	memset(to, 0, sizeof(*to));
+	to->sll_family = AF_PACKET;
+	to->sll_ifindex = d->tx_ifindex;
+	memcpy(&to->sll_protocol, p->data + 12, 2); /* ethertype, network order */
+	memset(msg, 0, sizeof(*msg));
+	msg->msg_hdr.msg_name = to;
+	msg->msg_hdr.msg_namelen = sizeof(*to);
+	msg->msg_hdr.msg_iov = iov;
+	msg->msg_hdr.msg_iovlen = 1;
+}
+
 /* Sends the frames due at t (at most TX_BATCH); returns how many left the
  * line. */
 static int send_due(struct link_dir *d, uint32_t tail, uint64_t t)
@@ -45,27 +83,14 @@ static int send_due(struct link_dir *d, uint32_t tail, uint64_t t)
 
 	while (n < TX_BATCH && head != tail) {
 		struct pkt *p = d->line[head & d->line_mask];
-		uint64_t late;
 
 		if (pkt_send_at(p) > t)
 			break;
 		head++;
 		batch[n] = p;
 		lost[n] = 0;
-		iov[n].iov_base = p->data;
-		iov[n].iov_len = p->aqm.len;
-		memset(&to[n], 0, sizeof(to[n]));
-		to[n].sll_family = AF_PACKET;
-		to[n].sll_ifindex = d->tx_ifindex;
-		memcpy(&to[n].sll_protocol, p->data + 12, 2); /* ethertype, network order */
-		memset(&msgs[n], 0, sizeof(msgs[n]));
-		msgs[n].msg_hdr.msg_name = &to[n];
-		msgs[n].msg_hdr.msg_namelen = sizeof(to[n]);
-		msgs[n].msg_hdr.msg_iov = &iov[n];
-		msgs[n].msg_hdr.msg_iovlen = 1;
-		late = t - p->release_ns;
-		late_hist_add(&d->late, late);
-		raise_max(&d->log_late_max_ns, late);
+		put_msg(d, p, &msgs[n], &iov[n], &to[n]);
+		count_late(d, p, t);
 		n++;
 	}
 	if (n == 0)
