@@ -10,7 +10,7 @@ import os
 import platform
 
 from experiments.analysis import metrics as analysis
-from experiments.analysis.fidelity import RTT_EXCESS_MAX_MS
+from experiments.analysis.fidelity import RTT_EXCESS_MAX_MS, SCHEDULE_MAX_LATE_MEAN_US, SCHEDULE_MAX_OVER_1MS_FRACTION
 from experiments.analysis.summary import MIN_TRUSTED
 from experiments.batch.provenance import version_label
 from experiments.output.text import fmt
@@ -145,7 +145,10 @@ def _grid_sections(records, summary: list[dict]) -> list[str]:
             grids.setdefault(_grid_of(sc), []).append(sc)
     lines = []
     for members in grids.values():
-        grid = members[0].get("grid") or os.path.commonprefix([m["name"] for m in members]).rstrip("_")
+        # records made before members named their grid: its title, the members' common start
+        grid = members[0].get("grid") or os.path.commonprefix([m["title"] for m in members]).rsplit(", ", 1)[0]
+        members.sort(key=lambda m: [(0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+                                    for v in m["grid_point"].values()])
         keys = list(members[0]["grid_point"])
         head = keys + ["case"] + [title for title, *_ in GRID_COLUMNS] + ["trusted / runs"]
         lines += ["", f"## Across the grid `{grid}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -284,8 +287,9 @@ def _fidelity_section(records) -> list[str]:
     lines = ["", "## Fidelity", ""]
     if not bad and not failed:
         lines.append("Every run was trusted: the CPU was never saturated for more than 10 % of a run, ckcd-link "
-                     "kept its schedule (≤ 5 % of releases more than 1 ms late, mean ≤ 1 ms) and ping's RTT was "
-                     f"within {RTT_EXCESS_MAX_MS:g} ms of what the emulated link explains.")
+                     f"kept its schedule (≤ {100 * SCHEDULE_MAX_OVER_1MS_FRACTION:g} % of releases more than 1 ms "
+                     f"late, mean ≤ {SCHEDULE_MAX_LATE_MEAN_US:g} µs) and ping's RTT was within "
+                     f"{RTT_EXCESS_MAX_MS:g} ms of what the emulated link explains.")
     for r, reasons in bad:
         lines.append(f"- untrusted: {r['scenario']['name']}/{r['case']['name']} rep {r['rep']}: {'; '.join(reasons)}")
     for r in failed:

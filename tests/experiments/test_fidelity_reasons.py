@@ -15,10 +15,11 @@ SCENARIO = parse_scenario(DOC, "test")
 
 
 def record(steal_pct: float, late_fraction: float, ping_ms: float | None = None,
-           queue_ms: float = 2.0, kernel_drops: int | None = None, lost: dict | None = None) -> dict:
+           queue_ms: float = 2.0, kernel_drops: int | None = None, lost: dict | None = None,
+           late_mean_us: float = 60.0) -> dict:
     releases = 10_000
     final = {"dirs": {d: {"schedule": {"releases": releases, "late_over_1ms": int(late_fraction * releases),
-                                       "late_mean_us": 300.0}} for d in ("ab", "ba")}}
+                                       "late_mean_us": late_mean_us}} for d in ("ab", "ba")}}
     if kernel_drops is not None:  # ckcd-link's stats have counted them since its receive ring
         final["dirs"]["ab"]["rx_kernel_drops"], final["dirs"]["ba"]["rx_kernel_drops"] = kernel_drops, 0
     for counter, n in (lost or {}).items():
@@ -45,6 +46,16 @@ def test_late_link_under_steal_says_rerun():
 def test_late_link_without_steal_is_ours():
     [why] = reasons(2.0, 0.09)
     assert "fell behind its schedule" in why and "steal" not in why
+
+
+def test_a_mean_lateness_above_what_the_curve_found_harmless_untrusts_the_run():
+    """Rule: ckcd-link's mean release lateness may be at most SCHEDULE_MAX_LATE_MEAN_US (130 us, the
+    largest that moved neither Jain nor utilization by more than their CI), even with few late
+    releases over 1 ms."""
+    from experiments.analysis.fidelity import SCHEDULE_MAX_LATE_MEAN_US
+    assert reasons(2.0, 0.01, late_mean_us=SCHEDULE_MAX_LATE_MEAN_US) == []
+    [why] = reasons(2.0, 0.01, late_mean_us=SCHEDULE_MAX_LATE_MEAN_US + 70)
+    assert "fell behind its schedule (1.0 % of releases > 1 ms late, mean 200 us)" in why
 
 
 def test_kept_schedule_is_trusted_whatever_the_steal():

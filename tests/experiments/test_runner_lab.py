@@ -129,8 +129,13 @@ def test_outputs_exist_and_are_consistent(batch, tmp_path):
         summary = {(r["scenario"], r["case"]): r for r in csv.DictReader(f)}
     assert set(summary) == {("fidelity", "droptail"), ("pair", "droptail"), ("pair", "ckcd"), ("pair", "ckcd_ecn"),
                             ("rtts", "droptail")}
-    for name, run in pair.items():
-        assert float(summary[("pair", name)]["jain"]) == pytest.approx(run["metrics"]["jain"], abs=1e-3)
+    for name, run in pair.items():  # one run a case: its own number if trusted, else left out of the mean
+        row = summary[("pair", name)]
+        assert (row["runs"], row["trusted"]) == ("1", "1" if run["metrics"]["fidelity"]["trusted"] else "0")
+        if run["metrics"]["fidelity"]["trusted"]:
+            assert float(row["jain"]) == pytest.approx(run["metrics"]["jain"], abs=1e-3)
+        else:
+            assert row["jain"] == ""
     report = open(os.path.join(out, "report.md")).read()
     plots = sorted(p for p in os.listdir(os.path.join(out, "plots")) if p.endswith(".png"))
     assert {"pair_timeseries.png", "pair_bars.png", "pair_flows.png", "rtts_flows.png"} <= set(plots)
