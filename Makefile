@@ -12,10 +12,10 @@ setup-tests:      ## setup, plus what only the tests need (clang for the fuzz ta
 test: setup-tests ## every test: unit, algorithm (also under ASan/UBSan and libFuzzer), integration (real OVS, ryu-manager, Mininet, iperf3, ckcd-link) and the kernel lab (sch_ckcd, OVS's kernel datapath in a qemu VM); what CI runs
 	$(PY) -m pytest
 
-check:            ## the inner loop: unit, algorithm and replay tests, no root, no lab, no VM (pytest -m "not lab and not slow")
+check:            ## the inner loop: unit, algorithm and replay tests, no root, no lab, no VM (pytest -m "not lab and not slow", on both cores)
 	@test -x $(PY) || { echo "no .venv yet: run make test (or make setup) once"; exit 1; }
 	@$(MAKE) -s -C datapath all >/dev/null
-	$(PY) -m pytest -q -m "not lab and not slow"
+	$(PY) -m pytest -q -n 2 -m "not lab and not slow"
 
 demo: setup       ## short lab run: dumbbell, controller, BBR vs CUBIC, printed table and report
 	.venv/bin/ckcd-coex demo

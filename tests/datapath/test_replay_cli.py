@@ -218,6 +218,7 @@ def test_serialization_by_frame_length():
     assert [(p["t_ns"], p["t_dep_ns"]) for p in pk] == [(0, 800_000), (800_000, 1_200_000)]
 
 
+@pytest.mark.slow  # a million-flow trace: 9 s of the inner loop's minute
 def test_more_flows_than_the_old_table_held():
     # ckcd-replay's per-flow table was capped at 2^20 slots and probed forever once a trace
     # held more distinct flows; now it grows. 2^20 + 1000 flows, one packet each, 1 ns apart.

@@ -148,6 +148,13 @@ def test_an_intended_lateness_is_judged_by_the_senders_own_wake_ups():
     assert m["links"]["l0"]["schedule"]["measured"] == "tx_wake"
     assert m["links"]["l0"]["intended_late_rtt_ms"] == pytest.approx(1.32)
     assert m["fidelity"] == {"trusted": True, "reasons": []}
+    # a ckcd-link that reports its own lateness per frame is judged by that record
+    own = {"releases": 1000, "late_over_1ms": 0, "late_mean_us": 30.0}
+    for d in rec["links"]["l0"]["final"]["dirs"].values():
+        d["own"] = own
+    m = analysis.run_metrics(rec)
+    assert m["links"]["l0"]["schedule"]["measured"] == "own" and m["fidelity"]["trusted"]
+    assert m["links"]["l0"]["intended_late_rtt_ms"] == pytest.approx(2 * (700 - 30) / 1000)
     rec["scenario"] = parse_scenario(DOC, "syn.toml").to_dict()
     reasons = " ".join(analysis.run_metrics(rec)["fidelity"]["reasons"])
     assert "fell behind its schedule (20.0 % of releases > 1 ms late" in reasons and "ping RTT" in reasons
