@@ -170,7 +170,8 @@ def cmd_clean(args) -> int:
         # Mininet's cleanup, pointed at our OVS by the environment: bridges, veths, its processes.
         subprocess.run(["mn", "-c"], capture_output=True)
     ovs.stop(force=True)
-    subprocess.run(["pkill", "-f", "ryu-manager .*ckcd_coex"], capture_output=True)
+    for launcher in ("ryu-manager", "ckcd-coex-controller"):
+        subprocess.run(["pkill", "-f", f"{launcher} .*ckcd_coex"], capture_output=True)
     print("clean: private OVS stopped, controller and Mininet leftovers removed")
     return 0
 

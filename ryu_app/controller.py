@@ -25,6 +25,7 @@ Forwarding model (docs/architecture.md has the details):
 
 from __future__ import annotations
 
+import platform
 import sys
 import time
 
@@ -39,6 +40,7 @@ from ryu_app import discovery, flows, rest
 from ryu_app.framework import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, WSGIApplication, arp, cfg,
                                ethernet, hub, ipv4, ofp_event, ofproto_v1_3, packet, set_ev_cls)
 from ryu_app.config import CoexConfig
+from ryu_app.framework_choice import chosen_version
 from ryu_app.heavy_hitters import HeavyHitterService
 from ryu_app.view import ControllerView, PolicyInForce
 
@@ -91,8 +93,10 @@ class CoexController(App):
         # Detection as the policy says from the start (its collector listening), not only once a
         # bottleneck port's switch connects: GET /heavy-hitters says what it waits for.
         self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
-        self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3); policy version %d from %s; "
-                         "REST on http://%s:%s/coex/v1", self.in_force.version, self.config.db_path,
+        fw = chosen_version()
+        self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3, %s %s, Python %s); policy version %d "
+                         "from %s; REST on http://%s:%s/coex/v1", fw["name"], fw["version"],
+                         platform.python_version(), self.in_force.version, self.config.db_path,
                          cfg.CONF.wsapi_host, cfg.CONF.wsapi_port)
         hub.spawn(self._discovery_loop)
         # Its own green thread: a switch host's OVSDB that does not answer costs its timeout

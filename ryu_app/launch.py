@@ -45,17 +45,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_os_ken(argv: list[str]) -> int:
     os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
+    green_everything()
     from os_ken.lib import hub
-
-    hub.patch(thread=True)
     import logging
 
     from os_ken import cfg, log
 
     log.early_init_log(logging.DEBUG)
+    # app_manager before controller: controller imports app_manager, which imports
+    # controller's Datapath, a cycle that resolves only in this order.
+    from os_ken.base.app_manager import AppManager
     import os_ken.controller.controller  # noqa: F401 (registers the OpenFlow options)
     import os_ken.flags  # noqa: F401 (registers os-ken's command-line flags)
-    from os_ken.base.app_manager import AppManager
 
     from ryu_app import framework  # registers --wsapi-host/--wsapi-port
 
@@ -77,7 +78,7 @@ def _run_os_ken(argv: list[str]) -> int:
         if isinstance(context, framework.WSGIApplication):
             server = hub.WSGIServer((cfg.CONF.wsapi_host, cfg.CONF.wsapi_port), context)
             services.append(hub.spawn(server.serve_forever))
-    signal.signal(signal.SIGTERM, _interrupt)
+    _stop_main_on(signal.SIGTERM, signal.SIGINT)
     try:
         hub.joinall(services)
     except KeyboardInterrupt:
@@ -87,8 +88,30 @@ def _run_os_ken(argv: list[str]) -> int:
     return 0
 
 
-def _interrupt(_signum, _frame):
-    raise KeyboardInterrupt  # SIGTERM closes the apps as Ctrl-C does
+def green_everything() -> None:
+    """Every module green (socket, select, time, thread, os, subprocess), as under ryu-manager.
+    Not os-ken's hub.patch(thread=True): eventlet patches only the modules named True when any
+    is, so that call alone leaves sockets blocking, and one recvfrom stalls every green thread."""
+    import eventlet
+
+    eventlet.monkey_patch()
+
+
+def _stop_main_on(*signals) -> None:
+    """SIGTERM and Ctrl-C close the apps. A Python signal handler runs in whichever green
+    thread is current: raising there would end only that thread (os-ken's hub logs it and
+    goes on), so the handler asks the hub to throw KeyboardInterrupt into the main green
+    thread, which waits in joinall."""
+    import greenlet
+    from eventlet import hubs
+
+    main = greenlet.getcurrent()
+
+    def handler(_signum, _frame):
+        hubs.get_hub().schedule_call_global(0, main.throw, KeyboardInterrupt)
+
+    for sig in signals:
+        signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

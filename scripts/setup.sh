@@ -7,7 +7,9 @@
 # scrape a lab's /metrics, and chromium with chromium-driver, to test the dashboard;
 # dkms, to build sch_ckcd.ko as a DKMS package; shellcheck, for the root-run scripts;
 # strace, to read the tc plugin's netlink requests; slurmctld, slurmd, slurm-client and
-# munge, for the single-node Slurm cluster tests/cluster starts to test cluster/sweep.sbatch).
+# munge, for the single-node Slurm cluster tests/cluster starts to test cluster/sweep.sbatch;
+# debootstrap, for the Debian 13 root in which the controller's tests run again under os-ken
+# on Python 3.13, built once into /var/cache/ckcd-coex/trixie).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
   build-essential python3-venv python3-dev python3-matplotlib"
 TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
-  prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge"
+  prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge debootstrap"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }
@@ -75,5 +77,11 @@ fi
 
 # 5. The native datapath (make itself skips what is up to date).
 make -s -C datapath all >/dev/null || die "building datapath/ failed: run 'make -C datapath' to see why"
+
+# 6. With --tests: the cached Debian 13 root with os-ken (tests/platform/trixie.py; rebuilt only
+#    when its package list or requirements/os-ken.txt change).
+if [ "${1:-}" = "--tests" ]; then
+  "$VENV/bin/python" -m tests.platform.trixie ensure >/dev/null || die "building the trixie root failed (see above)"
+fi
 
 say "ready (.venv, Ryu 4.34, datapath built)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -34,12 +35,28 @@ def teardown_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def _ryu_manager() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
-    found = here if os.path.exists(here) else shutil.which("ryu-manager")
-    if not found:
-        raise RuntimeError("ryu-manager not found: run `make setup` (it installs Ryu into .venv)")
-    return found
+CONTROLLER_ENV = "CKCD_COEX_CONTROLLER"
+
+
+def _find(program: str) -> str | None:
+    here = os.path.join(os.path.dirname(sys.executable), program)
+    return here if os.path.exists(here) else shutil.which(program)
+
+
+def controller_command() -> list[str]:
+    """The command that starts the controller: CKCD_COEX_CONTROLLER when set (a shell-quoted
+    argv, e.g. a wrapper that runs it elsewhere; the tests' os-ken leg uses it), else
+    `ryu-manager` where Ryu is installed, else our own launcher `ckcd-coex-controller`, which
+    runs the app under os-ken (docs/controller.md, "Frameworks")."""
+    wanted = os.environ.get(CONTROLLER_ENV, "").strip()
+    if wanted:
+        return shlex.split(wanted)
+    for program in ("ryu-manager", "ckcd-coex-controller"):
+        found = _find(program)
+        if found:
+            return [found]
+    raise RuntimeError("neither ryu-manager nor ckcd-coex-controller found: run `make setup` "
+                       "(it installs Ryu into .venv) or pip install ckcd-coex")
 
 
 def _port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -89,7 +106,7 @@ class Controller:
         if self.app == "ckcd_coex":
             ports += [] if self.rest_port == RYU_DEFAULT_REST_PORT else ["--wsapi-port", str(self.rest_port)]
         self.proc = subprocess.Popen(
-            [_ryu_manager(), *ports, *self.extra_args, self.app],
+            [*controller_command(), *ports, *self.extra_args, self.app],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True, env=self.env)
         deadline = time.monotonic() + timeout_s
         while not all(_port_open(port) for port in self._ports()):

@@ -71,7 +71,7 @@ def path_flows(switch: str, with_packets: bool = False) -> list[tuple]:
 
 
 def test_controller_logs_our_app(lab):
-    assert "ckcd-coex controller loaded (OpenFlow 1.3)" in lab.ctl.log()
+    assert "ckcd-coex controller loaded (OpenFlow 1.3, " in lab.ctl.log()
 
 
 def test_pingall_without_loss(lab):

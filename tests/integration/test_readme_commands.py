@@ -18,15 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import urllib.request
 
 import pytest
 
-from experiments.lab.net import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, _port_open
+from experiments.lab.net import RYU_DEFAULT_OF_PORT, RYU_DEFAULT_REST_PORT, _port_open, controller_command
 from ovs_config.lablock import lab_lock
 from ovs_config.private_ovs import MANUAL_RUN_DIR, PrivateOVS
+from tests import conftest
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.lab  # needs root, Open vSwitch and Mininet: the README's commands as written
@@ -43,6 +45,7 @@ MN_SESSION_S = 150
 WAIT_FOR_LINKS = """
 import json, sys, urllib.request
 sys.path.insert(0, {repo!r})
+from tests import conftest
 from tests.waiting import eventually
 links = lambda: len(json.load(urllib.request.urlopen({url!r}))["links"])
 eventually(lambda: links() >= {links}, timeout_s=20, what="LLDP discovery of {links} link(s)")
@@ -88,10 +91,23 @@ class Background:
                 pass
 
 
+README_LAUNCHER = ".venv/bin/ryu-manager"
+
+
+def as_in_leg(line: str) -> str:
+    """The README's controller line for this session's leg: as written under Ryu; under the
+    os-ken leg with its launcher in place of README_LAUNCHER (ckcd-coex-controller takes
+    ryu-manager's options and app, docs/controller.md), everything else on the line kept."""
+    if conftest.EXPECTED_FRAMEWORK == "ryu":
+        return line
+    assert README_LAUNCHER in line, line
+    return line.replace(README_LAUNCHER, shlex.join(controller_command()))
+
+
 def start_controller(block: str, env: dict, tmp_path) -> Background:
     lines = [line for line in logical_lines(block) if "ryu-manager" in line]
     assert len(lines) == 1, f"expected one ryu-manager command in {block!r}"
-    ctl = Background(lines[0], env, tmp_path / "ryu.log")
+    ctl = Background(as_in_leg(lines[0]), env, tmp_path / "ryu.log")
     try:
         eventually(lambda: ctl.proc.poll() is not None or (_port_open(RYU_DEFAULT_OF_PORT)
                                                            and _port_open(RYU_DEFAULT_REST_PORT)),

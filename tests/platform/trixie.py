@@ -1,0 +1,189 @@
+"""A Debian 13 (trixie) root, built with debootstrap and cached, for what our Debian 12 machines
+cannot show directly: the controller under os-ken on trixie's Python 3.13, and sch_ckcd built
+against kernels whose headers need trixie's compiler.
+
+    python -m tests.platform.trixie ensure            build (or check) the root and its venv
+    python -m tests.platform.trixie run -- CMD...     run CMD in it (as the controller leg does)
+
+The root lives outside the checkout (CKCD_TRIXIE_ROOT, default
+/var/cache/ckcd-coex/trixie) and is built once: a minbase debootstrap with a compiler, Python
+3.13, trixie's Open vSwitch tools (the controller runs ovs-vsctl) and iproute2; then a venv at
+/opt/os-ken holding os-ken and our controller's dependencies at the pins of
+requirements/os-ken.txt. A stamp records what it was built from, so changing the package list
+or the pins rebuilds only what changed. Nothing is installed on the machine itself.
+
+`run` enters the root in a private mount namespace (`unshare --mount`), binds /proc, /sys,
+/dev, /run, /tmp and the checkout at their own paths, and chroots: a path is the same inside
+and out (the controller's log, database and the lab's OVS sockets), and every mount ends with
+the process, so a crashed test leaves none behind. The process keeps its PID through unshare,
+sh and chroot (each execs the next), so a caller that kills it by PID or process group kills
+the controller itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.environ.get("CKCD_TRIXIE_ROOT", "/var/cache/ckcd-coex/trixie")
+MIRROR = "http://deb.debian.org/debian"
+SUITE = "trixie"
+# What the root holds beyond minbase: a compiler (os-ken's `ovs` dependency builds a C
+# extension; sch_ckcd builds against trixie's kernel headers), Python with venv and headers,
+# CA certificates for pip, ovs-vsctl (openvswitch-switch ships it) and ip/tc.
+PACKAGES = ("build-essential", "python3", "python3-venv", "python3-dev", "ca-certificates",
+            "openvswitch-switch", "iproute2")
+VENV = "/opt/os-ken"
+PINS = os.path.join(REPO, "requirements", "os-ken.txt")
+# Bound at their own paths by `run`: the kernel's views, the lab's sockets and state under
+# /run, temporary files (logs, databases) and the checkout.
+BINDS = ("/proc", "/sys", "/dev", "/run", "/tmp")
+
+
+class ChrootUnavailable(RuntimeError):
+    """The root cannot be built; the message says what is missing."""
+
+
+def say(msg: str) -> None:
+    print(f"trixie: {msg}", file=sys.stderr, flush=True)
+
+
+def _stamp_text(part: str) -> str:
+    if part == "base":
+        return " ".join((SUITE, MIRROR, *PACKAGES))
+    with open(PINS, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _stamp_path(part: str) -> str:
+    return os.path.join(ROOT, f".ckcd-{part}-stamp")
+
+
+def _fresh(part: str) -> bool:
+    try:
+        with open(_stamp_path(part)) as f:
+            return f.read() == _stamp_text(part)
+    except FileNotFoundError:
+        return False
+
+
+def _stamp(part: str) -> None:
+    with open(_stamp_path(part), "w") as f:
+        f.write(_stamp_text(part))
+
+
+def _check(cmd: list[str], what: str, log: str) -> None:
+    with open(log, "w") as out:
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        with open(log) as f:
+            tail = f.read()[-1500:]
+        raise ChrootUnavailable(f"{what} failed (exit {rc}); the end of {log}:\n{tail}")
+
+
+def ensure_base() -> None:
+    """The debootstrapped root with PACKAGES, rebuilt when the list changes."""
+    if _fresh("base"):
+        return
+    if os.geteuid() != 0:
+        raise ChrootUnavailable("building the trixie root needs root (debootstrap, chroot)")
+    if not shutil.which("debootstrap"):
+        raise ChrootUnavailable("debootstrap not found: make setup-tests installs it")
+    scripts = "/usr/share/debootstrap/scripts"
+    if not os.path.exists(os.path.join(scripts, SUITE)):
+        raise ChrootUnavailable(f"this debootstrap does not know {SUITE} (no {scripts}/{SUITE})")
+    say(f"building the {SUITE} root at {ROOT} (debootstrap --variant=minbase; about a minute, once)")
+    shutil.rmtree(ROOT, ignore_errors=True)
+    os.makedirs(os.path.dirname(ROOT), exist_ok=True)
+    _check(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, ROOT, MIRROR],
+           "debootstrap", "/tmp/ckcd-coex-trixie-debootstrap.log")
+    _stamp("base")
+
+
+LOCAL_CAS = "/usr/local/share/ca-certificates"
+
+
+def _trust_local_cas() -> None:
+    """The machine's own local CAs (a proxy's, say) trusted inside too, as Debian adds them:
+    copied into the root's LOCAL_CAS, then update-ca-certificates there."""
+    if not os.path.isdir(LOCAL_CAS):
+        return
+    names = [n for n in os.listdir(LOCAL_CAS)
+             if n.endswith(".crt") and os.path.isfile(os.path.join(LOCAL_CAS, n))]
+    if not names:
+        return
+    os.makedirs(ROOT + LOCAL_CAS, exist_ok=True)
+    for name in names:
+        shutil.copyfile(os.path.join(LOCAL_CAS, name), os.path.join(ROOT + LOCAL_CAS, name))
+    _check(["chroot", ROOT, "update-ca-certificates"], "update-ca-certificates in the root",
+           "/tmp/ckcd-coex-trixie-ca.log")
+
+
+def ensure_venv() -> None:
+    """The os-ken venv inside the root, rebuilt when the pins change."""
+    ensure_base()
+    if _fresh("venv"):
+        return
+    say(f"installing os-ken and the controller's dependencies into {VENV} (pins: requirements/os-ken.txt)")
+    shutil.rmtree(ROOT + VENV, ignore_errors=True)
+    shutil.copyfile("/etc/resolv.conf", os.path.join(ROOT, "etc", "resolv.conf"))  # pip reaches PyPI
+    _trust_local_cas()
+    _check(command(["python3", "-m", "venv", VENV]), "python3 -m venv in the root",
+           "/tmp/ckcd-coex-trixie-venv.log")
+    _check(command(["env", "PIP_DISABLE_PIP_VERSION_CHECK=1", f"{VENV}/bin/pip", "install", "-q",
+                    "--no-cache-dir", "-r", PINS]),
+           "pip install of the os-ken pins in the root", "/tmp/ckcd-coex-trixie-pip.log")
+    _stamp("venv")
+
+
+def ensure() -> str:
+    ensure_venv()
+    return ROOT
+
+
+def command(argv: list[str], cwd: str = REPO) -> list[str]:
+    """argv run inside the root (mounts private to it, PID kept; the module docstring)."""
+    binds = [*BINDS]
+    if cwd not in binds:
+        binds.append(cwd)
+    if REPO not in binds:
+        binds.append(REPO)
+    steps = []
+    for path in binds:
+        target = shlex.quote(ROOT + path)
+        steps.append(f"mkdir -p {target} && mount --rbind {shlex.quote(path)} {target}")
+    script = " && ".join(steps) + f' && exec chroot {shlex.quote(ROOT)} sh -c \'cd "$0" && exec "$@"\' ' \
+        + shlex.quote(cwd) + ' "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    sub.add_parser("ensure", help="build or check the root and its venv")
+    run = sub.add_parser("run", help="run a command inside the root")
+    run.add_argument("argv", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    try:
+        ensure()
+    except ChrootUnavailable as e:
+        print(f"trixie: {e}", file=sys.stderr)
+        return 2
+    if args.what == "ensure":
+        print(ROOT)
+        return 0
+    cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not cmd:
+        ap.error("run: no command given")
+    os.execvp("unshare", command(cmd, os.getcwd()))
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
