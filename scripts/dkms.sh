@@ -4,7 +4,7 @@
 # /usr/src/sch_ckcd-<version>/, then `dkms add`, `dkms build` and `dkms install` for the
 # running kernel; DKMS rebuilds it for every kernel installed later (AUTOINSTALL).
 #
-# The version is setup.py's plus a hash of the copied files (0.1.0+1a2b3c4d5e6f): one version
+# The version is VERSION's plus a hash of the copied files (0.1.0+1a2b3c4d5e6f): one version
 # names one source tree, with or without git, so a second run with the same sources finds
 # everything done and does nothing, and changed sources become a new version, never a
 # silent overwrite. Installing a version removes the other registered versions (one
@@ -25,7 +25,7 @@ usage: $0 [--build-only] [-k KVER] [-j JOBS] [--version V [--replace]] | --remov
   --build-only     dkms add and build, no install (the tests use this)
   -k KVER          the kernel to build for (default: the running one, $(uname -r))
   -j JOBS          parallel make jobs for the build (default: DKMS's, one per CPU)
-  --version V      use V instead of setup.py's version + the sources' hash
+  --version V      use V instead of VERSION's version + the sources' hash
   --replace        if V is registered with other sources, remove it first (else: refuse)
   --remove         remove every registered $NAME version and its /usr/src tree
   --print-version  print the version these sources get, and exit
@@ -59,8 +59,8 @@ make -s -C datapath/kernel dkms-tree DEST="$stage/tree" >/dev/null \
   || die "make -C datapath/kernel dkms-tree failed"
 chmod -R u=rwX,go=rX "$stage/tree"
 if [ -z "$version" ]; then
-  base=$(sed -n 's/^[[:space:]]*version="\([^"]*\)".*/\1/p' setup.py | head -n 1)
-  [ -n "$base" ] || die "no version=\"...\" line in setup.py"
+  base=$(head -n 1 VERSION)
+  [[ $base =~ $VERSION_RE ]] || die "VERSION does not hold a version: '$base'"
   hash=$(cd "$stage/tree" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum)
   version=$base+${hash:0:12}
 fi

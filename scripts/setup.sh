@@ -60,7 +60,7 @@ if [ ! -f "$STAMP" ] || [ requirements/constraints.txt -nt "$STAMP" ] || [ setup
   say "installing Python packages (Ryu 4.34 with pins, this package editable)"
   export PIP_CONSTRAINT=$ROOT/requirements/constraints.txt PIP_BUILD_CONSTRAINT=$ROOT/requirements/constraints.txt
   export PIP_DISABLE_PIP_VERSION_CHECK=1
-  "$VENV/bin/pip" install -q -r requirements/dev.txt -e . \
+  "$VENV/bin/pip" install -q -r requirements/dev.txt -e ".[ryu]" \
     || die "pip install failed (see above); the pins are in requirements/constraints.txt"
   touch "$STAMP"
 fi

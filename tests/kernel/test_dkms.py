@@ -133,7 +133,7 @@ def test_other_sources_under_the_same_version_are_refused(built, tmp_path):
     """A checkout whose sources differ gets another version; forced onto this one with --version,
     the script stops before touching DKMS or /usr/src."""
     version, kver, env, _ = built
-    for part in ("scripts/dkms.sh", "setup.py", "datapath/kernel", "datapath/core"):
+    for part in ("scripts/dkms.sh", "VERSION", "datapath/kernel", "datapath/core"):
         src, dst = os.path.join(REPO, part), tmp_path / part
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build")) if os.path.isdir(src)
