@@ -23,6 +23,7 @@ the controller itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shlex
@@ -147,8 +148,53 @@ def ensure() -> str:
     return ROOT
 
 
-def command(argv: list[str], cwd: str = REPO) -> list[str]:
-    """argv run inside the root (mounts private to it, PID kept; the module docstring)."""
+def ensure_packages(name: str, packages: tuple[str, ...], suites: tuple[str, ...] = ()) -> None:
+    """Debian packages installed into the root beyond PACKAGES (a kernel's headers, say), under a
+    stamp of their own called `name`: installed once, again only when the list changes. `suites`
+    adds apt sources first (e.g. "trixie-backports"), kept in a file of their own."""
+    ensure_base()
+    text = " ".join((*suites, "|", *packages))
+    stamp = os.path.join(ROOT, f".ckcd-pkgs-{name}-stamp")
+    try:
+        with open(stamp) as f:
+            if f.read() == text:
+                return
+    except FileNotFoundError:
+        pass
+    say(f"installing {' '.join(packages)} into the root ({name})")
+    if suites:
+        with open(os.path.join(ROOT, "etc", "apt", "sources.list.d", f"ckcd-{name}.list"), "w") as f:
+            f.writelines(f"deb {MIRROR} {suite} main\n" for suite in suites)
+    shutil.copyfile("/etc/resolv.conf", os.path.join(ROOT, "etc", "resolv.conf"))
+    log = f"/tmp/ckcd-coex-trixie-{name}.log"
+    _check(command(["apt-get", "update", "-qq"]), "apt-get update in the root", log)
+    _check(command(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq",
+                    "--no-install-recommends", *packages]), f"apt-get install {' '.join(packages)} in the root", log)
+    with open(stamp, "w") as f:
+        f.write(text)
+
+
+@contextlib.contextmanager
+def scratch_root(work: str):
+    """A throwaway copy of the root for one test: an overlay whose lower layer is the cached root
+    and whose upper layer lives in `work`, so a test may install, upgrade and purge packages
+    without changing the cache. Yields the merged root's path; unmounted on exit."""
+    ensure_base()
+    upper, scratch, merged = (os.path.join(work, d) for d in ("upper", "overlay-work", "root"))
+    for d in (upper, scratch, merged):
+        os.makedirs(d, exist_ok=True)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={ROOT},upperdir={upper},workdir={scratch}", merged], check=True)
+    try:
+        yield merged
+    finally:
+        subprocess.run(["umount", "--lazy", merged], check=False)
+
+
+def command(argv: list[str], cwd: str = REPO, root: str | None = None) -> list[str]:
+    """argv run inside the root, or another root such as scratch_root's (mounts private to it,
+    PID kept; the module docstring)."""
+    root = root or ROOT
     binds = [*BINDS]
     if cwd not in binds:
         binds.append(cwd)
@@ -156,9 +202,9 @@ def command(argv: list[str], cwd: str = REPO) -> list[str]:
         binds.append(REPO)
     steps = []
     for path in binds:
-        target = shlex.quote(ROOT + path)
+        target = shlex.quote(root + path)
         steps.append(f"mkdir -p {target} && mount --rbind {shlex.quote(path)} {target}")
-    script = " && ".join(steps) + f' && exec chroot {shlex.quote(ROOT)} sh -c \'cd "$0" && exec "$@"\' ' \
+    script = " && ".join(steps) + f' && exec chroot {shlex.quote(root)} sh -c \'cd "$0" && exec "$@"\' ' \
         + shlex.quote(cwd) + ' "$@"'
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *argv]
 
