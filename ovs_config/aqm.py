@@ -19,6 +19,7 @@ this machine's. Other ports are refused with a message that says why.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -212,7 +213,17 @@ def _await_agent(port_name: str, db: Ovsdb, done, what: str, error_fails: bool) 
         time.sleep(0.25)
 
 
-REPLAY_BINARY = Path(__file__).resolve().parent.parent / "datapath" / "build" / "ckcd-replay"
+def _replay_binary() -> Path:
+    """The checkout's ckcd-replay (make -C datapath), else one on PATH (an installed package
+    has no datapath/ beside it)."""
+    built = Path(__file__).resolve().parent.parent / "datapath" / "build" / "ckcd-replay"
+    if built.exists():
+        return built
+    found = shutil.which("ckcd-replay")
+    return Path(found) if found else built
+
+
+REPLAY_BINARY = _replay_binary()
 
 
 class AqmSpecError(ValueError):
@@ -255,8 +266,8 @@ def check_spec(spec: str, rate_bps: int, binary: Path = REPLAY_BINARY) -> None:
         done = subprocess.run([str(binary), "--describe", "--rate-bps", str(rate_bps), "--qdisc", spec],
                               capture_output=True, text=True, timeout=10)
     except OSError as err:
-        raise AqmBackendError(f"cannot check disciplines: {binary}: {err.strerror} (make -C datapath)") \
-            from None
+        raise AqmBackendError(f"cannot check disciplines: {binary}: {err.strerror} (make -C datapath in the "
+                              "source, or ckcd-replay on PATH)") from None
     if done.returncode == 0:
         return
     message = done.stderr.strip().removeprefix("ckcd-replay: ")

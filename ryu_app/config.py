@@ -25,6 +25,18 @@ import os
 from coex.policy import Policy, PolicyError, load_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_db_path(env=os.environ) -> str:
+    """Where the policy is stored when CKCD_COEX_DB does not say: state/ of the checkout the
+    code runs from; for an installed package (no setup.py beside it) /var/lib/ckcd-coex as root,
+    else $XDG_STATE_HOME/ckcd-coex (~/.local/state): never inside site-packages."""
+    if os.path.exists(os.path.join(REPO, "setup.py")):
+        return os.path.join(REPO, "state", "policy.sqlite")
+    if os.geteuid() == 0:
+        return "/var/lib/ckcd-coex/policy.sqlite"
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "ckcd-coex", "policy.sqlite")
 QUEUE_BACKENDS = ("auto", "tc-htb", "ovsdb-queue")
 
 
@@ -47,7 +59,7 @@ class CoexConfig:
         if queue_backend not in QUEUE_BACKENDS:
             raise PolicyError(f"CKCD_COEX_QUEUE_BACKEND: {queue_backend!r} is not one of "
                               f"{', '.join(QUEUE_BACKENDS)}", "CKCD_COEX_QUEUE_BACKEND")
-        return cls(db_path=env.get("CKCD_COEX_DB", os.path.join(REPO, "state", "policy.sqlite")),
+        return cls(db_path=env.get("CKCD_COEX_DB") or default_db_path(env),
                    token=token, rest_host=env.get("CKCD_COEX_REST_HOST", "127.0.0.1"),
                    policy_path=env.get("CKCD_COEX_POLICY") or None, queue_backend=queue_backend)
 

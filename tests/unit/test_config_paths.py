@@ -1,0 +1,28 @@
+"""Where an installed controller keeps its policy when CKCD_COEX_DB does not say (ryu_app/config.py)."""
+
+from __future__ import annotations
+
+from ryu_app import config
+
+
+def test_a_checkout_keeps_its_policy_in_its_state_dir():
+    """Rule: running from a checkout (setup.py beside the packages), the default is its state/."""
+    assert config.default_db_path({}) == f"{config.REPO}/state/policy.sqlite"
+
+
+def test_an_installed_package_never_writes_into_site_packages(monkeypatch, tmp_path):
+    """Rule: without a checkout around it, root's default is /var/lib/ckcd-coex and another
+    user's is under XDG_STATE_HOME (else ~/.local/state), never beside the code."""
+    monkeypatch.setattr(config, "REPO", str(tmp_path / "site-packages"))
+    monkeypatch.setattr(config.os, "geteuid", lambda: 0)
+    assert config.default_db_path({}) == "/var/lib/ckcd-coex/policy.sqlite"
+    monkeypatch.setattr(config.os, "geteuid", lambda: 1000)
+    assert config.default_db_path({"XDG_STATE_HOME": "/x/state"}) == "/x/state/ckcd-coex/policy.sqlite"
+    monkeypatch.setenv("HOME", "/home/u")
+    assert config.default_db_path({}) == "/home/u/.local/state/ckcd-coex/policy.sqlite"
+
+
+def test_the_setting_wins(monkeypatch):
+    """Rule: CKCD_COEX_DB, when set and not empty, is where the policy goes."""
+    assert config.CoexConfig.from_env({"CKCD_COEX_DB": "/tmp/p.sqlite"}).db_path == "/tmp/p.sqlite"
+    assert config.CoexConfig.from_env({"CKCD_COEX_DB": ""}).db_path == config.default_db_path({})
