@@ -1,7 +1,7 @@
 # ckcd-coex: the two commands a newcomer needs are `make demo` and `make test`.
 PY := .venv/bin/python
 
-.PHONY: setup setup-tests test check demo bench clean-lab datapath dkms
+.PHONY: setup setup-tests test check demo bench clean-lab datapath dkms deb
 
 setup:            ## install Debian packages, the venv with pinned Ryu, build the datapath
 	@bash scripts/setup.sh
@@ -33,6 +33,9 @@ datapath:
 
 dkms:             ## on a switch host, as root: sch_ckcd.ko through DKMS, installed for the running kernel and every later one
 	@bash scripts/dkms.sh $(DKMS_ARGS)
+
+deb:              ## a switch host's Debian packages (sch-ckcd-dkms, ckcd-tc-plugin, ckcd-qdisc-agent) into dist/deb/; no root, no network
+	@bash scripts/deb.sh $(DEB_ARGS)
 
 clean-lab:        ## remove what a crashed lab run left behind
 	.venv/bin/ckcd-coex clean

@@ -5,7 +5,8 @@
 # and the kernel headers for the kernel lab of tests/kernel/, which boots Debian's
 # own kernel to load sch_ckcd.ko: our machines load no modules; prometheus, to
 # scrape a lab's /metrics, and chromium with chromium-driver, to test the dashboard;
-# dkms, to build sch_ckcd.ko as a DKMS package; shellcheck, for the root-run scripts;
+# dkms, to build sch_ckcd.ko as a DKMS package; debhelper, dh-dkms, dpkg-dev and lintian, to
+# build and check the switch host's Debian packages (make deb); shellcheck, for the root-run scripts;
 # strace, to read the tc plugin's netlink requests; slurmctld, slurmd, slurm-client and
 # munge, for the single-node Slurm cluster tests/cluster starts to test cluster/sweep.sbatch;
 # debootstrap, for the Debian 13 root in which the controller's tests run again under os-ken
@@ -19,7 +20,8 @@ STAMP=$VENV/.ckcd-setup-stamp
 APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump iproute2 procps psmisc
   build-essential python3-venv python3-dev python3-matplotlib"
 TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
-  prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge debootstrap"
+  prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge debootstrap
+  debhelper dh-dkms dpkg-dev lintian"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }
