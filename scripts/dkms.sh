@@ -78,24 +78,40 @@ flock -n 9 || { say "waiting for another run of this script"; flock 9; }
 registered() { dkms status -m "$NAME" 2>/dev/null | sed -E -n "s#^$NAME(/|, )([^,:]+)[,:].*#\\2#p" | sort -u; }
 is_registered() { registered | grep -qxF -- "$1"; }
 state() { dkms status -m "$NAME" -v "$1" -k "$2" 2>/dev/null; }
+# A version the Debian package sch-ckcd-dkms installed (make deb) is dpkg's: its tree is the
+# package's files and its registration comes and goes with the package, so this script
+# neither removes nor replaces it.
+packaged() { command -v dpkg-query >/dev/null && dpkg-query -S "/usr/src/$NAME-$1" >/dev/null 2>&1; }
 # Unregister one version and delete its tree; $1 is checked against VERSION_RE first, and
-# the tree must be one of ours (its dkms.conf names the package).
+# the tree must be one of ours (its dkms.conf names the package) and not the package's.
 remove_version() {
   local v=$1 dir
   [[ $v =~ $VERSION_RE ]] || die "refusing to remove a version named '$v'"
+  ! packaged "$v" || die "$NAME/$v belongs to the Debian package sch-ckcd-dkms: apt-get purge sch-ckcd-dkms removes it"
   dir=/usr/src/$NAME-$v
   if is_registered "$v"; then say "dkms remove $NAME/$v --all"; dkms remove -m "$NAME" -v "$v" --all >/dev/null; fi
   if [ -d "$dir" ] && grep -qx "PACKAGE_NAME=\"$NAME\"" "$dir/dkms.conf" 2>/dev/null; then rm -rf -- "$dir"; fi
 }
 
 if [ "$mode" = remove ]; then
-  found=$(registered | tr '\n' ' ')
-  for v in $found; do remove_version "$v"; done
+  found=""
+  for v in $(registered); do
+    if packaged "$v"; then say "leaving $NAME/$v: the Debian package sch-ckcd-dkms's (apt-get purge sch-ckcd-dkms)"
+    else found="$found$v "; remove_version "$v"; fi
+  done
   for dir in /usr/src/"$NAME"-*; do
-    [ -d "$dir" ] && remove_version "${dir#/usr/src/"$NAME"-}"
+    [ -d "$dir" ] && ! packaged "${dir#/usr/src/"$NAME"-}" && remove_version "${dir#/usr/src/"$NAME"-}"
   done
   say "removed ${found:-nothing registered }from DKMS and /usr/src; a loaded module stays until rmmod $NAME (after its qdiscs are deleted)"
   exit 0
+fi
+
+# Installing removes every other version (one sch_ckcd per host): not the package's.
+if [ "$mode" = install ]; then
+  for v in $(registered); do
+    ! packaged "$v" || die "$NAME/$v is installed by the Debian package sch-ckcd-dkms: upgrade that" \
+      "package (make deb) instead, or apt-get purge sch-ckcd-dkms before make dkms (one $NAME per host)"
+  done
 fi
 
 [ -e "/lib/modules/$kver/build/Makefile" ] \
