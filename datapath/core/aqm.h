@@ -8,7 +8,7 @@
  *
  * A queue is one instance of a discipline (aqm_discipline_names() lists
  * them: droptail, red, codel, hdcodel, choke, sred, fred, sfb, care, ckcd,
- * cocoa, bands). It is created from a text spec such as
+ * cocoa, fq_codel, pie, bands). It is created from a text spec such as
  *     "ckcd limit=80 delta_ms=100 d_ms=5"
  * parsed and validated in one place (aqm_params.c) against the discipline's
  * parameter table; per-packet code never re-validates.

@@ -104,6 +104,7 @@ extern const struct aqm_ops aqm_droptail_ops, aqm_red_ops, aqm_codel_ops,
 	aqm_choke_ops, aqm_ckcd_ops, aqm_bands_ops, aqm_cocoa_ops;
 extern const struct aqm_ops aqm_hdcodel_ops;
 extern const struct aqm_ops aqm_sred_ops, aqm_fred_ops, aqm_sfb_ops, aqm_care_ops;
+extern const struct aqm_ops aqm_fq_codel_ops, aqm_pie_ops;
 
 /* aqm_params.c */
 const struct aqm_ops *aqm_find_ops(const char *name, size_t len);
@@ -139,10 +140,11 @@ static inline void aqm_drop_queued(struct aqm_queue *q, struct aqm_pkt *pkt,
  * it: 1 when marked - the caller keeps the packet and goes on as its law
  * goes on after a drop - or 0 when the caller must drop it (ecn=0, or a
  * Not-ECT packet). As Linux's INET_ECN_set_ce(), a packet already CE counts
- * as marked. */
-static inline int aqm_mark_ce(struct aqm_queue *q, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+ * as marked. aqm_set_ce() is the mark alone, whatever `ecn` says: for a
+ * signal that is only ever a mark (fq_codel's ce_threshold). */
+static inline int aqm_set_ce(struct aqm_queue *q, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 {
-	if (!q->ecn || (pkt->ecn & AQM_ECN_CE) == AQM_ECN_NOT_ECT)
+	if ((pkt->ecn & AQM_ECN_CE) == AQM_ECN_NOT_ECT)
 		return 0;
 	pkt->ecn = AQM_ECN_CE;
 	q->stats.marks[why]++;
@@ -150,6 +152,11 @@ static inline int aqm_mark_ce(struct aqm_queue *q, struct aqm_pkt *pkt, enum aqm
 	if (q->env.mark)
 		q->env.mark(q->env.ctx, pkt, why);
 	return 1;
+}
+
+static inline int aqm_mark_ce(struct aqm_queue *q, struct aqm_pkt *pkt, enum aqm_drop_reason why)
+{
+	return q->ecn && aqm_set_ce(q, pkt, why);
 }
 
 /* The "ecn" row of a discipline's table: the same name, range and words in
@@ -228,6 +235,19 @@ static inline int aqm_fifo_requeue(struct aqm_queue *q, struct aqm_fifo *f, stru
 	aqm_fifo_push(f, pkt);
 	aqm_account_add(q, pkt);
 	return 0;
+}
+
+/* A 32-bit finalizer (murmur3's): every input bit moves about half the
+ * output bits, so flow hashes that differ in few bits (a replay's flow ids
+ * 1, 2, 3) still spread over bins or buckets. */
+static inline uint32_t aqm_mix32(uint32_t h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
 }
 
 /* Uniform integer in [0, n) from a 32-bit random number (multiply-shift). */

@@ -210,6 +210,8 @@ static const struct aqm_ops *const registry[] = {
 	&aqm_care_ops,
 	&aqm_ckcd_ops,
 	&aqm_cocoa_ops,
+	&aqm_fq_codel_ops,
+	&aqm_pie_ops,
 	&aqm_bands_ops,
 };
 #define NREGISTRY (sizeof(registry) / sizeof(registry[0]))

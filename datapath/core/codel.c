@@ -71,20 +71,11 @@ static int codel_enqueue(struct aqm_queue *q, struct aqm_pkt *pkt, uint64_t now_
 	return codel_fifo_enqueue(q, aqm_priv(q), pkt);
 }
 
-/* Every packet the law chooses is dropped (or marked): plain CoDel. */
-static enum codel_verdict codel_drop(struct aqm_queue *q, struct aqm_pkt *pkt)
-{
-	if (aqm_mark_ce(q, pkt, AQM_DROP_DELAY))
-		return CODEL_SENT_AS_DROP;
-	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY);
-	return CODEL_DROPPED;
-}
-
 static struct aqm_pkt *codel_dequeue(struct aqm_queue *q, uint64_t now_ns)
 {
 	struct codel_fifo *c = aqm_priv(q);
 
-	return codel_law_dequeue(q, &c->law, now_ns, &c->fifo, codel_law_pop_fifo, codel_drop);
+	return codel_law_dequeue(q, &c->law, now_ns, &c->fifo, codel_law_pop_fifo, codel_law_signal);
 }
 
 struct aqm_pkt *aqm_codel_fifo_pop_raw(struct aqm_queue *q)

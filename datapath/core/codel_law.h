@@ -102,6 +102,29 @@ static inline uint64_t codel_law_control(const struct codel_law *l, uint64_t t)
 	return t + ((l->interval_ns * l->invsqrt_q32) >> 32);
 }
 
+/* n packets of this queue were dropped outside the law (fq_codel's overflow
+ * drops from the fattest bucket): count them as the law's own, so its next
+ * drops come sooner, as Linux's fq_codel tells its CoDel. Off the per-packet
+ * path: 1/sqrt(count) is set exactly. */
+static inline void codel_law_add_drops(struct codel_law *l, uint32_t n)
+{
+	l->count += n;
+	if (l->dropping)
+		l->invsqrt_q32 = aqm_codel_invsqrt_exact(l->count);
+}
+
+/* The verdict of plain CoDel (codel, fq_codel): the law's packet is dropped,
+ * or with ecn=1, if it is ECN-capable, marked CE and sent, the law going on
+ * as after a drop (as Linux's codel with ecn: count and the next drop time
+ * advance). */
+static inline enum codel_verdict codel_law_signal(struct aqm_queue *q, struct aqm_pkt *pkt)
+{
+	if (aqm_mark_ce(q, pkt, AQM_DROP_DELAY))
+		return CODEL_SENT_AS_DROP;
+	aqm_drop_arriving(q, pkt, AQM_DROP_DELAY);
+	return CODEL_DROPPED;
+}
+
 /* RFC 8289 dodequeue(): the next packet and whether it may be dropped. */
 static inline __attribute__((always_inline)) struct aqm_pkt *
 codel_law_head(struct aqm_queue *q, struct codel_law *l, uint64_t now_ns, void *src,

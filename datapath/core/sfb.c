@@ -69,18 +69,13 @@ static uint32_t ppm_to_q16(int64_t ppm)
 	return v ? (v > SFB_MAX_PROB ? SFB_MAX_PROB : (uint32_t)v) : 1;
 }
 
-/* The salted hash that picks the bins: a 32-bit finalizer (murmur3's) of the
- * flow hash xor the salt, so flows whose hashes differ in few bits still
- * spread over the levels; 0 is avoided as Linux does. */
+/* The salted hash that picks the bins: the flow hash xor the salt, mixed
+ * (aqm_mix32), so flows whose hashes differ in few bits still spread over the
+ * levels; 0 is avoided as Linux does. */
 static inline uint32_t sfb_hash(const struct sfb *s, uint32_t flow_hash)
 {
-	uint32_t h = flow_hash ^ s->salt;
+	uint32_t h = aqm_mix32(flow_hash ^ s->salt);
 
-	h ^= h >> 16;
-	h *= 0x85ebca6bu;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35u;
-	h ^= h >> 16;
 	return h ? h : 1;
 }
 

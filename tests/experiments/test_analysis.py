@@ -198,7 +198,7 @@ def test_window_scales_with_duration_and_staggered_flows():
 def test_only_picks_cases():
     sc = parse_scenario(dict(DOC, disciplines=["droptail", "red", "ckcd"]), "t")
     assert [c.name for c in sc.restricted(["ckcd", "droptail"]).cases()] == ["droptail", "ckcd"]
-    assert sc.restricted(["pie"]) is None
+    assert sc.restricted(["nosuch"]) is None
 
 
 def test_coex_scenarios_need_aggregates_and_twopaths_for_separate_paths():

@@ -51,7 +51,7 @@ def port_with(aqm: dict) -> dict:
     ({"discipline": "ckcd", "params": {"omega": 0.0000001}}, "ports[0].aqm.params.omega"),
     ({"discipline": "codel", "params": {"target_ms": 0.0001}}, "ports[0].aqm.params.target_ms"),
     ({"discipline": "cocoa", "params": {"multiplier": "fast"}}, "ports[0].aqm.params.multiplier"),
-    ({"discipline": "pie"}, "ports[0].aqm.discipline"),
+    ({"discipline": "nosuch"}, "ports[0].aqm.discipline"),
     ({"discipline": "hdcodel", "params": {"mode": "static", "heavy_key": "h1>h3"}}, "ports[0].aqm.params.heavy_key"),
     ({"discipline": "hdcodel", "params": {"mode": "static", "heavy_key": "10.0.0.1>fd00::1"}},
      "ports[0].aqm.params.heavy_key"),

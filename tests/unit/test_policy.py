@@ -58,7 +58,7 @@ def test_classify_takes_the_highest_priority_match():
     ({"approaches": {"separate_paths": "yes"}}, "approaches.separate_paths"),
     ({"ports": [{"dpid": 1, "port": 3}]}, "ports[0].capacity_bps"),
     ({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 0}]}, "ports[0].capacity_bps"),
-    ({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 10**7, "aqm": {"discipline": "pie"}}]},
+    ({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 10**7, "aqm": {"discipline": "nosuch"}}]},
      "ports[0].aqm.discipline"),
     ({"aggregates": {"low_delay": {"queue_weight": 0}}}, "aggregates.low_delay.queue_weight"),
     ({"colour": "blue"}, "colour"),

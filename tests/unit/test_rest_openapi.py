@@ -76,7 +76,7 @@ def _with(path: str, value):
     ("ports.0.capacity_bps", KeyError),
     ("ports.0.aqm.params.Limit", 1),
     ("ports.0.aqm.params.limit", -1),
-    ("ports.0.aqm.discipline", "pie"),
+    ("ports.0.aqm.discipline", "nosuch"),
     ("heavy_hitters.collector", "localhost:\u00b2"),
     ("heavy_hitters.sflow_rt_url", "ftp://x"),
     ("heavy_hitters.sampling", 1 << 21),
