@@ -1,8 +1,9 @@
 /* fuzz_spec.c - libFuzzer target: the core's spec parser and every
  * discipline's init (core/aqm_params.c, aqm_create), with the property the
  * docs promise: a spec that is accepted describes itself as a spec that parses
- * back to the same description. A few packets go through the queue and a
- * reconfiguration to that description so init's state is used, not only made.
+ * back to the same description. A few packets go through the queue, a
+ * reconfiguration to that description, a flush and a few more packets, so
+ * init's state is used, not only made, and restarted.
  * Built with clang -fsanitize=fuzzer,address,undefined (fuzz.mk). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (aqm_reconfigure(&q, first, err, sizeof(err)))
 		abort();
 	aqm_xstats(q, again, sizeof(again));
+	aqm_flush(q); /* a kernel reset: every packet dropped, the state afresh ... */
+	exercise(&q); /* ... and the queue runs on from there */
 	aqm_destroy(q); /* queued packets go to drop_nothing as flush */
 	return 0;
 }

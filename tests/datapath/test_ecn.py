@@ -48,7 +48,8 @@ def test_harddrop_drops_above_max_but_still_marks_between_the_thresholds():
 
 
 @pytest.mark.parametrize("spec", ["red ecn=1", "codel ecn=1", "choke ecn=1", "sred ecn=1", "fred ecn=1",
-                                  "sfb ecn=1", "hdcodel ecn=1", "ckcd ecn=1"])
+                                  "sfb ecn=1", "hdcodel ecn=1", "ckcd ecn=1", "fq_codel ecn=1",
+                                  "pie ecn=1 max_burst_ms=0"])
 def test_not_ect_packets_are_never_marked(spec):
     """Rule: ecn=1 changes nothing for Not-ECT packets (a non-IP frame is Not-ECT): every
     verdict is the one ecn=0 gives, packet by packet."""

@@ -52,6 +52,22 @@ from replaylib import REPLAY, SEC, merge, poisson, run_raw
     ("ckcd qmin=70 qmax=60", ["qmin"]),
     ("ckcd dth_min_ms=10 dth_max_ms=5", ["dth_min_ms"]),
     ("ckcd rate_bps=0", ["rate_bps"]),
+    ("fq_codel flows=0", ["flows", "out of range"]),
+    ("fq_codel flows=65537", ["flows", "out of range"]),
+    ("fq_codel quantum=255", ["quantum", "out of range"]),
+    ("fq_codel limit=0", ["limit", "out of range"]),
+    ("fq_codel ce_threshold_ms=-1", ["ce_threshold_ms", "out of range"]),
+    ("fq_codel memory_limit=1000", ["memory_limit", "out of range"]),
+    ("fq_codel drop_batch=0", ["drop_batch", "out of range"]),
+    ("fq_codel ecn=2", ["ecn", "out of range"]),
+    ("fq_codel perturb=1", ["unknown parameter", "perturb"]),
+    ("pie tupdate_ms=0.5", ["tupdate_ms", "out of range"]),
+    ("pie target_ms=0", ["target_ms", "out of range"]),
+    ("pie alpha=2.5", ["alpha", "out of range"]),
+    ("pie beta=0.00001", ["beta", "decimal"]),
+    ("pie limit=0", ["limit", "out of range"]),
+    ("pie bytemode=2", ["bytemode", "out of range"]),
+    ("pie dq_rate_estimator=2", ["dq_rate_estimator", "out of range"]),
     ("bands weights=1,0 | droptail | droptail", ["weights"]),
     ("bands weights=1,1,1 | droptail | droptail", ["weights"]),
     ("bands map=64:1 | droptail | droptail", ["map"]),
@@ -115,6 +131,8 @@ def test_describe_prints_the_typed_refusal_as_json(spec, typed):
 
 
 @pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd", "hdcodel", "sred", "fred", "sfb", "care",
+                                  "fq_codel", "pie", "fq_codel ce_threshold_ms=0.5 ecn=1 flows=65536",
+                                  "pie alpha=0.0625 beta=2 dq_rate_estimator=1 bytemode=1",
                                   "hdcodel mode=static heavy_key=4294967295 key=flow thin=counter spare=hold p=0",
                                   "bands weights=1,3 map=46:1,10:1 default=0 penalized=1 | ckcd limit=80 | droptail limit=20"])
 def test_describe_lists_every_parameter_and_round_trips(spec):
@@ -127,6 +145,7 @@ def test_describe_lists_every_parameter_and_round_trips(spec):
 
 
 @pytest.mark.parametrize("spec, limit", [("ckcd", 80), ("cocoa limit=80 flow_limit=40", 80), ("hdcodel", 1000),
+                                         ("fq_codel", 10240), ("pie", 1000),
                                          ("bands | ckcd limit=40 | droptail limit=25 | red", 145)])
 def test_limit_pkts_is_the_most_a_queue_holds(spec, limit):
     """aqm_limit_pkts, which sizes sch_ckcd's descriptor pool: a discipline's `limit` (not
