@@ -170,6 +170,10 @@ def cmd_clean(args) -> int:
         # Mininet's cleanup, pointed at our OVS by the environment: bridges, veths, its processes.
         subprocess.run(["mn", "-c"], capture_output=True)
     ovs.stop(force=True)
+    from experiments.lab import bpf_cc
+
+    for name in bpf_cc.remove_leftovers():
+        print(f"clean: unregistered the BPF congestion control {name}")
     for launcher in ("ryu-manager", "ckcd-coex-controller"):
         subprocess.run(["pkill", "-f", f"{launcher} .*ckcd_coex"], capture_output=True)
     print("clean: private OVS stopped, controller and Mininet leftovers removed")
@@ -339,6 +343,7 @@ def main(argv=None) -> int:
         print("ckcd-coex: must run as root (Mininet, Open vSwitch, namespaces)", file=sys.stderr)
         return 2
     from experiments.batch.plan import BatchError
+    from experiments.lab.bpf_cc import BpfUnavailable
     from experiments.lab.net import teardown_on_sigterm
     from experiments.scenario.model import ScenarioError
     from ovs_config.private_ovs import OVSError
@@ -352,6 +357,9 @@ def main(argv=None) -> int:
     except OVSError as err:  # e.g. a lab refusing to start beside `ckcd-coex ovs start`'s OVS
         print(f"ckcd-coex: {err}", file=sys.stderr)
         return 1
+    except BpfUnavailable as err:  # a scenario's BPF congestion control cannot be loaded here
+        print(f"ckcd-coex: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ckcd-coex: interrupted; the lab was torn down", file=sys.stderr)
         return 130

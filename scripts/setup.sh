@@ -9,6 +9,7 @@
 # build and check the switch host's Debian packages (make deb); shellcheck, for the root-run scripts;
 # strace, to read the tc plugin's netlink requests; slurmctld, slurmd, slurm-client and
 # munge, for the single-node Slurm cluster tests/cluster starts to test cluster/sweep.sbatch;
+# bpftool and libbpf-dev, to build and load the BPF congestion controls of datapath/bpf;
 # debootstrap, for the Debian 13 root in which the controller's tests run again under os-ken
 # on Python 3.13, built once into /var/cache/ckcd-coex/trixie).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
@@ -21,7 +22,8 @@ APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump ipr
   build-essential python3-venv python3-dev python3-matplotlib"
 TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
   prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge debootstrap
-  debhelper dh-dkms dpkg-dev lintian"
+  debhelper dh-dkms dpkg-dev lintian
+  bpftool libbpf-dev"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }

@@ -9,7 +9,14 @@ import subprocess
 import threading
 import time
 
-CONGESTION_CONTROLS = ("bbr", "cubic", "reno")
+# The kernel's own (built into the lab's kernel), then ours loaded as BPF for a run
+# (experiments/lab/bpf_cc.py, docs/congestion-controls.md).
+KERNEL_CONGESTION_CONTROLS = ("bbr", "cubic", "reno")
+BPF_CONGESTION_CONTROLS = ("bpf_dctcp", "bpf_vegas")
+CONGESTION_CONTROLS = KERNEL_CONGESTION_CONTROLS + BPF_CONGESTION_CONTROLS
+# Those that negotiate ECN themselves (the SYN asks for it), and so must be their hosts'
+# namespace default: iperf3 sets -C only after connect().
+ECN_CONGESTION_CONTROLS = ("bpf_dctcp",)
 
 
 class TrafficError(RuntimeError):

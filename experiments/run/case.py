@@ -30,6 +30,7 @@ import zlib
 
 from experiments.analysis import metrics as analysis
 from experiments.batch.records import finished, read_record, write_json
+from experiments.lab import bpf_cc
 from experiments.lab.hosts import host_setup, tcp_counters
 from experiments.lab.net import Controller, mininet_net
 from experiments.lab.policy import apply_policy
@@ -91,6 +92,10 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
     record = {**failed_record(scenario, case, rep, None), **(made_by or {})}
     record.update({"qdisc": spec, "seed": seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
     with contextlib.ExitStack() as stack:
+        # Registered before the lab and unregistered after it is gone: its namespaces and
+        # sockets hold the controls until then.
+        record["bpf_congestion_controls"] = stack.enter_context(bpf_cc.loaded(
+            {f.cc for f in (*scenario.flows, *scenario.short_flows)} & set(bpf_cc.BPF_CONTROLS)))
         stack.enter_context(ctl)
         net = stack.enter_context(mininet_net(topo, ctl, discovery_wait_s=0))
         spec = spec_with_addresses(spec, lambda host: net.get(host).IP())

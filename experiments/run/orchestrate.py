@@ -14,6 +14,7 @@ from experiments.output.text import fmt
 from experiments.batch import provenance
 from experiments.batch.plan import (Batch, BatchError, PlanItem, Shard, check_resume, complete, declared_order,
                                     plan_batch, read_batch_file, write_batch_file)
+from experiments.lab import bpf_cc
 from experiments.batch.records import finished, finished_runs, read_record, run_dir_of, run_key, trusted, \
     walk_records, write_json
 from experiments.run.case import failed_record, run_case
@@ -43,6 +44,7 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
     (numbered after the plan's, see extra_rep) until it has N, at most `extra_max` per case."""
     if batch is None:
         batch = plan_batch(scenarios, provenance.project_version())
+    _check_bpf_controls(scenarios)
     if resume:
         check_resume(out_dir, batch)
     else:
@@ -61,6 +63,18 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
             _top_up(lab, batch, records, until_trusted, until_trusted if extra_max is None else extra_max)
         lab.progress.close()
     return _declared(batch, records)
+
+
+def _check_bpf_controls(scenarios: list[Scenario]) -> None:
+    """Scenarios with BPF congestion controls need them here: checked, and the objects built,
+    before any lab starts (a missing clang would otherwise fail every run of the batch)."""
+    wanted = sorted({f.cc for s in scenarios for f in (*s.flows, *s.short_flows)} & set(bpf_cc.BPF_CONTROLS))
+    if not wanted:
+        return
+    why = bpf_cc.prerequisites_missing()
+    if why:
+        raise bpf_cc.BpfUnavailable(f"{', '.join(wanted)}: {why}")
+    bpf_cc.build()
 
 
 def _refuse_finished_runs(out_dir: str) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import math
 from typing import Any
 
-from experiments.lab.traffic import CONGESTION_CONTROLS
+from experiments.lab.traffic import CONGESTION_CONTROLS, ECN_CONGESTION_CONTROLS
 from experiments.names import RULE, is_safe_name
 from experiments.scenario.check import check_disciplines
 from experiments.scenario.disciplines import DISCIPLINES
@@ -243,8 +243,24 @@ def _flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> 
                                   f"per-host setting in Linux (net.ipv4.tcp_ecn), so all flows of one sender "
                                   f"must agree")
         flows += entry
+    _one_default_per_host(flows, top)
     _make_labels_unique(flows)
     return flows
+
+
+def _one_default_per_host(flows: list[Flow], top: Table) -> None:
+    """A congestion control that negotiates ECN runs as its hosts' namespace default (the SYN
+    must ask for ECN, before iperf3's -C): every flow a host sends or receives then uses it, so
+    such a host takes part in no flow of another control."""
+    for f in flows:
+        if f.cc not in ECN_CONGESTION_CONTROLS:
+            continue
+        for g in flows:
+            shared = {f.src, f.dst} & {g.src, g.dst}
+            if g.cc != f.cc and shared:
+                raise top.error("flows", f"{g.label} ({g.cc}) and {f.label} ({f.cc}) share host "
+                                         f"{sorted(shared)[0]}: {f.cc} is that host's default congestion "
+                                         f"control for the run, so its other flows would run it too")
 
 
 def _flow_entry(ft: Table, hosts: dict[str, tuple[str, ...]], duration_s: float, first_port: int) -> list[Flow]:
@@ -255,7 +271,9 @@ def _flow_entry(ft: Table, hosts: dict[str, tuple[str, ...]], duration_s: float,
     start_s, stop_s, every_s = _flow_times(ft, count, duration_s)
     aggregate = ft.choice("aggregate", AGGREGATES, None)
     rate_bps = _rate_bps(ft, "rate_mbps", "rate_bps", None)
-    ecn = ft.get("ecn", bool, False)
+    ecn = ft.get("ecn", bool, cc in ECN_CONGESTION_CONTROLS)
+    if cc in ECN_CONGESTION_CONTROLS and not ecn:
+        raise ft.error("ecn", f"{cc} negotiates ECN itself: its flows are ECN-capable (leave ecn out)")
     label = ft.get("label", str, cc)
     ft.done()
     return [Flow(label=f"{label}{k + 1}" if count > 1 else label, src=src, dst=dst, cc=cc,
