@@ -1,5 +1,5 @@
 """Debian's shellcheck finds nothing in our shell scripts: the root-run switch-host agent, the
-CI entry point and the machine setup. A finding at any severity (error, warning, info, style)
+CI entry point, the machine setup, `make dkms` and `make deb`. A finding at any severity (error, warning, info, style)
 fails; a check a script turns off carries its reason beside it (`# shellcheck disable=...`)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import REPO
 
-SCRIPTS = ("datapath/kernel/ckcd-qdisc-agent", ".ci/run", "scripts/setup.sh")
+SCRIPTS = ("datapath/kernel/ckcd-qdisc-agent", ".ci/run", "scripts/setup.sh", "scripts/dkms.sh",
+           "scripts/deb.sh", "scripts/deb-changelog.sh")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
