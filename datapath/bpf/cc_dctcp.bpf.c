@@ -8,9 +8,9 @@
  * halves cwnd as standard TCP does (section 3.5). The delivered and CE-delivered counts are the
  * kernel's own (tcp_sock.delivered, delivered_ce), so CE is counted per packet, not per ACK.
  *
- * Receiver (section 3.2): ECE on every ACK follows the CE state of the packets it covers. When
- * that state changes while a delayed ACK is pending, the packets received before the change are
- * acknowledged at once with the old state, so one ACK never mixes the two.
+ * Receiver (section 3.2): ECE on every ACK follows the CE state of the packets it covers. A
+ * change of that state is acknowledged at once; with a delayed ACK pending, the packets received
+ * before the change are acknowledged first, with the old state, so one ACK never mixes the two.
  *
  * alpha starts at 1 (a fresh connection reacts to its first marks as standard ECN does, RFC
  * 8257 section 4.2 leaves the initial value open).
@@ -64,16 +64,22 @@ void BPF_PROG(dctcp_in_ack_event, struct sock *sk, __u32 flags)
 		return;
 	delivered = tp->delivered - ca->delivered_at_start;
 	marked = tp->delivered_ce - ca->ce_at_start;
-	if (delivered > 0)
+	/* A window that delivered nothing (it began with nothing in flight) has no F: alpha
+	 * stays. Otherwise it must be able to decay to 0 (RFC 8257 section 4.2): below 16/1024
+	 * alpha >> G_SHIFT is 0, so the whole of alpha goes. */
+	if (delivered > 0) {
+		__u32 decay = ca->alpha >> G_SHIFT;
+
 		gain = ((__u64)cc_min(marked, delivered) * ALPHA_ONE / delivered) >> G_SHIFT;
-	ca->alpha = ca->alpha - (ca->alpha >> G_SHIFT) + (__u32)gain;
-	if (ca->alpha > ALPHA_ONE)
-		ca->alpha = ALPHA_ONE;
+		ca->alpha = ca->alpha - (decay ? decay : ca->alpha) + (__u32)gain;
+		if (ca->alpha > ALPHA_ONE)
+			ca->alpha = ALPHA_ONE;
+	}
 	window_start(ca, tp);
 }
 
-/* An ECE: cwnd (1 - alpha / 2). A loss enters Recovery or Loss afterwards and halves instead
- * (dctcp_set_state). */
+/* An ECE: cwnd (1 - alpha / 2). A loss halves instead: fast recovery in dctcp_set_state, a
+ * retransmission timeout in dctcp_cwnd_event (CA_EVENT_LOSS). */
 SEC("struct_ops/dctcp_ssthresh")
 __u32 BPF_PROG(dctcp_ssthresh, struct sock *sk)
 {
@@ -84,35 +90,56 @@ __u32 BPF_PROG(dctcp_ssthresh, struct sock *sk)
 	return cc_max(cwnd - (__u32)(((__u64)cwnd * ca->alpha) >> 11), 2);
 }
 
-SEC("struct_ops/dctcp_set_state")
-void BPF_PROG(dctcp_set_state, struct sock *sk, __u8 new_state)
+/* A loss: standard TCP's halving (RFC 8257 section 3.5) of the cwnd the loss found. */
+static __always_inline void react_to_loss(struct sock *sk)
 {
 	struct tcp_sock *tp = cc_tcp(sk);
 	struct dctcp *ca = cc_priv(sk);
 
-	if ((new_state == TCP_CA_Recovery || new_state == TCP_CA_Loss) &&
-	    new_state != ((struct inet_connection_sock *)sk)->icsk_ca_state) {
-		ca->loss_cwnd = tp->snd_cwnd;
-		tp->snd_ssthresh = cc_max(tp->snd_cwnd >> 1, 2);
-	}
+	ca->loss_cwnd = tp->snd_cwnd;
+	tp->snd_ssthresh = cc_max(tp->snd_cwnd >> 1, 2);
+}
+
+/* Only Recovery here: the kernel calls set_state(TCP_CA_Loss) after tcp_enter_loss() has set
+ * cwnd to packets in flight + 1, so halving there gave ssthresh 2 and an undo to nothing.
+ * A timeout is handled at CA_EVENT_LOSS, sent right after ssthresh() with cwnd untouched and
+ * once per window (tcp_enter_loss). */
+SEC("struct_ops/dctcp_set_state")
+void BPF_PROG(dctcp_set_state, struct sock *sk, __u8 new_state)
+{
+	if (new_state == TCP_CA_Recovery &&
+	    new_state != ((struct inet_connection_sock *)sk)->icsk_ca_state)
+		react_to_loss(sk);
+}
+
+static __always_inline void set_ece(struct tcp_sock *tp, __u32 ce)
+{
+	if (ce)
+		tp->ecn_flags |= CC_ECN_DEMAND_CWR;
+	else
+		tp->ecn_flags &= ~CC_ECN_DEMAND_CWR;
 }
 
 /* Receiver: a change of CE state with a delayed ACK pending acknowledges what came before
- * the change at once, with the old ECE. */
+ * the change at once, with the old ECE (set again here: a CWR from the sender may have
+ * cleared DEMAND_CWR since), and the packet that changed it is acknowledged at once too
+ * (RFC 8257 section 3.2: an immediate ACK on every change of state). */
 static __always_inline void rx_ce_state(struct sock *sk, __u32 ce)
 {
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
 	struct tcp_sock *tp = cc_tcp(sk);
 	struct dctcp *ca = cc_priv(sk);
 
-	if (ca->rx_ce != ce && (icsk->icsk_ack.pending & ICSK_ACK_TIMER))
-		bpf_tcp_send_ack(tp, ca->rx_prior_rcv_nxt);
+	if (ca->rx_ce != ce) {
+		if (icsk->icsk_ack.pending & ICSK_ACK_TIMER) {
+			set_ece(tp, ca->rx_ce);
+			bpf_tcp_send_ack(tp, ca->rx_prior_rcv_nxt);
+		}
+		icsk->icsk_ack.pending |= ICSK_ACK_NOW;
+	}
 	ca->rx_ce = ce;
 	ca->rx_prior_rcv_nxt = tp->rcv_nxt;
-	if (ce)
-		tp->ecn_flags |= CC_ECN_DEMAND_CWR;
-	else
-		tp->ecn_flags &= ~CC_ECN_DEMAND_CWR;
+	set_ece(tp, ce);
 }
 
 SEC("struct_ops/dctcp_cwnd_event")
@@ -122,6 +149,8 @@ void BPF_PROG(dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 		rx_ce_state(sk, 1);
 	else if (ev == CA_EVENT_ECN_NO_CE)
 		rx_ce_state(sk, 0);
+	else if (ev == CA_EVENT_LOSS)
+		react_to_loss(sk);
 }
 
 SEC("struct_ops/dctcp_cong_avoid")
