@@ -82,8 +82,12 @@ def _our_maps() -> dict[int, tuple[str, str]]:
     for entry in listed:
         if not str(entry.get("name", "")).startswith(MAP_PREFIX):
             continue
-        # bpftool 7.1 prints a dump as two objects side by side, not one JSON document
-        dump = json.loads("[" + _bpftool_out("-j", "struct_ops", "dump", "id", str(entry["id"])) + "]")
+        try:
+            text = _bpftool_out("-j", "struct_ops", "dump", "id", str(entry["id"]))
+        except BpfUnavailable:
+            continue  # freed between the list and the dump: a draining map's last socket closed
+        # bpftool 7.1 prints a dump as two objects side by side, newer ones as one JSON array
+        dump = json.loads(text if text.startswith("[") else "[" + text + "]")
         states = [d[k]["common"]["state"] for d in dump for k in d if isinstance(d[k], dict) and "common" in d[k]]
         out[entry["id"]] = (entry["name"], states[0] if states else "unknown")
     return out
@@ -118,18 +122,21 @@ def register(control: BpfControl) -> None:
         raise BpfUnavailable(f"{control.name} registered but not in {AVAILABLE}")
 
 
-def unregister(map_name: str) -> None:
+def unregister(map_name: str) -> list[int]:
     """Unregister our registered maps of this name (by id: a draining map may share the name)
-    and wait until its control is gone from the kernel's list."""
+    and wait until its control is gone from the kernel's list; returns the ids unregistered."""
+    ids = []
     for map_id, (name, state) in _our_maps().items():
         if name == map_name and state == "BPF_STRUCT_OPS_STATE_INUSE":
             _bpftool("unregister", "id", str(map_id))
+            ids.append(map_id)
     control = next((c.name for c in BPF_CONTROLS.values() if c.map_name == map_name), None)
     deadline = time.monotonic() + UNREGISTER_WAIT_S
     while control in available():
         if time.monotonic() > deadline:
             raise BpfUnavailable(f"{control} still listed {UNREGISTER_WAIT_S:g} s after unregistering")
         time.sleep(0.1)
+    return ids
 
 
 def remove_leftovers() -> list[str]:
@@ -163,9 +170,10 @@ def loaded(names):
             done.append(control)
         yield [c.name for c in done]
     finally:
+        ids = []
         for control in reversed(done):
-            unregister(control.map_name)
-        _wait_freed()
+            ids += unregister(control.map_name)
+        _wait_freed(ids)
 
 
 # How long the kernel may take to free an unregistered map: its last sockets are orphans of
@@ -173,10 +181,12 @@ def loaded(names):
 FREE_WAIT_S = 15.0
 
 
-def _wait_freed() -> None:
+def _wait_freed(ids: list[int]) -> None:
+    """Until the maps `ids` (this run's, unregistered) are freed; another run's draining map is
+    not this run's to wait for."""
     deadline = time.monotonic() + FREE_WAIT_S
-    while draining_maps():
+    while left := {name for map_id, (name, _) in _our_maps().items() if map_id in ids}:
         if time.monotonic() > deadline:
-            raise BpfUnavailable(f"{', '.join(sorted(draining_maps()))} unregistered but not freed after "
+            raise BpfUnavailable(f"{', '.join(sorted(left))} unregistered but not freed after "
                                  f"{FREE_WAIT_S:g} s: sockets of the lab still use it")
         time.sleep(0.2)
