@@ -26,13 +26,18 @@ import argparse
 import contextlib
 import hashlib
 import os
+import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROOT = os.environ.get("CKCD_TRIXIE_ROOT", "/var/cache/ckcd-coex/trixie")
+ROOT = os.path.abspath(os.environ.get("CKCD_TRIXIE_ROOT") or "/var/cache/ckcd-coex/trixie")
+# Written into ROOT before debootstrap: ensure_base deletes a ROOT only if it carries this (or
+# a stamp of ours), so a CKCD_TRIXIE_ROOT naming a directory of the machine is never removed.
+MARKER = ".ckcd-root"
 MIRROR = "http://deb.debian.org/debian"
 SUITE = "trixie"
 # What the root holds beyond minbase: a compiler (os-ken's `ovs` dependency builds a C
@@ -79,13 +84,55 @@ def _stamp(part: str) -> None:
         f.write(_stamp_text(part))
 
 
+def _open_log(log: str):
+    """The log, opened for writing as root without following a link planted at its fixed name
+    in /tmp (the check comes before truncating, so a planted hard link is refused whole)."""
+    try:
+        fd = os.open(log, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        raise ChrootUnavailable(f"{log}: {e.strerror} (a link at the log's name is refused): remove it") from e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+        os.close(fd)
+        raise ChrootUnavailable(f"{log} is not a log file of ours (owner {st.st_uid}, {st.st_nlink} links): "
+                                f"remove it")
+    os.ftruncate(fd, 0)
+    return os.fdopen(fd, "w+")
+
+
 def _check(cmd: list[str], what: str, log: str) -> None:
-    with open(log, "w") as out:
+    with _open_log(log) as out:
         rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
-    if rc != 0:
-        with open(log) as f:
-            tail = f.read()[-1500:]
-        raise ChrootUnavailable(f"{what} failed (exit {rc}); the end of {log}:\n{tail}")
+        if rc != 0:
+            out.seek(0)
+            tail = out.read()[-1500:]
+            raise ChrootUnavailable(f"{what} failed (exit {rc}); the end of {log}:\n{tail}")
+
+
+def _mounts_under(path: str) -> list[str]:
+    """Mount points at or below `path` in this mount namespace."""
+    with open("/proc/self/mountinfo") as f:
+        points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in f]
+    return [p for p in points if p == path or p.startswith(path.rstrip("/") + "/")]
+
+
+def _remove_root() -> None:
+    """ROOT deleted for a rebuild, but only a root of ours (MARKER or a stamp, or nothing in it)
+    with nothing mounted inside: rmtree crosses mount points, so a /proc or /dev a killed
+    debootstrap left there would be emptied on the machine itself."""
+    if not os.path.lexists(ROOT):
+        return
+    if os.path.islink(ROOT) or not os.path.isdir(ROOT):
+        raise ChrootUnavailable(f"{ROOT} is not a directory: set CKCD_TRIXIE_ROOT to a directory of its own")
+    names = os.listdir(ROOT)
+    if names and not any(n == MARKER or (n.startswith(".ckcd-") and n.endswith("-stamp")) for n in names):
+        raise ChrootUnavailable(f"{ROOT} holds files but is no trixie root of ours (no {MARKER}): not removing it; "
+                                f"set CKCD_TRIXIE_ROOT to a directory of its own")
+    mounted = _mounts_under(os.path.realpath(ROOT))
+    if mounted:
+        raise ChrootUnavailable(f"mounted inside {ROOT}, which a rebuild would delete through: {', '.join(mounted)}; "
+                                f"unmount them first")
+    shutil.rmtree(ROOT, ignore_errors=True)
 
 
 def ensure_base() -> None:
@@ -100,8 +147,9 @@ def ensure_base() -> None:
     if not os.path.exists(os.path.join(scripts, SUITE)):
         raise ChrootUnavailable(f"this debootstrap does not know {SUITE} (no {scripts}/{SUITE})")
     say(f"building the {SUITE} root at {ROOT} (debootstrap --variant=minbase; about a minute, once)")
-    shutil.rmtree(ROOT, ignore_errors=True)
-    os.makedirs(os.path.dirname(ROOT), exist_ok=True)
+    _remove_root()
+    os.makedirs(ROOT, exist_ok=True)
+    open(os.path.join(ROOT, MARKER), "w").close()
     _check(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, ROOT, MIRROR],
            "debootstrap", "/tmp/ckcd-coex-trixie-debootstrap.log")
     _stamp("base")
