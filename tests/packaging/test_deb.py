@@ -227,32 +227,37 @@ def lifecycle(builds, tmp_path_factory) -> Lifecycle:
     except trixie.ChrootUnavailable as e:
         pytest.fail(f"the trixie root with dkms and kernel headers: {e}")
     work = str(tmp_path_factory.mktemp("deb-root"))
-    cwd = os.path.dirname(first.out)
-    with trixie.scratch_root(work) as root:
-        upper = os.path.join(work, "upper")
-        with open(root + "/usr/sbin/policy-rc.d", "w") as f:
-            f.write(POLICY_RC_D)
-        os.chmod(root + "/usr/sbin/policy-rc.d", 0o755)
-        kver = one_kernel(root, cwd)
-        must(install(root, cwd, first), f"installing {first.version} in the root")
-        checks = {"tc": inside(root, "unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "ckcd", "help",
+    try:
+        with trixie.scratch_root(work) as root:
+            return run_lifecycle(root, os.path.join(work, "upper"), os.path.dirname(first.out), first, second)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the overlay's layers: tens of MB a run
+
+
+def run_lifecycle(root: str, upper: str, cwd: str, first: Build, second: Build) -> Lifecycle:
+    with open(root + "/usr/sbin/policy-rc.d", "w") as f:
+        f.write(POLICY_RC_D)
+    os.chmod(root + "/usr/sbin/policy-rc.d", 0o755)
+    kver = one_kernel(root, cwd)
+    must(install(root, cwd, first), f"installing {first.version} in the root")
+    checks = {"tc": inside(root, "unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "ckcd", "help",
+                           cwd=cwd),
+              "agent --help": inside(root, AGENT, "--help", cwd=cwd),
+              # The root has no manual pages (minbase); the unit's man: links are checked on
+              # the host (tests/unit/test_qdisc_agent.py).
+              "verify": inside(root, "systemd-analyze", "verify", "--man=no", f"/usr/lib/systemd/system/{UNIT}",
                                cwd=cwd),
-                  "agent --help": inside(root, AGENT, "--help", cwd=cwd),
-                  # The root has no manual pages (minbase); the unit's man: links are checked on
-                  # the host (tests/unit/test_qdisc_agent.py).
-                  "verify": inside(root, "systemd-analyze", "verify", "--man=no", f"/usr/lib/systemd/system/{UNIT}",
-                                   cwd=cwd),
-                  # An operator's `make dkms` on top of the package, which it must leave alone.
-                  "make dkms": inside(root, "bash", os.path.join(REPO, "scripts", "dkms.sh"), "-k", kver, cwd=cwd)}
-        installed = observe(root, upper, cwd, kver)
-        installed.out.update(checks)
-        # The operator's setting, which the upgrade must keep (the file is a conffile).
-        with open(root + DEFAULTS, "a") as f:
-            f.write('CKCD_QDISC_AGENT_OPTS="--interval 2"\n')
-        must(install(root, cwd, second), f"upgrading to {second.version} in the root")
-        upgraded = observe(root, upper, cwd, kver)
-        must(inside(root, "dpkg", "--purge", *PACKAGES, cwd=cwd), "dpkg --purge in the root")
-        purged = observe(root, upper, cwd, kver)
+              # An operator's `make dkms` on top of the package, which it must leave alone.
+              "make dkms": inside(root, "bash", os.path.join(REPO, "scripts", "dkms.sh"), "-k", kver, cwd=cwd)}
+    installed = observe(root, upper, cwd, kver)
+    installed.out.update(checks)
+    # The operator's setting, which the upgrade must keep (the file is a conffile).
+    with open(root + DEFAULTS, "a") as f:
+        f.write('CKCD_QDISC_AGENT_OPTS="--interval 2"\n')
+    must(install(root, cwd, second), f"upgrading to {second.version} in the root")
+    upgraded = observe(root, upper, cwd, kver)
+    must(inside(root, "dpkg", "--purge", *PACKAGES, cwd=cwd), "dpkg --purge in the root")
+    purged = observe(root, upper, cwd, kver)
     return Lifecycle(kver, installed, upgraded, purged)
 
 
