@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -170,10 +171,27 @@ def loaded(names):
             done.append(control)
         yield [c.name for c in done]
     finally:
-        ids = []
-        for control in reversed(done):
+        _unload(done, failing=sys.exc_info()[1] is not None)
+
+
+def _unload(done: list[BpfControl], failing: bool) -> None:
+    """Unregister every control of `done` (one failing does not keep the others registered),
+    then wait until the kernel frees them. An error here is raised only if the block itself
+    did not fail: a lab's own error must not be reported as a BPF one."""
+    ids, errors = [], []
+    for control in reversed(done):
+        try:
             ids += unregister(control.map_name)
+        except BpfUnavailable as err:
+            errors.append(str(err))
+    try:
         _wait_freed(ids)
+    except BpfUnavailable as err:
+        errors.append(str(err))
+    if errors and not failing:
+        raise BpfUnavailable("; ".join(errors))
+    for error in errors:
+        print(f"bpf_cc: {error}", file=sys.stderr)
 
 
 # How long the kernel may take to free an unregistered map: its last sockets are orphans of

@@ -243,8 +243,12 @@ def command(argv: list[str], cwd: str = REPO, root: str | None = None) -> list[s
     """argv run inside the root, or another root such as scratch_root's (mounts private to it,
     PID kept; the module docstring)."""
     root = root or ROOT
+    cwd = os.path.realpath(cwd)
+    if not any(cwd == top or cwd.startswith(top + "/") for top in (REPO, *BINDS)):
+        # Bound over the root, "/" or /usr would hide the root's own system behind the host's.
+        raise ChrootUnavailable(f"run from the checkout or below {', '.join(BINDS)}, not {cwd}")
     binds = [*BINDS]
-    if cwd not in binds:
+    if not any(cwd == top or cwd.startswith(top + "/") for top in binds):
         binds.append(cwd)
     if REPO not in binds:
         binds.append(REPO)
