@@ -29,6 +29,7 @@ setup(
     version=VERSION,
     description="OpenFlow 1.3 (Ryu or os-ken) controller and userspace datapath that let "
                 "flows with different congestion controls share a bottleneck",
+    license="GPL-2.0-only",
     python_requires=">=3.10",
     packages=find_packages(include=["coex*", "ryu_app*", "ovs_config*",
                                     "topologies*", "experiments*"]),
