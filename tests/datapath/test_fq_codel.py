@@ -8,12 +8,13 @@ need them apart check first that they are (the `backlogged` bucket count in xsta
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections import Counter
 
 import pytest
 
-from replaylib import CE, ECT0, MS, SEC, cbr, merge, poisson, run, with_ecn
+from replaylib import CE, ECT0, MS, SEC, cbr, merge, poisson, run, run_raw, with_ecn
 
 C = 100_000_000
 PKT_NS = 1500 * 8 * SEC // C  # a 1500-byte packet on the wire: 120 us
@@ -185,3 +186,17 @@ def test_a_bucket_that_empties_while_new_passes_through_the_old_list():
     assert new < 0.9 * packets, counts
     new, packets = counts[1_000_000]
     assert new == packets + 1, counts
+
+
+def test_the_bucket_salt_is_drawn_with_the_first_packet_not_at_creation(tmp_path):
+    """Rule (replayable records): creating the queue draws no random number; its first packet
+    draws the salt, after sch_ckcd's record has started, so `--events` on that record repeats
+    the draw at the same point and buckets flows alike."""
+    events = []
+    for name, record in (("empty", "r 12345\n"), ("one", "e 1000 7 1500 0 7\nr 12345\nd 2000 0\n")):
+        path = tmp_path / name
+        path.write_text(record)
+        out = run_raw(["--qdisc", "fq_codel", "--events", str(path)]).stdout.splitlines()
+        events.append(next(json.loads(line) for line in out if '"type":"events"' in line))
+    assert events[0]["random_used"] == 0
+    assert events[1]["random_used"] == 1 and events[1]["random_past_record"] == 0
