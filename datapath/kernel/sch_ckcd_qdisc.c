@@ -29,6 +29,7 @@
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
 #include <linux/rtnetlink.h>
+#include <linux/version.h>
 
 #include "aqm.h"
 #include "ckcd_record.h"
@@ -115,6 +116,15 @@ struct ckcd_sched {
 	unsigned int ndeferred;
 	bool defer_free;
 };
+
+/* The qdisc's packet count is read without its lock (qdisc_is_empty, the
+ * stats of a dump), so it is written with WRITE_ONCE, as the kernel's own
+ * qdisc_qlen_inc/dec do where they exist (they are newer than 6.12). Under
+ * the qdisc lock. */
+static inline void ckcd_qlen_add(struct Qdisc *sch, int n)
+{
+	WRITE_ONCE(sch->q.qlen, sch->q.qlen + n);
+}
 
 /* ---- the descriptor pool ------------------------------------------------- */
 
@@ -264,7 +274,7 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 		ckcd_record_drop(s->rec, *ckcd_skb_seq(skb), why);
 	if (unlikely(s->resetting)) {
 		/* reset: counted by the core as flushed, not as qdisc drops */
-		sch->q.qlen--;
+		ckcd_qlen_add(sch, -1);
 		qdisc_qstats_backlog_dec(sch, skb);
 		ckcd_desc_put(&s->pool, pkt);
 		kfree_skb(skb);
@@ -275,7 +285,7 @@ static void ckcd_drop(void *ctx, struct aqm_pkt *pkt, enum aqm_drop_reason why)
 		s->arriving_reason = why;
 	} else {
 		/* it was counted as queued, here and in every parent */
-		sch->q.qlen--;
+		ckcd_qlen_add(sch, -1);
 		qdisc_qstats_backlog_dec(sch, skb);
 		s->dropped_queued++;
 		s->dropped_queued_bytes += qdisc_pkt_len(skb);
@@ -771,7 +781,7 @@ static int ckcd_enqueue(struct sk_buff *skb, struct Qdisc *sch, struct sk_buff *
 		qdisc_qstats_overlimit(sch);
 		return NET_XMIT_CN;
 	}
-	sch->q.qlen++;
+	ckcd_qlen_add(sch, 1);
 	qdisc_qstats_backlog_inc(sch, skb);
 	ckcd_report_dropped(s);
 	return NET_XMIT_SUCCESS;
@@ -799,7 +809,7 @@ static struct sk_buff *ckcd_dequeue(struct Qdisc *sch)
 	if (pkt->ecn == AQM_ECN_CE)
 		INET_ECN_set_ce(skb);
 	ckcd_desc_put(&s->pool, pkt);
-	sch->q.qlen--;
+	ckcd_qlen_add(sch, -1);
 	qdisc_qstats_backlog_dec(sch, skb);
 	qdisc_bstats_update(sch, skb);
 	return skb;
@@ -932,5 +942,13 @@ static void __exit ckcd_module_exit(void)
 
 module_init(ckcd_module_init);
 module_exit(ckcd_module_exit);
+/* From 6.9 on, the kernel asks for a qdisc kind it does not know by the alias
+ * "net-sch-<kind>" (request_module(NET_SCH_ALIAS_PREFIX ...), so that
+ * modprobe.d can blacklist autoloading), no longer by the module name
+ * "sch_<kind>", which 6.1 asks for: without the alias, `tc qdisc add ...
+ * ckcd` would not load an installed sch_ckcd on 6.12 and later. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 9, 0)
+MODULE_ALIAS_NET_SCH("ckcd");
+#endif
 MODULE_DESCRIPTION("CKCD and the ckcd-coex queue disciplines (datapath/core) as a qdisc");
 MODULE_LICENSE("GPL");
