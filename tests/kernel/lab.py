@@ -1,26 +1,29 @@
-"""The kernel lab: boot Debian 12's own kernel under qemu and run a shell script in it.
+"""The kernel lab: boot a Debian kernel under qemu and run a shell script in it.
 
 Our machines load no kernel modules (docs/kernel.md, "The kernel lab"), but qemu can boot a
-real kernel that does. This module fetches the linux-image package matching the installed
-linux-headers (so a module built against those headers loads), unpacks it into a cache
-outside the repository (never installs it: that would run initramfs and bootloader
-hooks), builds a busybox-static initramfs holding the host's own tc, ip and kmod with the
-libraries ldd names and the in-tree modules a test asks for, and boots it under TCG.
+real kernel that does. The kernel is Debian 12's own, the one matching the installed
+linux-headers (so a module built against those headers loads), or a newer Debian line, 6.12
+or 7.3 (tests/kernel/kernels.py says where each comes from). Its packages are unpacked into a
+cache outside the repository (never installed: that would run initramfs and bootloader
+hooks); the lab builds a busybox-static initramfs holding the host's own tc, ip and kmod with
+the libraries ldd names and the in-tree modules a test asks for, and boots it under TCG.
 
 Everything is cached and rebuilt only when missing, so a second run costs only the boot.
-One run = one boot: the guest runs the given script, prints its exit status between
-markers on the serial console, and powers off; on timeout the host kills qemu by PID.
-Vm instead keeps one boot up with qemu's user network: the host sends it scripts through a
-forwarded port while host programs (the controller) talk to the guest's services
-(tests/kernel/ovs_lab.py, the switch host).
+One run = one boot: the guest loads the extra out-of-tree modules it was given, runs the given
+script, prints its exit status between markers on the serial console, and powers off; on
+timeout the host kills qemu by PID. Vm instead keeps one boot up with qemu's user network: the
+host sends it scripts through a forwarded port while host programs (the controller) talk to
+the guest's services (tests/kernel/ovs_lab.py, the switch host).
 
-    python -m tests.kernel.lab script.sh [--file GUEST=HOST ...] [--modules sch_htb,veth]
+    python -m tests.kernel.lab [--kernel 6.1|6.12|7.3] script.sh [--file GUEST=HOST ...]
+        [--extra-module PATH.ko ...] [--sch-ckcd] [--modules sch_htb,veth]
 """
 
 import argparse
 import dataclasses
 import glob
 import gzip
+import lzma
 import os
 import re
 import shutil
@@ -32,7 +35,11 @@ import tempfile
 import time
 import zlib
 
-CACHE_DIR = os.environ.get("CKCD_KERNEL_LAB_DIR", "/var/cache/ckcd-coex/kernel-lab")
+from tests.kernel import kbuild, kernels
+from tests.kernel.kernels import CACHE_DIR, LabUnavailable, say
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 # What every lab boot can load; their dependencies come along (modules.dep closure).
 # netem delays the ACK path for the TCP tests (an RTT), tcp_bbr is BBR (cubic is built in).
 DEFAULT_MODULES = ("veth", "sch_htb", "sch_choke", "sch_codel", "sch_red", "sch_sfb", "sch_netem", "tcp_bbr")  # fq_codel built in
@@ -52,34 +59,17 @@ START_MARK = "@@CKCD-LAB-START@@"
 INITRAMFS_LAYOUT = 3
 
 
-def say(msg: str) -> None:
-    print(f"kernel-lab: {msg}", file=sys.stderr, flush=True)
-
-
-class LabUnavailable(RuntimeError):
-    """A prerequisite is missing; the message says which and how to get it."""
-
-
 def kernel_version() -> str:
-    """The version of the installed linux-headers (the module is built against it)."""
-    env = os.environ.get("CKCD_KERNEL_VERSION")
-    if env:
-        return env
-    # the newest ABI, compared as numbers ("6.1.0-56" after "6.1.0-9"), as linux-headers-amd64 tracks it
-    found = sorted((os.path.basename(p)[len("linux-headers-"):]
-                    for p in glob.glob("/usr/src/linux-headers-*-amd64")),
-                   key=lambda v: [int(x) for x in re.findall(r"\d+", v)])
-    if not found:
-        raise LabUnavailable("no /usr/src/linux-headers-*-amd64: apt-get install linux-headers-amd64 "
-                             "(make setup-tests does)")
-    return found[-1]
+    """The version of the installed linux-headers (6.1; the module is built against it)."""
+    return kernels.host_version()
 
 
 def headers_dir(ver: str) -> str:
-    return f"/usr/src/linux-headers-{ver}"
+    return kbuild.headers_dir(ver)
 
 
-def check_prerequisites() -> None:
+def check_prerequisites(kernel: str | None = None) -> None:
+    """Tools and root, and the kernel to boot (kernels.resolve: None is the installed headers')."""
     missing = [what for path, what in (("/usr/bin/qemu-system-x86_64", "qemu-system-x86"),
                                        (BUSYBOX, "busybox-static"),
                                        ("/usr/sbin/depmod", "kmod"),
@@ -90,7 +80,7 @@ def check_prerequisites() -> None:
                              + " (make setup-tests does)")
     if os.geteuid() != 0:
         raise LabUnavailable("must run as root (apt-get download into the lab cache)")
-    kernel_version()
+    kernels.resolve(kernel)
 
 
 def _run(cmd, **kw) -> subprocess.CompletedProcess:
@@ -98,32 +88,12 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
 
 
 def ensure_image(ver: str) -> str:
-    """Unpack linux-image-<ver> into the cache; return its root (has boot/, lib/modules/)."""
-    root = os.path.join(CACHE_DIR, f"linux-image-{ver}")
-    stamp = os.path.join(root, ".ckcd-unpacked")
-    if os.path.exists(stamp):
-        return root
-    debs = os.path.join(CACHE_DIR, "debs")
-    os.makedirs(debs, exist_ok=True)
-    pattern = os.path.join(debs, f"linux-image-{ver}_*.deb")
-    if not glob.glob(pattern):
-        say(f"downloading linux-image-{ver} (apt-get download; not installed)")
-        try:
-            _run(["apt-get", "download", f"linux-image-{ver}"], cwd=debs)
-        except subprocess.CalledProcessError as e:
-            raise LabUnavailable(f"apt-get download linux-image-{ver} failed: {e.stderr.strip()[-300:]}")
-    deb = sorted(glob.glob(pattern))[-1]
-    say(f"unpacking {os.path.basename(deb)}")
-    shutil.rmtree(root, ignore_errors=True)
-    _run(["dpkg-deb", "-x", deb, root])
-    # The package ships no modules.dep; the guest's modprobe needs one.
-    _run(["depmod", "-b", root, ver])
-    open(stamp, "w").close()
-    return root
+    """Unpack ver's kernel into the cache; return its root (has lib/modules/ver)."""
+    return kernels.ensure_image(ver)
 
 
 def vmlinuz(root: str, ver: str) -> str:
-    return os.path.join(root, "boot", f"vmlinuz-{ver}")
+    return kernels.vmlinuz(root, ver)
 
 
 def module_dir(root: str, ver: str) -> str:
@@ -144,12 +114,20 @@ def module_closure(mdir: str, names) -> list[str]:
             deps[path] = rest.split()
             name = os.path.basename(path).split(".ko")[0].replace("-", "_")
             by_name[name] = path
+    # Built into this kernel (e.g. a newer line's): nothing to load, modprobe answers 0 for it.
+    builtin: set[str] = set()
+    if os.path.exists(os.path.join(mdir, "modules.builtin")):
+        with open(os.path.join(mdir, "modules.builtin")) as f:
+            builtin = {os.path.basename(p).split(".ko")[0].replace("-", "_") for p in f.read().split()}
     out: list[str] = []
     todo = []
     for n in names:
-        if n.replace("-", "_") not in by_name:
+        key = n.replace("-", "_")
+        if key not in by_name:
+            if key in builtin:
+                continue
             raise LabUnavailable(f"module {n} not in linux-image's modules.dep")
-        todo.append(by_name[n.replace("-", "_")])
+        todo.append(by_name[key])
     while todo:
         p = todo.pop()
         if p in out:
@@ -179,17 +157,15 @@ def ensure_iproute2_src() -> str:
     ver = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "iproute2"], text=True,
                          capture_output=True).stdout.strip()
     upstream = ver.split(":")[-1].rsplit("-", 1)[0]
-    base = os.path.join(CACHE_DIR, "apt-src")
-    tree = os.path.join(base, "src", f"iproute2-{upstream}")
+    if not re.fullmatch(r"[0-9][0-9A-Za-z.+~:-]*", ver) or not re.fullmatch(r"[0-9][0-9A-Za-z.+~]*", upstream):
+        raise LabUnavailable(f"dpkg reports iproute2 version {ver!r}: not a Debian version")
+    tree = os.path.join(CACHE_DIR, "apt-src", "src", f"iproute2-{upstream}")
     if os.path.exists(os.path.join(tree, "tc", "tc_util.h")):
         return tree
-    os.makedirs(os.path.join(base, "lists", "partial"), exist_ok=True)
+    base = kernels.apt_base("src", "deb-src http://deb.debian.org/debian bookworm main\n"
+                            "deb-src http://deb.debian.org/debian-security bookworm-security main\n")
     os.makedirs(os.path.join(base, "src"), exist_ok=True)
-    with open(os.path.join(base, "sources.list"), "w") as f:
-        f.write("deb-src http://deb.debian.org/debian bookworm main\n"
-                "deb-src http://deb.debian.org/debian-security bookworm-security main\n")
-    opts = ["-o", f"Dir::Etc::SourceList={base}/sources.list", "-o", "Dir::Etc::SourceParts=/dev/null",
-            "-o", f"Dir::State::Lists={base}/lists"]
+    opts = kernels.apt_options(base)
     say(f"fetching iproute2 {ver} source (apt-get source --download-only, own lists dir)")
     try:
         _run(["apt-get", *opts, "update"])
@@ -203,61 +179,30 @@ def ensure_iproute2_src() -> str:
     return tree
 
 
-def build_sch_ckcd(repo: str) -> tuple[str, str]:
-    """Build sch_ckcd.ko with DKMS, as `make dkms` does on a switch host, and q_ckcd.so from
-    datapath/kernel; return their paths.
+def build_sch_ckcd(repo: str, kernel: str | None = None) -> tuple[str, str]:
+    """Build sch_ckcd.ko with DKMS, as `make dkms` does on a switch host, for the kernel to boot
+    (kernels.resolve(kernel); None is the installed headers'), and q_ckcd.so from datapath/kernel;
+    return their paths.
 
     scripts/dkms.sh --build-only registers this checkout's sources as sch_ckcd/<version> (the
-    version hashes them, so the tree DKMS builds is always the one under test) and builds it
-    for kernel_version(); the module is copied to datapath/kernel/build/dkms/sch_ckcd.ko, then
-    the registration and /usr/src/sch_ckcd-<version> are removed again: a version left
-    registered would be built and installed by DKMS for every kernel installed later (unless
-    it was installed before this call: an operator's, left alone). A rebuild costs about 6 s,
-    so none is skipped. DKMS signs with a throwaway key in a temporary directory (it reads
-    mok_signing_key and mok_certificate from the environment), so no /var/lib/dkms/mok.key
-    is created. One build at a time across checkouts (a lock file), at make -j1."""
-    import fcntl
+    version hashes them, so the tree DKMS builds is always the one under test) and builds it;
+    the module is copied to datapath/kernel/build/dkms/<kernel>/sch_ckcd.ko (decompressed when
+    DKMS compressed it) and nothing stays registered (tests/kernel/kbuild.py): a version left
+    registered would be built and installed by DKMS for every kernel installed later. A rebuild
+    costs about 6 s, so none is skipped. The plugin is the same for every kernel: it is built
+    for the host's tc, which every lab boot runs."""
+    ko, _ = kbuild.dkms_module(repo, kernels.resolve(kernel))
+    return ko, build_plugin(repo)
 
-    kdir = os.path.join(repo, "datapath", "kernel")
-    script = os.path.join(repo, "scripts", "dkms.sh")
-    kver = kernel_version()
+
+def build_plugin(repo: str) -> str:
+    """q_ckcd.so for the host's tc (which every lab boot runs, whatever its kernel); its path."""
     src = ensure_iproute2_src()
-    res = subprocess.run(["make", "-s", "-C", kdir, "plugin", f"IPROUTE2_SRC={src}"], text=True, capture_output=True)
+    res = subprocess.run(["make", "-s", "-C", os.path.join(repo, "datapath", "kernel"), "plugin",
+                          f"IPROUTE2_SRC={src}"], text=True, capture_output=True)
     if res.returncode:
         raise RuntimeError(f"make plugin in datapath/kernel failed:\n{res.stdout}{res.stderr}")
-    if shutil.which("dkms") is None:
-        raise LabUnavailable("dkms not found: apt-get install dkms (make setup-tests does)")
-    version = _run(["bash", script, "--print-version"]).stdout.strip()
-    if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z.+~-]*", version):
-        raise RuntimeError(f"scripts/dkms.sh --print-version gave {version!r}")
-    arch = os.uname().machine
-    built = os.path.join("/var/lib/dkms", "sch_ckcd", version, kver, arch, "module", "sch_ckcd.ko")
-    out = os.path.join(kdir, "build", "dkms", "sch_ckcd.ko")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    os.makedirs("/run/lock", exist_ok=True)
-    with open("/run/lock/ckcd-coex-dkms-tests.lock", "w") as lock, tempfile.TemporaryDirectory() as keys:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        status = subprocess.run(["dkms", "status", "-m", "sch_ckcd", "-v", version], text=True,
-                                capture_output=True).stdout
-        operators = ": installed" in status
-        env = dict(os.environ, mok_signing_key=os.path.join(keys, "mok.key"),
-                   mok_certificate=os.path.join(keys, "mok.pub"))
-        try:
-            res = subprocess.run(["bash", script, "--build-only", "-k", kver, "-j", "1"], text=True,
-                                 capture_output=True, env=env, timeout=900)
-            if res.returncode or not os.path.exists(built):
-                log = os.path.join("/var/lib/dkms", "sch_ckcd", version, "build", "make.log")
-                tail = open(log).read()[-3000:] if os.path.exists(log) else ""
-                raise RuntimeError(f"scripts/dkms.sh --build-only -k {kver} failed (exit {res.returncode}):\n"
-                                   f"{res.stdout}{res.stderr}{tail}")
-            shutil.copyfile(built, out + ".tmp")
-            os.replace(out + ".tmp", out)
-        finally:
-            if not operators:
-                subprocess.run(["dkms", "remove", "-m", "sch_ckcd", "-v", version, "--all"],
-                               capture_output=True)
-                shutil.rmtree(os.path.join("/usr/src", f"sch_ckcd-{version}"), ignore_errors=True)
-    return out, os.path.join(kdir, "build", "q_ckcd.so")
+    return os.path.join(repo, "datapath", "kernel", "build", "q_ckcd.so")
 
 
 # ---- initramfs: newc cpio written here, so the lab needs no cpio package ----------
@@ -375,28 +320,98 @@ class LabResult:
     timed_out: bool
 
 
+EXTRA_MODULE_RE = re.compile(r"([A-Za-z0-9_-]+)\.ko(?:\.xz)?")
+# The run's exit status when an extra module does not load (the script then does not run).
+EXTRA_MODULE_FAILED = 125
+
+
+@dataclasses.dataclass
+class ExtraModules:
+    """Out-of-tree modules one boot loads before its script (run's and Vm's extra_modules)."""
+    files: dict[str, bytes]  # guest path (lab/extra/NAME.ko) -> the module, decompressed
+    needs: tuple[str, ...]   # in-tree modules they depend on (their modinfo's depends), modprobed first
+    prelude: str             # the shell lines that load them all, in the order given
+
+
+def extra_modules_for(paths, ver: str) -> ExtraModules:
+    """Check each host module (.ko or .ko.xz) was built for ver (its vermagic), before a boot is
+    spent on it; a module's in-tree dependencies come into the initramfs and are loaded first,
+    the ones among paths in their given order. Raises ValueError for a module that cannot load."""
+    files: dict[str, bytes] = {}
+    names, needs, lines = [], [], []
+    for path in paths:
+        m = EXTRA_MODULE_RE.fullmatch(os.path.basename(path))
+        if not m:
+            raise ValueError(f"extra module {path}: the file name must be NAME.ko or NAME.ko.xz")
+        info = kbuild.modinfo(path)
+        vermagic = (info.get("vermagic") or [""])[0].split()
+        if vermagic[:1] != [ver]:
+            raise ValueError(f"extra module {path} was built for {' '.join(vermagic[:1]) or 'no kernel'}, "
+                             f"not {ver}")
+        deps = [d for d in ",".join(info.get("depends", [])).split(",") if d]
+        bad = [d for d in deps if not re.fullmatch(r"[A-Za-z0-9_-]+", d)]
+        if bad:
+            raise ValueError(f"extra module {path} names impossible dependencies {bad}")
+        needs += [d for d in deps if d.replace("-", "_") not in names and d not in needs]
+        names.append(m.group(1).replace("-", "_"))
+        opener = lzma.open if path.endswith(".xz") else open
+        with opener(path, "rb") as f:
+            files[f"lab/extra/{m.group(1)}.ko"] = f.read()
+        lines.append(f'insmod /lab/extra/{m.group(1)}.ko || {{ echo "kernel-lab: insmod {m.group(1)}.ko failed"; '
+                     f"exit {EXTRA_MODULE_FAILED}; }}")
+    needs = [d for d in needs if d.replace("-", "_") not in names]
+    prelude = "".join(f'modprobe {d} || {{ echo "kernel-lab: modprobe {d} failed"; exit {EXTRA_MODULE_FAILED}; }}\n'
+                      for d in needs) + "".join(line + "\n" for line in lines)
+    return ExtraModules(files, tuple(needs), prelude)
+
+
+def _initrd(path: str, kernel: str | None, script: str, modules, programs=HOST_PROGRAMS, data_files=(),
+            extra_modules=(), files: dict[str, str] | None = None,
+            entries: dict[str, str] | None = None) -> tuple[str, str]:
+    """Write one boot's initrd to path: the cached base initramfs and a small cpio with the
+    script as /lab/script.sh (after the extra modules' prelude: the script then runs as
+    /lab/main.sh), entries (guest path -> text), the extra modules and files (guest path ->
+    host file). Returns (the kernel's version, its vmlinuz)."""
+    check_prerequisites(kernel)
+    ver = kernels.resolve(kernel)
+    extras = extra_modules_for(extra_modules, ver)
+    root = ensure_image(ver)
+    base = ensure_base_initramfs(ver, tuple(dict.fromkeys((*modules, *extras.needs))), programs, data_files)
+    cpio = Cpio()
+    if extras.files:
+        cpio.add_bytes("lab/script.sh", (extras.prelude + "exec sh /lab/main.sh\n").encode())
+        cpio.add_bytes("lab/main.sh", script.encode())
+    else:
+        cpio.add_bytes("lab/script.sh", script.encode())
+    for guest, text in (entries or {}).items():
+        cpio.add_bytes(guest, text.encode())
+    for guest, data in extras.files.items():
+        cpio.add_bytes(guest, data, 0o644)
+    for guest, host in (files or {}).items():
+        cpio.add_file(guest, host)
+    with open(path, "wb") as f, open(base, "rb") as b:
+        shutil.copyfileobj(b, f)
+        f.write(cpio.gz())
+    return ver, vmlinuz(root, ver)
+
+
 def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240.0,
-        modules=DEFAULT_MODULES, memory_mb: int = 1024) -> LabResult:
+        modules=DEFAULT_MODULES, memory_mb: int = 1024, kernel: str | None = None,
+        extra_modules=()) -> LabResult:
     """Boot the lab VM, run script (shell text) as /lab/script.sh, return its result.
 
-    files maps guest paths (relative to /, e.g. "lab/sch_ckcd.ko") to host files.
+    files maps guest paths (relative to /, e.g. "lab/sch_ckcd.ko") to host files. kernel is
+    the kernel to boot (kernels.resolve: None or "6.1" the installed headers', "6.12", "7.3" or
+    a whole version of those lines). extra_modules are host paths of out-of-tree modules built
+    for that kernel, loaded in order before the script runs (extra_modules_for); one that does
+    not load ends the run with exit status EXTRA_MODULE_FAILED and says why.
     """
-    check_prerequisites()
-    ver = kernel_version()
-    root = ensure_image(ver)
-    base = ensure_base_initramfs(ver, modules)
-    extra = Cpio()
-    extra.add_bytes("lab/script.sh", script.encode())
-    for guest, host in (files or {}).items():
-        extra.add_file(guest, host)
     with tempfile.TemporaryDirectory(prefix="ckcd-lab-") as tmp:
         initrd = os.path.join(tmp, "initrd.gz")
-        with open(initrd, "wb") as f, open(base, "rb") as b:
-            shutil.copyfileobj(b, f)
-            f.write(extra.gz())
+        ver, kimage = _initrd(initrd, kernel, script, modules, extra_modules=extra_modules, files=files)
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", str(VCPUS),
                "-nographic", "-no-reboot", "-nic", "none",
-               "-kernel", vmlinuz(root, ver), "-initrd", initrd,
+               "-kernel", kimage, "-initrd", initrd,
                "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1"]
         say(f"booting {ver} under qemu (TCG), timeout {timeout_s:.0f} s")
         t0 = time.monotonic()
@@ -463,8 +478,10 @@ class Vm:
 
     def __init__(self, files: dict[str, str] | None = None, modules=DEFAULT_MODULES,
                  programs=HOST_PROGRAMS, data_files=(), forwards: dict[int, int] | None = None,
-                 command_port: int = 17000, boot_script: str = "", memory_mb: int = 1024):
+                 command_port: int = 17000, boot_script: str = "", memory_mb: int = 1024,
+                 kernel: str | None = None, extra_modules=()):
         self.files, self.modules, self.programs, self.data_files = files or {}, modules, programs, data_files
+        self.kernel, self.extra_modules = kernel, tuple(extra_modules)
         self.forwards = {command_port: COMMAND_PORT, **(forwards or {})}
         self.command_port, self.boot_script, self.memory_mb = command_port, boot_script, memory_mb
         self.proc: subprocess.Popen | None = None
@@ -472,26 +489,15 @@ class Vm:
         self.console_path = os.path.join(self._tmp.name, "console.log")
 
     def start(self, timeout_s: float = 180.0) -> "Vm":
-        check_prerequisites()
-        ver = kernel_version()
-        root = ensure_image(ver)
-        base = ensure_base_initramfs(ver, self.modules, self.programs, self.data_files)
-        extra = Cpio()
-        extra.add_bytes("lab/script.sh", BOOT.encode())
-        extra.add_bytes("lab/serve.sh", SERVE.encode())
-        if self.boot_script:
-            extra.add_bytes("lab/boot.sh", self.boot_script.encode())
-        for guest, host in self.files.items():
-            extra.add_file(guest, host)
         initrd = os.path.join(self._tmp.name, "initrd.gz")
-        with open(initrd, "wb") as f, open(base, "rb") as b:
-            shutil.copyfileobj(b, f)
-            f.write(extra.gz())
+        entries = {"lab/serve.sh": SERVE, **({"lab/boot.sh": self.boot_script} if self.boot_script else {})}
+        ver, kimage = _initrd(initrd, self.kernel, BOOT, self.modules, self.programs, self.data_files,
+                              self.extra_modules, self.files, entries)
         fwd = ",".join(f"hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in self.forwards.items())
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", str(VCPUS),
                "-nographic", "-no-reboot", "-netdev", f"user,id=n0,{fwd}",
                "-device", "virtio-net-pci,netdev=n0",
-               "-kernel", vmlinuz(root, ver), "-initrd", initrd,
+               "-kernel", kimage, "-initrd", initrd,
                "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1"]
         say(f"booting {ver} under qemu (TCG) with user networking, forwards {self.forwards}")
         self.t0 = time.monotonic()
@@ -572,21 +578,40 @@ class Vm:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("script", help="shell script to run inside the VM")
+    ap.add_argument("script", nargs="?", help="shell script to run inside the VM")
+    ap.add_argument("--kernel", default=None, metavar="LINE|VERSION",
+                    help=f"the kernel to boot: {', '.join(kernels.ALL_LINES)} (default {kernels.HOST_LINE}, the "
+                         "installed headers'), or a whole version of one of these lines")
     ap.add_argument("--file", action="append", default=[], metavar="GUEST=HOST",
                     help="copy HOST into the guest at GUEST (e.g. lab/sch_ckcd.ko=datapath/kernel/build/sch_ckcd.ko)")
+    ap.add_argument("--extra-module", action="append", default=[], metavar="PATH.ko",
+                    help="an out-of-tree module built for that kernel, loaded (in the order given) before "
+                         "the script runs; exit status 125 if it does not load")
+    ap.add_argument("--sch-ckcd", action="store_true",
+                    help="build sch_ckcd.ko for that kernel (DKMS) and the tc plugin, as /lab/sch_ckcd.ko "
+                         "and /lab/q_ckcd.so")
+    ap.add_argument("--print-kernel", action="store_true", help="print the version --kernel names, and exit")
     ap.add_argument("--modules", default=",".join(DEFAULT_MODULES),
                     help="in-tree modules (and their dependencies) to put in the initramfs")
     ap.add_argument("--timeout", type=float, default=240.0)
     args = ap.parse_args(argv)
     files = dict(f.split("=", 1) for f in args.file)
-    with open(args.script) as f:
-        script = f.read()
-    from ovs_config.lablock import lab_lock  # one lab at a time: TCG takes a whole core
     try:
+        if args.print_kernel:
+            print(kernels.resolve(args.kernel))
+            return 0
+        if not args.script:
+            ap.error("a script is needed (or --print-kernel)")
+        with open(args.script) as f:
+            script = f.read()
+        if args.sch_ckcd:
+            ko, so = build_sch_ckcd(REPO, args.kernel)
+            files.update({"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so})
+        from ovs_config.lablock import lab_lock  # one lab at a time: TCG takes a whole core
         with lab_lock():
-            res = run(script, files, args.timeout, tuple(args.modules.split(",")))
-    except LabUnavailable as e:
+            res = run(script, files, args.timeout, tuple(args.modules.split(",")), kernel=args.kernel,
+                      extra_modules=args.extra_module)
+    except (LabUnavailable, ValueError) as e:
         say(str(e))
         return 2
     print(res.output)
