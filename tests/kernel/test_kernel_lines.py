@@ -1,0 +1,421 @@
+"""sch_ckcd on every Debian kernel line the lab boots (tests/kernel/kernels.py): 6.1, 6.12, 7.3.
+
+6.1 runs the whole VM suite (test_sch_ckcd.py) and the DKMS package checks (test_dkms.py).
+Here, for every line, the module builds against that kernel's headers with no warning; and
+for 6.12 and 7.3, DKMS builds it (scripts/dkms.sh --build-only, in a throwaway overlay of the
+trixie root where their headers live) and one VM boot per kernel, shared by all its checks,
+runs a lean set with the module DKMS built: the kernel loads it by itself at the first `tc
+qdisc add ... ckcd`, bad options are refused with their extack message and the old
+configuration kept, `change` keeps what it is not told and the queued packets, every
+discipline of the core is an HTB leaf under UDP overload, HTB leaves that drop at dequeue are
+drained with HTB's backlog consistent (the non-work-conserving case), a leaf's record of
+BBR+CUBIC replays through ckcd-replay to the same verdicts, the module unloads, and dmesg
+has no WARN, BUG or oops. Each test's id names its kernel line ([kernel-7.3]); the boot
+prints the exact version.
+
+A missing prerequisite (qemu, the trixie root, a kernel's headers or image) fails the test:
+`make test` installs or fetches all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections import Counter
+
+import pytest
+
+from tests.conftest import REPO
+from tests.datapath.replaylib import build as replay_bin
+from tests.kernel import kbuild, kernels, lab
+from tests.kernel.test_sch_ckcd import (EXPECTED_DMESG, ckcd_stats, htb_and_leaves, kernel_verdicts,
+                                        replay_verdict, step)
+
+pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
+
+NEW_LINES = tuple(kernels.LINES)  # 6.12 and 7.3
+# The disciplines docs/kernel.md names; the VM runs every one the module reports, these at least.
+# In-tree modules of the lean boots (one cached initramfs per kernel): veths, the HTB parent,
+# netem for the RTT, BBR.
+LEAN_MODULES = ("veth", "sch_htb", "sch_netem", "tcp_bbr")
+DOCUMENTED = ("droptail", "red", "codel", "hdcodel", "choke", "sred", "fred", "sfb", "care", "ckcd",
+              "cocoa", "bands")
+
+
+def kernel_id(line: str) -> str:
+    return f"kernel-{line}"
+
+
+def version_of(line: str) -> str:
+    try:
+        return kernels.resolve(line)
+    except kernels.LabUnavailable as e:
+        pytest.fail(f"kernel {line}: {e}")
+
+
+@pytest.mark.parametrize("line", kernels.ALL_LINES, ids=kernel_id)
+def test_module_builds_without_warnings(line):
+    """Rule: sch_ckcd builds against each line's headers (`make -C datapath/kernel module KVER=V
+    KDIR=...`, into a build directory of that kernel's own) with no compiler or modpost warning,
+    for that kernel (vermagic), and carries the alias the kernel asks for when it loads a
+    qdisc kind by itself: net-sch-ckcd from 6.9 on, none before (6.1 asks for sch_ckcd)."""
+    version = version_of(line)
+    try:
+        ko, out = kbuild.make_module(REPO, version)
+    except kernels.LabUnavailable as e:
+        pytest.fail(f"kernel {line}: {e}")
+    assert ko == os.path.join(REPO, "datapath", "kernel", "build", "kernels", version, "sch_ckcd.ko")
+    warnings = [x for x in out.splitlines() if re.search(r"\bwarning\b", x, re.I)]
+    assert not warnings, "\n".join(warnings)
+    info = kbuild.modinfo(ko)
+    assert info["vermagic"][0].split()[0] == version, info["vermagic"]
+    major, minor = map(int, version.split(".")[:2])
+    assert info.get("alias", []) == (["net-sch-ckcd"] if (major, minor) >= (6, 9) else []), info.get("alias")
+
+
+@pytest.fixture(scope="module", params=NEW_LINES, ids=kernel_id)
+def line(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def dkms_built(line):
+    """scripts/dkms.sh --build-only -k V for the line's kernel; (version, the .ko, DKMS's output)."""
+    version = version_of(line)
+    try:
+        ko, out = kbuild.dkms_module(REPO, version)
+    except kernels.LabUnavailable as e:
+        pytest.fail(f"kernel {line}: {e}")
+    return version, ko, out
+
+
+def test_dkms_builds_for_the_kernel_and_leaves_the_root_unchanged(dkms_built):
+    """Rule: DKMS (Debian 13's, in the trixie root with the line's headers) builds sch_ckcd for that
+    kernel and signs it; the copy the lab boots is a plain .ko whatever DKMS compressed; and
+    nothing DKMS registered stays in the cached root (it ran in a throwaway overlay)."""
+    version, ko, out = dkms_built
+    assert "building sch_ckcd/" in out and f"for {version}" in out, out
+    assert ko == os.path.join(REPO, "datapath", "kernel", "build", "dkms", version, "sch_ckcd.ko")
+    with open(ko, "rb") as f:
+        assert f.read(4) == b"\x7fELF", "the lab's copy is not a plain module"
+    info = kbuild.modinfo(ko)
+    assert info["vermagic"][0].split()[0] == version and info["name"] == ["sch_ckcd"], info
+    signer = subprocess.run(["modinfo", "-F", "signer", ko], text=True, capture_output=True).stdout.strip()
+    assert signer == "DKMS module signing key", signer
+    from tests.platform import trixie
+
+    assert not os.path.exists(os.path.join(trixie.ROOT, "var/lib/dkms/sch_ckcd")), "DKMS state left in the root"
+    assert not [d for d in os.listdir(os.path.join(trixie.ROOT, "usr/src")) if d.startswith("sch_ckcd-")]
+
+
+SCRIPT = r"""
+export TC_LIB_DIR=/lab
+# as test_sch_ckcd's, and the guest's uptime at each step's end (the report's phases)
+step() { n=$1; shift; echo "@@BEGIN $n"; "$@" 2>&1; r=$?; echo "@@END $n rc=$r t=$(cut -d' ' -f1 /proc/uptime)"; }
+KV=$(uname -r)
+step uname uname -r
+# Installed where DKMS installs it, and not loaded: the first tc qdisc add of kind ckcd loads it.
+step autoload sh -c "mkdir -p /lib/modules/$KV/updates/dkms && cp /lab/sch_ckcd.ko /lib/modules/$KV/updates/dkms/ &&
+  ln -sf /usr/bin/kmod /tmp/depmod && /tmp/depmod -a && $IP link add v0 type veth peer name v1 &&
+  $TC qdisc add dev v0 root ckcd limit 80 delta 100ms d 5ms rate 100mbit rtt 20ms && lsmod | grep -c '^sch_ckcd '"
+step show_root $TC qdisc show dev v0
+step bad_limit $TC qdisc change dev v0 root ckcd limit 0
+step bad_conflict $TC qdisc change dev v0 root ckcd dth_min 60ms
+step bad_spec $TC qdisc change dev v0 root ckcd spec "droptail ecn=1"
+step show_after_bad $TC qdisc show dev v0
+step unknown_disc $TC qdisc change dev v0 root ckcd spec "nosuch limit=3"
+step chg_keep sh -c "$TC qdisc change dev v0 root ckcd limit 120 && $TC qdisc show dev v0"
+step del_root sh -c "$TC qdisc del dev v0 root && $IP link del v0"
+
+# a -> router r -> b, offloads off (a packet limit counts MTU frames), netem 20 ms on b's ACKs;
+# the qdisc under test is the leaf of an HTB class on r's egress towards b.
+step tcp_setup sh -c '
+for n in a r b; do $IP netns add $n && $IP -n $n link set lo up || exit 1; done
+$IP link add va netns a type veth peer name ra netns r && $IP link add rb netns r type veth peer name vb netns b || exit 1
+$IP -n a addr add 10.8.1.1/24 dev va && $IP -n r addr add 10.8.1.254/24 dev ra &&
+$IP -n r addr add 10.8.2.254/24 dev rb && $IP -n b addr add 10.8.2.1/24 dev vb || exit 1
+for x in a:va r:ra r:rb b:vb; do n=${x%:*}; d=${x#*:}
+  $IP -n $n link set $d up && $IP netns exec $n /usr/sbin/ethtool -K $d tso off gso off gro off || exit 1; done
+$IP -n a route add default via 10.8.1.254 && $IP -n b route add default via 10.8.2.254 &&
+$IP netns exec r sysctl -qw net.ipv4.ip_forward=1 &&
+modprobe tcp_bbr && modprobe sch_netem && modprobe sch_htb &&
+$IP netns exec b $TC qdisc add dev vb root netem delay 20ms limit 10000 &&
+for p in 5301 5302 5303 5304 5305; do $IP netns exec b iperf3 -s -D -p $p || exit 1; done &&
+$IP netns exec a ping -c 2 -W 2 10.8.2.1'
+R="$IP netns exec r $TC"
+htb_class() {  # RATE: r's egress towards b, one HTB class at RATE
+  $R qdisc add dev rb root handle 1: htb default 1 && $R class add dev rb parent 1: classid 1:1 htb rate $1 ceil $1
+}
+udp() {  # PORT MBIT SECONDS: a UDP flow from a to b
+  $IP netns exec a iperf3 -c 10.8.2.1 -p $1 -u -b ${2}M -l 1200 -t $3 >/dev/null 2>&1
+}
+
+# Every discipline the module reports, each in turn grafted as a new leaf of a 10 Mbit/s HTB class
+# under one 20 Mbit/s UDP flow, for 1 s each (a new handle each time: a new qdisc replaces the old).
+DISCS=$($TC qdisc add dev lo root ckcd spec nosuch 2>&1 | sed -n 's/.*(known: \(.*\)).*/\1/p')
+step discs echo $DISCS
+htb_class 10mbit
+set -- $DISCS
+# ended below (ip netns exec execs iperf3: $! is its PID); its own server, which no later step meets closing
+$IP netns exec a iperf3 -c 10.8.2.1 -p 5305 -u -b 20M -l 1200 -t $((2 * $# + 5)) >/dev/null 2>&1 & u=$!
+class_sent() { n=$($R -s class show dev rb classid 1:1 | sed -n 's/.*Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p' | head -1); echo ${n:-0}; }
+i=0; while [ "$(class_sent)" -lt 100 ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done  # the flow runs (<= 15 s)
+h=100
+for d in $DISCS; do
+  case $d in bands) leaf="ckcd spec bands|ckcd|droptail";; *) leaf="ckcd disc $d";; esac
+  h=$((h + 1))
+  $R qdisc replace dev rb parent 1:1 handle $h: $leaf || echo "FAILED $d"
+  sleep 1
+  echo "$d $($R -s qdisc show dev rb parent 1:1 | grep -o 'Sent [0-9]* bytes [0-9]* pkt (dropped [0-9]*' | head -1)"
+done > /tmp/every.txt 2>&1
+kill $u; wait
+$R qdisc del dev rb root
+step every_disc cat /tmp/every.txt
+
+# change under load: a standing queue (qmin/qmax near the limit, d_th above its delay) carried over
+LEAF="rate 1mbit qmin 40 qmax 55 dth_min 5s dth_max 10s delta 10s"
+chg_setup() { htb_class 1mbit && $R qdisc add dev rb parent 1:1 handle 10: ckcd limit 60 $LEAF; }
+step chg_setup chg_setup
+udp 5301 4 8 & udp 5302 4 8 &
+backlog() { n=$($R -s qdisc show dev rb parent 1:1 | grep -o 'backlog [0-9]*b [0-9]*p' | head -1 | sed 's/.* //; s/p//'); echo ${n:-0}; }
+i=0; while [ "$(backlog)" -lt 30 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done  # a standing queue (<= 10 s)
+step chg_before $R -s qdisc show dev rb parent 1:1
+step chg_leaf $R qdisc change dev rb parent 1:1 handle 10: ckcd limit 100 $LEAF
+step chg_after $R -s qdisc show dev rb parent 1:1
+wait
+step chg_traffic $R -s qdisc show dev rb parent 1:1
+$R qdisc del dev rb root
+
+# Leaves that drop at dequeue (d_th of 0.01-0.02 ms: nearly every packet is late), one HTB level
+# and two: bursts, then silence; HTB's one-time note counts a leaf that came back empty with packets.
+nonwc() { dmesg | grep -c 'is non-work-conserving'; }
+TINY="rate 10mbit dth_min 0.01ms dth_max 0.02ms delta 1ms d 0.01ms qmin 20 qmax 150"
+bursts() {  # two rounds of 0.5 s at 20 Mbit/s on each of three ports, 1.5 s of silence after each
+  for r in 1 2; do
+    for p in 5301 5302 5303; do $IP netns exec a iperf3 -c 10.8.2.1 -p $p -u -b 20M -l 1200 -n 1250000 >/dev/null 2>&1 & done
+    wait; sleep 1.5
+  done
+}
+step drain_one sh -c "$R qdisc add dev rb root handle 1: htb default 1 &&
+  $R class add dev rb parent 1: classid 1:1 htb rate 10mbit ceil 10mbit &&
+  $R qdisc add dev rb parent 1:1 handle 10: ckcd limit 200 $TINY"
+step drain_one_nonwc_before nonwc
+bursts
+step drain_one_show $R -s qdisc show dev rb
+step drain_one_nonwc_after nonwc
+$R qdisc del dev rb root
+step drain_two sh -c "$R qdisc add dev rb root handle 1: htb default 11 &&
+  $R class add dev rb parent 1: classid 1:1 htb rate 20mbit ceil 20mbit &&
+  $R class add dev rb parent 1:1 classid 1:11 htb rate 10mbit ceil 20mbit &&
+  $R class add dev rb parent 1:1 classid 1:12 htb rate 10mbit ceil 20mbit &&
+  $R qdisc add dev rb parent 1:11 handle 11: ckcd limit 200 $TINY &&
+  $R qdisc add dev rb parent 1:12 handle 12: ckcd limit 200 $TINY"
+step drain_two_nonwc_before nonwc
+bursts
+step drain_two_show $R -s qdisc show dev rb
+step drain_two_nonwc_after nonwc
+$R qdisc del dev rb root
+
+# The record: 5 s of ECN-capable BBR+CUBIC through a 5 Mbit/s ckcd leaf with ecn 1 (a rate the
+# emulated CPU fills even on a busy host, so the queue and its delay marks come every time).
+REC=/sys/module/sch_ckcd/parameters/record_events
+step rec_setup sh -c "mount -t debugfs none /sys/kernel/debug && echo 200000 > $REC &&
+  $R qdisc add dev rb root handle 1: htb default 1 && $R class add dev rb parent 1: classid 1:1 htb rate 5mbit ceil 5mbit &&
+  $R qdisc add dev rb parent 1:1 handle 10: ckcd limit 16 rate 5mbit rtt 20ms ecn 1 && echo 0 > $REC"
+flows() {
+  $IP netns exec a sysctl -qw net.ipv4.tcp_ecn=1
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5303 -C bbr -t $1 -f m > /tmp/bbr.txt 2>&1 & b=$!
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5304 -C cubic -t $1 -f m > /tmp/cubic.txt 2>&1 & c=$!
+  wait $b; rb=$?; wait $c; rc=$?
+  echo "bbr $(grep receiver /tmp/bbr.txt)"; echo "cubic $(grep receiver /tmp/cubic.txt)"
+  [ $rb = 0 ] && [ $rc = 0 ]
+}
+step rec_flows flows 5
+step rec_spec $R -j qdisc show dev rb parent 1:1
+step rec_dump sh -c "cat /sys/kernel/debug/sch_ckcd/*-rb-10"
+step rec_del $R qdisc del dev rb root
+step rec_gone sh -c "ls /sys/kernel/debug/sch_ckcd/"
+
+step cleanup sh -c "$IP netns del a; $IP netns del r; $IP netns del b"
+step unload rmmod sch_ckcd
+step lsmod sh -c "lsmod | grep -c sch_ckcd"
+step dmesg sh -c "dmesg | grep -E 'WARNING|BUG|Call Trace|KASAN|UBSAN|leak|Oops|ckcd|non-work-conserving' || true"
+"""
+
+
+@pytest.fixture(scope="module")
+def vm(line, dkms_built):
+    """One boot of the line's kernel with the module DKMS built for it; {step: (rc, output)}."""
+    version, ko, _ = dkms_built
+    try:
+        lab.check_prerequisites(version)
+        so = lab.build_plugin(REPO)
+    except kernels.LabUnavailable as e:
+        pytest.fail(f"kernel {line}: {e}")
+    from ovs_config.lablock import lab_lock
+
+    with lab_lock():  # TCG takes a whole core: no other lab beside it
+        res = lab.run(SCRIPT, {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so}, timeout_s=600,
+                      modules=LEAN_MODULES, kernel=version)
+    assert res.exit_status is not None, f"the {version} VM did not finish:\n{res.console[-3000:]}"
+    steps, ends = {}, {}
+    for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+) t=([\d.]+)", res.output, re.S):
+        steps[m.group(1)] = (int(m.group(3)), m.group(2))
+        ends[m.group(1)] = float(m.group(4))
+    print(f"{version}: {res.seconds:.1f} s in qemu; guest uptime at the end of " +
+          ", ".join(f"{name} {ends[name]:.0f} s" for name in PHASES if name in ends))
+    return steps
+
+
+# The steps that end each part of the script, for the timing line the fixture prints.
+PHASES = ("uname", "del_root", "tcp_setup", "every_disc", "chg_traffic", "drain_one_nonwc_after",
+          "drain_two_nonwc_after", "rec_gone", "dmesg")
+
+
+def test_boots_the_lines_kernel_and_loads_the_module_by_itself(vm, dkms_built):
+    """Rule: the VM runs the line's own kernel, and with sch_ckcd installed where DKMS installs it
+    (updates/dkms, depmod run), the first `tc qdisc add ... ckcd` makes the kernel load it: 6.12
+    and 7.3 ask for the alias net-sch-ckcd, which the module must carry."""
+    version = dkms_built[0]
+    assert step(vm, "uname").strip() == version
+    assert step(vm, "autoload").strip().splitlines()[-1] == "1", "sch_ckcd was not loaded by tc qdisc add"
+    assert re.search(r"qdisc ckcd 8\w*: root refcnt \d+ limit 80 delta_ms 100 d_ms 5 omega 0.002 "
+                     r"rate_bps 100000000 rtt_ms 20 ", step(vm, "show_root")), step(vm, "show_root")
+
+
+def test_bad_options_refused_with_extack_and_old_config_kept(vm):
+    """Rule: a bad value, a conflict and a parameter the discipline lacks are refused by the kernel
+    with the extack message naming the option; the running qdisc keeps its configuration;
+    an unknown discipline is answered with the core's list."""
+    assert "Error: ckcd: invalid value for option 'limit' (allowed 1..1000000 packets)" in \
+        step(vm, "bad_limit", rc=2)
+    assert "Error: ckcd: option 'dth_min_ms' conflicts with another option's value" in \
+        step(vm, "bad_conflict", rc=2)
+    assert "Error: ckcd: unknown parameter 'ecn' for this discipline" in step(vm, "bad_spec", rc=2)
+    assert step(vm, "show_after_bad") == step(vm, "show_root")
+    assert "Error: ckcd: unknown discipline in the spec (known: droptail " in step(vm, "unknown_disc", rc=2)
+
+
+def test_change_keeps_what_it_is_not_told(vm):
+    """Rule: `change ... limit 120` sets the limit and keeps every other running parameter."""
+    out = step(vm, "chg_keep")
+    assert re.search(r"root refcnt \d+ limit 120 delta_ms 100 d_ms 5 omega 0.002 rate_bps 100000000 rtt_ms 20 ",
+                     out), out
+    step(vm, "del_root")
+
+
+def test_every_discipline_is_an_htb_leaf_under_udp(vm):
+    """Rule: every discipline the module reports (the documented ones at least) is accepted as a
+    new leaf of an HTB class under load and passes traffic: in 1 s of 20 Mbit/s UDP into
+    10 Mbit/s it sends more than 100 packets."""
+    step(vm, "tcp_setup")
+    discs = step(vm, "discs").split()
+    assert set(DOCUMENTED) <= set(discs), discs
+    lines = step(vm, "every_disc").splitlines()
+    assert [x.split()[0] for x in lines] == discs and not any("FAILED" in x for x in lines), lines
+    for x in lines:
+        m = re.search(r"Sent \d+ bytes (\d+) pkt \(dropped \d+", x)
+        assert m and int(m.group(1)) > 100, x
+
+
+def test_change_under_load_keeps_queued_packets(vm):
+    """Rule: change with a standing queue swaps the configuration in and carries the queued
+    packets over (none flushed), and every drop of the UDP overload has a core reason."""
+    step(vm, "chg_setup")
+    before = ckcd_stats(step(vm, "chg_before"), "10:")
+    step(vm, "chg_leaf")
+    after = ckcd_stats(step(vm, "chg_after"), "10:")
+    assert before["backlog_pkts"] > 20, before["text"]
+    assert "limit 100 " in after["text"] and after["drops"]["flush"] == 0 and after["backlog_pkts"] > 0, after["text"]
+    assert after["sent_pkts"] >= before["sent_pkts"], (before["text"], after["text"])
+    traffic = ckcd_stats(step(vm, "chg_traffic"), "10:")
+    assert traffic["dropped"] > 100 and sum(traffic["drops"].values()) == traffic["dropped"], traffic["text"]
+
+
+@pytest.mark.parametrize("case", ["drain_one", "drain_two"])
+def test_leaf_that_drops_at_dequeue_drains_and_keeps_htb_consistent(vm, case):
+    """Rule: a leaf that drops at dequeue never leaves HTB counting packets it does not hold and
+    never hands HTB nothing while it has packets (HTB's one-time "non-work-conserving" note):
+    after bursts and silence HTB's backlog is 0, each leaf's drops have reasons, and the note
+    count did not move."""
+    step(vm, case)
+    shown = step(vm, case + "_show")
+    counts = [vm[f"{case}_nonwc_{when}"][1].strip() for when in ("before", "after")]
+    assert counts[0] == counts[1], counts
+    root, leaves = htb_and_leaves(shown)
+    assert leaves and root == 0, (root, leaves)
+    for st in leaves.values():
+        assert st["backlog_pkts"] == 0 and sum(st["drops"].values()) == st["dropped"], st["text"]
+    assert sum(st["drops"]["delay"] for st in leaves.values()) > 50, leaves
+
+
+def test_record_replays_to_the_same_verdicts(vm, tmp_path):
+    """Rule: the kernel qdisc and ckcd-replay, fed the same inputs (the leaf's record of 5 s of
+    ECN-capable BBR+CUBIC at 5 Mbit/s), send, mark and drop exactly the same packets for the same
+    reasons, drawing exactly the recorded random numbers (test_sch_ckcd's cross-check (a), on this
+    kernel). Enough to mean something: over 1000 packets, drops of two reasons and marks."""
+    step(vm, "rec_setup")
+    print(step(vm, "rec_flows"))
+    [leaf] = json.loads(step(vm, "rec_spec"))
+    record = step(vm, "rec_dump")
+    step(vm, "rec_del")
+    assert step(vm, "rec_gone").strip() == "", "the record's debugfs file goes with its qdisc"
+    n, cap = map(int, re.search(r"# events (\d+) of (\d+)", record).groups())
+    assert n < cap, "the record filled: not every verdict is in it"
+    kernel = kernel_verdicts(record)
+    drops = [v for v in kernel.values() if not v.startswith("sent")]
+    assert len(kernel) > 1000 and len(drops) > 20 and len(set(drops)) >= 2, (len(kernel), Counter(drops))
+    assert sum(v.startswith("sent, marked") for v in kernel.values()) > 20, Counter(kernel.values())
+    path = tmp_path / "record.txt"
+    path.write_text(record)
+    out = subprocess.run([replay_bin(), "--qdisc", leaf["options"]["spec"], "--events", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [json.loads(x) for x in out.splitlines()]
+    replay = {p["seq"]: replay_verdict(p) for p in lines if p["type"] == "pkt"}
+    [events] = [e for e in lines if e["type"] == "events"]
+    differ = sorted(seq for seq in kernel.keys() | replay.keys() if kernel.get(seq) != replay.get(seq))
+    print(f"record: {len(kernel)} packets, {dict(Counter(kernel.values()))}, {events['random_recorded']} random draws")
+    assert not differ, [(seq, kernel.get(seq), replay.get(seq)) for seq in differ[:10]]
+    assert events["random_used"] == events["random_recorded"] and events["random_past_record"] == 0, events
+
+
+def test_unloads_and_dmesg_is_clean(vm):
+    """Rule: with its qdiscs gone the module unloads, and the kernel logged no WARN, BUG, oops,
+    KASAN/UBSAN report or HTB note; only an out-of-tree module's taint lines."""
+    step(vm, "cleanup")
+    step(vm, "unload")
+    assert step(vm, "lsmod", rc=1).strip() == "0"
+    out = step(vm, "dmesg")
+    bad = [x for x in out.splitlines() if not any(e in x for e in EXPECTED_DMESG)]
+    assert not bad, out
+
+
+def test_extra_module_built_for_another_kernel_is_refused_before_booting():
+    """Rule: lab.run's extra_modules reads each module's vermagic before a boot is spent on it:
+    6.12's build offered to 7.3 is refused, naming both versions."""
+    v612, v73 = version_of("6.12"), version_of("7.3")
+    ko, _ = kbuild.make_module(REPO, v612)
+    with pytest.raises(ValueError, match=rf"built for {re.escape(v612)}, not {re.escape(v73)}"):
+        lab.extra_modules_for([ko], v73)
+
+
+def test_extra_module_is_loaded_before_the_script(tmp_path):
+    """Rule: an out-of-tree module given as extra_modules (here sch_ckcd built for 7.3, as .ko.xz
+    the way Debian 13 ships modules) is in the booted kernel when the script starts."""
+    import lzma
+
+    version = version_of("7.3")
+    ko, _ = kbuild.make_module(REPO, version)
+    packed = tmp_path / "sch_ckcd.ko.xz"
+    with open(ko, "rb") as src, lzma.open(packed, "wb", format=lzma.FORMAT_XZ) as dst:
+        dst.write(src.read())
+    from ovs_config.lablock import lab_lock
+
+    with lab_lock():
+        res = lab.run("uname -r; grep '^sch_ckcd ' /proc/modules", timeout_s=180, modules=LEAN_MODULES,
+                      kernel=version, extra_modules=[str(packed)])
+    assert res.exit_status == 0, res.console[-3000:]
+    first, second = res.output.splitlines()[:2]
+    assert first == version and " Live " in second, res.output
