@@ -36,10 +36,10 @@ from tests.kernel.test_sch_ckcd import (EXPECTED_DMESG, ckcd_stats, htb_and_leav
 pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 
 NEW_LINES = tuple(kernels.LINES)  # 6.12 and 7.3
-# The disciplines docs/kernel.md names; the VM runs every one the module reports, these at least.
 # In-tree modules of the lean boots (one cached initramfs per kernel): veths, the HTB parent,
 # netem for the RTT, BBR.
 LEAN_MODULES = ("veth", "sch_htb", "sch_netem", "tcp_bbr")
+# The disciplines docs/kernel.md names; the VM runs every one the module reports, these at least.
 DOCUMENTED = ("droptail", "red", "codel", "hdcodel", "choke", "sred", "fred", "sfb", "care", "ckcd",
               "cocoa", "bands")
 
