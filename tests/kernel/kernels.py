@@ -22,6 +22,7 @@ older versions of that line are removed from the cache.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import glob
 import os
 import re
@@ -151,9 +152,14 @@ def _suite_base(suite: str) -> str:
     network answers."""
     base = apt_base(suite, f"deb {MIRROR} {suite} main\n")
     stamp = os.path.join(base, ".updated")
-    fresh = os.path.exists(stamp) and time.time() - os.path.getmtime(stamp) < LISTS_MAX_AGE_S
-    if fresh:
-        return base
+    with open(os.path.join(base, ".lock"), "w") as lock:  # one update at a time; the others then find it fresh
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(stamp) and time.time() - os.path.getmtime(stamp) < LISTS_MAX_AGE_S:
+            return base
+        return _update(base, suite, stamp)
+
+
+def _update(base: str, suite: str, stamp: str) -> str:
     say(f"apt-get update for {suite} (the lab's own lists)")
     try:
         _run(["apt-get", *apt_options(base), "update"], timeout=600)
