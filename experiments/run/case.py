@@ -72,18 +72,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
              made_by: dict | None = None) -> dict:
     """One lab run of one case; returns the run record (written to run_dir/run.json), with
     `made_by` (its batch and provenance) in it."""
-    # A failed run's files go; a finished run's never do. A symlink planted among them (or as
-    # the directory) must not send a root run's deletes and writes elsewhere.
-    if os.path.islink(run_dir):
-        raise RunError(f"{run_dir} is a symlink: a run writes only into a directory of its own")
-    if finished(read_record(run_dir)):
-        raise RunError(f"{run_dir} holds a finished run, which is never written over")
-    os.makedirs(run_dir, exist_ok=True)
-    for old in os.listdir(run_dir):
-        path = os.path.join(run_dir, old)
-        if os.path.isdir(path) and not os.path.islink(path):
-            raise RunError(f"{path}: a directory in a run's directory, which holds only the files a run writes")
-        os.unlink(path)
+    _empty_run_dir(run_dir)
     topo, link_ends = topology(scenario.topology, scenario.hosts_per_side)
     spec = scenario.qdisc_spec(case.discipline)
     seed = zlib.crc32(f"{scenario.name}/{case.name}/{rep}".encode())
@@ -131,6 +120,21 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
     record["metrics"] = analysis.run_metrics(record)
     write_json(os.path.join(run_dir, "run.json"), record)
     return record
+
+
+def _empty_run_dir(run_dir: str) -> None:
+    """A failed run's files go; a finished run's never do. A symlink planted among them (or as
+    the directory) must not send a root run's deletes and writes elsewhere."""
+    if os.path.islink(run_dir):
+        raise RunError(f"{run_dir} is a symlink: a run writes only into a directory of its own")
+    if finished(read_record(run_dir)):
+        raise RunError(f"{run_dir} holds a finished run, which is never written over")
+    os.makedirs(run_dir, exist_ok=True)
+    for old in os.listdir(run_dir):
+        path = os.path.join(run_dir, old)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise RunError(f"{path}: a directory in a run's directory, which holds only the files a run writes")
+        os.unlink(path)
 
 
 def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progress | None) -> dict:

@@ -13,6 +13,7 @@ import pytest
 from experiments.lab import bpf_cc
 from experiments.run.orchestrate import run_batch
 from experiments.scenario.catalog import parse_scenario
+from tests.experiments.test_runner_lab import stolen
 from ovs_config.lablock import lab_lock
 
 pytestmark = pytest.mark.lab  # root, BPF, Mininet, OVS, ckcd-link
@@ -37,11 +38,22 @@ def scenario(name, cc, discipline="droptail", variants=None):
 
 @pytest.fixture(scope="module")
 def runs(private_ovs, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("bpfcc"))
-    records = run_batch([scenario("vegas", "bpf_vegas"), scenario("cubic", "cubic"),
-                         scenario("dctcp", "bpf_dctcp", "step_mark", STEP_MARK)],
-                        out)
-    return {r["scenario"]["name"]: r for r in records}
+    """One trusted run per scenario: a run the fidelity guard untrusted only because the
+    hypervisor held the vCPU (steal) measured the hypervisor, so it is run again, twice at most,
+    as an experimenter would; three in a row say nothing about the controls."""
+    scenarios = [scenario("vegas", "bpf_vegas"), scenario("cubic", "cubic"),
+                 scenario("dctcp", "bpf_dctcp", "step_mark", STEP_MARK)]
+    out = {}
+    for attempt in range(3):
+        todo = [s for s in scenarios if s.name not in out or (out[s.name]["metrics"] and stolen(out[s.name]))]
+        if not todo:
+            break
+        records = run_batch(todo, str(tmp_path_factory.mktemp(f"bpfcc{attempt}")))
+        out.update({r["scenario"]["name"]: r for r in records})
+    left = [f"{n}: {r['metrics']['fidelity']['reasons']}" for n, r in out.items() if r["metrics"] and stolen(r)]
+    if left:
+        pytest.skip("the hypervisor withheld the vCPU in three runs: " + "; ".join(left))
+    return out
 
 
 def test_each_run_loaded_its_control_and_left_none_behind(runs):
