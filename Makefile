@@ -14,8 +14,8 @@ OSKEN_LEG := tests/platform tests/integration/test_forwarding.py tests/integrati
 	tests/integration/test_heavy_hitters.py tests/integration/test_observe.py tests/integration/test_readme_commands.py
 
 test: setup-tests ## every test: unit, algorithm (also under ASan/UBSan and libFuzzer), integration (real OVS, ryu-manager, Mininet, iperf3, ckcd-link) and the kernel lab (sch_ckcd, OVS's kernel datapath in a qemu VM); then the controller's under os-ken on Python 3.13; what CI runs
-	$(PY) -m pytest
-	$(PY) -m pytest --os-ken-leg $(OSKEN_LEG)
+	$(PY) -m pytest --durations=40
+	$(PY) -m pytest --durations=10 --os-ken-leg $(OSKEN_LEG)
 
 check:            ## the inner loop: unit, algorithm and replay tests, no root, no lab, no VM (pytest -m "not lab and not slow", on both cores)
 	@test -x $(PY) || { echo "no .venv yet: run make test (or make setup) once"; exit 1; }

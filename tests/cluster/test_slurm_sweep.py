@@ -67,8 +67,9 @@ def lab_lock_is_free() -> bool:
 
 def test_a_grid_sharded_over_a_slurm_array_merges_into_every_run_of_the_batch(slurm, tmp_path, lab_ready):
     """Rules: each array task runs its shard (every 2nd run of one order) and exits 0; the merge
-    has every run of the grid once, from the two shards; each run's utilization is within the
-    scenario's run-to-run spread of its case's mean; Flent reads the exported runs."""
+    has every run of the grid once, from the two shards; each trusted run's utilization is within
+    the scenario's run-to-run spread of its case's trusted mean, and an untrusted run names its
+    reason; Flent reads the exported runs."""
     # The tasks' ckcd-coex take the lab lock themselves: nothing here may hold it (tests/cluster
     # sorts before the tests whose session fixture holds it for the rest of the session).
     assert lab_lock_is_free(), f"the lab lock {LAB_LOCK_PATH} is held: the sweep's runs would wait on it"
@@ -98,7 +99,6 @@ def test_a_grid_sharded_over_a_slurm_array_merges_into_every_run_of_the_batch(sl
     assert {(e["scenario"], e["runs"]) for e in results["summary"]} == \
         {("cluster_grid_rtt10ms", REPEAT), ("cluster_grid_rtt20ms", REPEAT)}
     for entry in results["summary"]:
-        mine = [r["metrics"]["utilization"] for key, r in runs.items() if key.startswith(entry["scenario"] + "/")]
         trusted = [r["metrics"]["utilization"] for key, r in runs.items()
                    if key.startswith(entry["scenario"] + "/") and r["metrics"]["fidelity"]["trusted"]]
         # means and CIs over every trusted repeat, wherever it ran
@@ -106,9 +106,18 @@ def test_a_grid_sharded_over_a_slurm_array_merges_into_every_run_of_the_batch(sl
         if trusted:
             assert entry["utilization"]["mean"] == pytest.approx(sum(trusted) / len(trusted))
         assert (entry["utilization"]["ci95"] is not None) == (len(trusted) >= 2)
-        for u in mine:
-            assert u >= UTILIZATION_MIN and abs(u - sum(mine) / len(mine)) <= UTILIZATION_SPREAD, \
-                (entry["scenario"], mine)
+        # The traffic rule holds for runs the fidelity guard trusts; a run it does not trust (the
+        # hypervisor took the CPU: 42-47 % steal cost one CI run 0.11-0.18 of utilization) must
+        # say why instead.
+        for key, r in runs.items():
+            if not key.startswith(entry["scenario"] + "/"):
+                continue
+            if r["metrics"]["fidelity"]["trusted"]:
+                u = r["metrics"]["utilization"]
+                assert u >= UTILIZATION_MIN and abs(u - sum(trusted) / len(trusted)) <= UTILIZATION_SPREAD, \
+                    (key, trusted)
+            else:
+                assert r["metrics"]["fidelity"]["reasons"], f"{key} is untrusted without a reason"
     assert "merged from 2 shards" in (merged / "report.md").read_text()
 
     flent_dir = tmp_path / "flent"

@@ -51,6 +51,10 @@ DEFAULT_MODULES = ("veth", "sch_htb", "sch_choke", "sch_codel", "sch_red", "sch_
 # as fast as the one the traffic tests were tuned on could not fill their 20 Mbit/s links (13 of
 # 15.3 Mbit/s, measured on an Intel Xeon at 2.5 GHz against an AMD EPYC's 18-19).
 VCPUS = 2
+# TCG's default CPU plus RDRAND: the guest's kernel trusts it and seeds its random generator while
+# booting. Without it the generator became ready about 16 s in, under the tests' traffic, and the
+# kernel's live patch of its readiness switch once crashed a 6.12 guest (tests/kernel/test_kernel_lines).
+CPU = "qemu64,+rdrand"
 HOST_PROGRAMS = ("/usr/sbin/tc", "/usr/sbin/ip", "/usr/bin/kmod", "/usr/bin/iperf3", "/usr/sbin/ethtool")
 BUSYBOX = "/bin/busybox"
 EXIT_MARK = "@@CKCD-LAB-EXIT"
@@ -409,7 +413,7 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
     with tempfile.TemporaryDirectory(prefix="ckcd-lab-") as tmp:
         initrd = os.path.join(tmp, "initrd.gz")
         ver, kimage = _initrd(initrd, kernel, script, modules, extra_modules=extra_modules, files=files)
-        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", str(VCPUS),
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", str(VCPUS), "-cpu", CPU,
                "-nographic", "-no-reboot", "-nic", "none",
                "-kernel", kimage, "-initrd", initrd,
                "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1"]
@@ -516,7 +520,7 @@ class Vm:
         ver, kimage = _initrd(initrd, self.kernel, BOOT, self.modules, self.programs, self.data_files,
                               self.extra_modules, self.files, entries)
         fwd = ",".join(f"hostfwd=tcp:127.0.0.1:{h}-:{g}" for h, g in self.forwards.items())
-        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", str(VCPUS),
+        cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", str(VCPUS), "-cpu", CPU,
                "-nographic", "-no-reboot", "-netdev", f"user,id=n0,{fwd}",
                "-device", "virtio-net-pci,netdev=n0",
                "-kernel", kimage, "-initrd", initrd,
