@@ -182,6 +182,12 @@ def _depends(base: str, package: str) -> list[str]:
     return re.findall(r"([a-z0-9][a-z0-9.+-]+)(?:\s*\([^)]*\))?", m.group(1)) if m else []
 
 
+def line_apt(line: Line) -> list[str]:
+    """apt-get/apt-cache options for the lab's own apt files of the line's suite (lists refreshed
+    as for its images), for what else a test fetches from that suite."""
+    return apt_options(_suite_base(line.suite))
+
+
 def suite_version(line: Line) -> str:
     """The version the line's suite's linux-image-amd64 depends on today."""
     base = _suite_base(line.suite)

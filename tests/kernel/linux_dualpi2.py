@@ -1,0 +1,209 @@
+"""Linux's own sch_dualpi2.ko for a kernel the lab boots, built out of tree, for the DualPI2
+cross-check (test_kernel_lines.py; docs/kernel.md, "Cross-check: DualPI2 against Linux's").
+
+Debian's 7.3 kernel leaves CONFIG_NET_SCH_DUALPI2 unset, but the qdisc's source is the
+kernel's own net/sched/sch_dualpi2.c (in Linux from 6.17 on). It comes from that exact
+kernel's Debian source package, linux-source-M.N at the version of linux-image-V, fetched with
+`apt-get download` through the lab's own apt files for the line's suite (never installed). The
+one file is streamed out of the .deb's inner tarball by its member name (no glob, no temporary
+tree), kept in the cache, and built unmodified against linux-headers-V in the trixie root as
+kbuild.py builds sch_ckcd (`make -C /usr/src/linux-headers-V M=DIR modules`, with an
+`obj-m := sch_dualpi2.o` Kbuild of ours). The .deb (about 167 MB) is removed once the file is out.
+
+    CACHE_DIR/sch_dualpi2/V/sch_dualpi2.c   the kernel's file, as extracted
+    CACHE_DIR/sch_dualpi2/V/SOURCE          the package and version it came from
+    CACHE_DIR/sch_dualpi2/V/sch_dualpi2.ko  the module (vermagic V)
+    CACHE_DIR/sch_dualpi2/V/make.log        kbuild's output (a test holds it to no warning)
+
+One directory per kernel version: a version of the line other than the one built is removed,
+so a line that moves to a new kernel fetches and builds again. Any failure raises
+kernels.LabUnavailable saying what failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from tests.kernel import kbuild, kernels
+from tests.kernel.kernels import LabUnavailable, say
+
+# The kernel's qdisc appeared in 6.17.
+FIRST = (6, 17)
+MODULE = "sch_dualpi2"
+MEMBER = "net/sched/sch_dualpi2.c"
+# The Debian version of a package, as apt-cache reports it (no epoch: apt-get download would
+# write one as %3a into the file name, and no kernel package of ours has one).
+DEB_VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+~-]*")
+# A sane size for the one source file; a bigger stream is not the file we asked for.
+MAX_SOURCE = 1 << 20
+
+
+def cache_root() -> str:
+    return os.path.join(kernels.CACHE_DIR, MODULE)
+
+
+def _line_of(version: str) -> tuple[kernels.Line, str]:
+    """version's newer line, and its M.N, for a kernel that has sch_dualpi2."""
+    line = kernels.line_of(kernels.checked(version))
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if line is None or (major, minor) < FIRST:
+        raise LabUnavailable(f"Linux's sch_dualpi2 exists from {FIRST[0]}.{FIRST[1]} on, in the lab's 7.3 line; "
+                             f"not for {version}")
+    return line, f"{major}.{minor}"
+
+
+def _package_version(apt: list[str], package: str) -> str:
+    """The candidate version of package in the line's suite."""
+    res = subprocess.run(["apt-cache", *apt, "show", "--no-all-versions", package], text=True,
+                         capture_output=True)
+    m = re.search(r"^Version: (\S+)$", res.stdout, re.M)
+    if res.returncode or not m or not DEB_VERSION_RE.fullmatch(m.group(1)):
+        raise LabUnavailable(f"apt-cache show {package} gave no Debian version: "
+                             f"{(res.stderr or res.stdout).strip()[-300:]}")
+    return m.group(1)
+
+
+def _fetch_source(version: str, line: kernels.Line, mm: str, dest: str) -> str:
+    """The kernel's sch_dualpi2.c from linux-source-M.N (at linux-image-V's version) into dest;
+    returns what SOURCE records."""
+    apt = kernels.line_apt(line)
+    deb_version = _package_version(apt, f"linux-image-{version}")
+    package = f"linux-source-{mm}"
+    os.makedirs(cache_root(), exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="download-", dir=cache_root()) as work:
+        say(f"downloading {package}={deb_version} for Linux's {MEMBER} (apt-get download, about 167 MB; "
+            "not installed)")
+        res = subprocess.run(["apt-get", *apt, "download", f"{package}={deb_version}"], cwd=work, text=True,
+                             capture_output=True, timeout=1800)
+        deb = os.path.join(work, f"{package}_{deb_version}_all.deb")
+        if res.returncode or not os.path.isfile(deb) or os.path.islink(deb):
+            raise LabUnavailable(f"apt-get download {package}={deb_version} from {line.suite} failed "
+                                 f"(exit {res.returncode}): {res.stderr.strip()[-300:]}")
+        say(f"extracting {MEMBER} from {os.path.basename(deb)}")
+        _extract(deb, f"./usr/src/linux-source-{mm}.tar.xz", f"linux-source-{mm}/{MEMBER}", dest)
+    return f"{package} {deb_version} ({line.suite}), member linux-source-{mm}/{MEMBER}\n"
+
+
+def _extract(deb: str, tarball: str, member: str, dest: str) -> None:
+    """member of the tarball inside deb, streamed into dest: dpkg-deb | tar -xO | tar -xJO, each
+    tar given one exact member name (--no-wildcards), nothing unpacked on disk but dest."""
+    tmp = dest + ".part"
+    with open(tmp, "wb") as out:
+        deb_p = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        outer = subprocess.Popen(["tar", "-x", "-O", "--no-wildcards", "-f", "-", tarball], stdin=deb_p.stdout,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        inner = subprocess.Popen(["tar", "-x", "-J", "-O", "--no-wildcards", "-f", "-", member],
+                                 stdin=outer.stdout, stdout=out, stderr=subprocess.PIPE)
+        deb_p.stdout.close()
+        outer.stdout.close()
+        errors = [(name, p.wait(timeout=900), p.stderr.read().decode(errors="replace").strip())
+                  for name, p in (("tar (source tree)", inner), ("tar (.deb)", outer), ("dpkg-deb", deb_p))]
+    failed = [f"{name} exit {rc}: {err[-200:]}" for name, rc, err in errors if rc]
+    size = os.path.getsize(tmp)
+    with open(tmp, "rb") as f:
+        head = f.read(64)
+    if failed or not 0 < size <= MAX_SOURCE or not head.startswith(b"// SPDX-License-Identifier:"):
+        os.unlink(tmp)
+        raise LabUnavailable(f"{member} did not come out of {os.path.basename(deb)} "
+                             f"({size} bytes; {'; '.join(failed) or 'not the kernel source file'})")
+    os.replace(tmp, dest)
+
+
+def _build(version: str, src: str, ko: str, log: str) -> None:
+    """src built against version's headers in the trixie root, in a directory of /tmp (which the
+    root binds); the module to ko, kbuild's output to log."""
+    from tests.platform import trixie
+
+    kbuild.ensure_headers(version)
+    with tempfile.TemporaryDirectory(prefix="ckcd-dualpi2-", dir="/tmp") as build:
+        shutil.copyfile(src, os.path.join(build, f"{MODULE}.c"))
+        with open(os.path.join(build, "Kbuild"), "w") as f:
+            f.write(f"obj-m := {MODULE}.o\n")
+        try:
+            cmd = trixie.command(["make", "-C", kbuild.headers_dir(version), f"M={build}", "modules"], cwd=build)
+        except trixie.ChrootUnavailable as e:
+            raise LabUnavailable(f"building {MODULE} for {version}: {e}") from None
+        res = subprocess.run(cmd, text=True, capture_output=True, timeout=900)
+        with open(log, "w") as f:
+            f.write(res.stdout + res.stderr)
+        built = os.path.join(build, f"{MODULE}.ko")
+        if res.returncode or not os.path.isfile(built):
+            raise LabUnavailable(f"make {MODULE}.ko for {version} failed (exit {res.returncode}):\n"
+                                 f"{(res.stdout + res.stderr)[-3000:]}")
+        shutil.copyfile(built, ko + ".tmp")
+        os.replace(ko + ".tmp", ko)
+
+
+def _prune(line: kernels.Line, keep: str) -> None:
+    """The line's other versions' directories (a line that moved on)."""
+    for name in os.listdir(cache_root()):
+        path = os.path.join(cache_root(), name)
+        if name != keep and re.fullmatch(line.pattern, name) and os.path.isdir(path) and not os.path.islink(path):
+            say(f"removing {MODULE} of {name} ({line.name} is {keep} now)")
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked():
+    os.makedirs(cache_root(), exist_ok=True)
+    with open(os.path.join(cache_root(), ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def sch_dualpi2(version: str | None = None) -> str:
+    """The path of Linux's sch_dualpi2.ko built for version (default: the 7.3 line's kernel
+    today), fetched and built on first use, cached per kernel version after that."""
+    version = kernels.checked(version or kernels.resolve("7.3"))
+    line, mm = _line_of(version)
+    with _locked():
+        vdir = os.path.join(cache_root(), version)
+        src, ko = os.path.join(vdir, f"{MODULE}.c"), os.path.join(vdir, f"{MODULE}.ko")
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            if kbuild.modinfo(ko).get("vermagic", [""])[0].split()[:1] == [version]:
+                return ko
+        os.makedirs(vdir, exist_ok=True)
+        if not os.path.isfile(os.path.join(vdir, "SOURCE")) or not os.path.isfile(src):
+            origin = _fetch_source(version, line, mm, src)
+            with open(os.path.join(vdir, "SOURCE"), "w") as f:
+                f.write(origin)
+        say(f"building Linux's {MODULE}.ko for {version} (unmodified, out of tree)")
+        _build(version, src, ko, os.path.join(vdir, "make.log"))
+        _prune(line, version)
+        return ko
+
+
+def make_log(ko: str) -> str:
+    """kbuild's output of the build that made ko (sch_dualpi2's return value)."""
+    with open(os.path.join(os.path.dirname(ko), "make.log")) as f:
+        return f.read()
+
+
+# As datapath/kernel/Makefile builds q_ckcd.so: warnings are errors.
+PLUGIN_CFLAGS = ("-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fPIC")
+
+
+def plugin(repo: str) -> str:
+    """tests/kernel/build/q_dualpi2.so, our tc plugin for kind dualpi2 (tests/kernel/q_dualpi2.c),
+    built against the host's tc headers (the iproute2 source the lab fetches for q_ckcd.so), which
+    every lab boot runs; its path."""
+    from tests.kernel import lab
+
+    src = lab.ensure_iproute2_src()
+    out_dir = os.path.join(repo, "tests", "kernel", "build")
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, "q_dualpi2.so")
+    res = subprocess.run(["cc", *PLUGIN_CFLAGS, "-I", os.path.join(src, "include"), "-I", os.path.join(src, "tc"),
+                          "-shared", "-o", out + ".tmp", os.path.join(repo, "tests", "kernel", "q_dualpi2.c")],
+                         text=True, capture_output=True)
+    if res.returncode:
+        raise RuntimeError(f"building q_dualpi2.so failed:\n{res.stdout}{res.stderr}")
+    os.replace(out + ".tmp", out)
+    return out
