@@ -406,8 +406,9 @@ uint32_t aqm_band_qlen_pkts(const struct aqm_queue *q, unsigned band)
 	return band == 0 ? q->qlen_pkts : 0;
 }
 
-/* "<name> k=v k=v ..." with every parameter, defaults filled in. */
-static size_t describe_params(const struct aqm_queue *q, char *buf, size_t len, size_t pos)
+/* "<name> k=v k=v ..." with every parameter, defaults filled in, but those
+ * whose bit is set in skip. */
+size_t aqm_describe_except(const struct aqm_queue *q, char *buf, size_t len, size_t pos, uint32_t skip)
 {
 	unsigned i;
 
@@ -415,7 +416,7 @@ static size_t describe_params(const struct aqm_queue *q, char *buf, size_t len, 
 	for (i = 0; i < q->ops->nparams; i++) {
 		const struct aqm_param *p = &q->ops->params[i];
 
-		if (p->kind != AQM_PARAM_INT)
+		if (p->kind != AQM_PARAM_INT || (skip & (1u << i)))
 			continue;
 		pos = aqm_put_str(buf, len, pos, " ");
 		pos = aqm_put_str(buf, len, pos, p->name);
@@ -439,7 +440,7 @@ size_t aqm_describe(const struct aqm_queue *q, char *buf, size_t len)
 	if (q->ops->describe)
 		pos = q->ops->describe(q, buf, len, 0);
 	else
-		pos = describe_params(q, buf, len, 0);
+		pos = aqm_describe_except(q, buf, len, 0, 0);
 	return clamp_len(pos, len);
 }
 
@@ -447,7 +448,7 @@ size_t aqm_describe_at(const struct aqm_queue *q, char *buf, size_t len, size_t 
 {
 	if (q->ops->describe)
 		return q->ops->describe(q, buf, len, pos);
-	return describe_params(q, buf, len, pos);
+	return aqm_describe_except(q, buf, len, pos, 0);
 }
 
 size_t aqm_describe_len(const struct aqm_queue *q)

@@ -113,6 +113,10 @@ int aqm_parse_spec(const char *spec, size_t speclen, const struct aqm_ops **ops,
 /* Create from a spec of known length (bands creates children this way). */
 /* aqm.c: a queue's describe output appended at pos (bands describes children) */
 size_t aqm_describe_at(const struct aqm_queue *q, char *buf, size_t len, size_t pos);
+/* aqm.c: the name and every number parameter as "k=v", but those whose bit
+ * (1 << index) is set in skip: the describe of a discipline whose spec may
+ * not give two parameters together (dualpi2's step in time or in packets) */
+size_t aqm_describe_except(const struct aqm_queue *q, char *buf, size_t len, size_t pos, uint32_t skip);
 struct aqm_queue *aqm_create_n(const char *spec, size_t speclen, const struct aqm_env *env,
 			       struct aqm_error *err);
 
@@ -278,6 +282,11 @@ void aqm_err_clear(struct aqm_error *err);
 void aqm_err(struct aqm_error *err, enum aqm_err_code code, const char *a, const char *b, const char *c);
 void aqm_err_at(struct aqm_error *err, enum aqm_err_code code, const struct aqm_ops *ops, int param,
 		int other);
+/* A refusal that a discipline's init finds: the code, the parameters (other:
+ * -1 for none) and the message "<disc>: parameter '<name>' <what>" (what names
+ * the other parameter, if any). */
+void aqm_err_param(struct aqm_error *err, enum aqm_err_code code, const struct aqm_ops *ops, int param,
+		   int other, const char *what);
 int aqm_param_index(const struct aqm_ops *ops, const char *name);
 /* aqm.c: empty the discipline's estimators after a flush (ops->restart) */
 void aqm_restart(struct aqm_queue *q);

@@ -195,6 +195,19 @@ void aqm_err_at(struct aqm_error *err, enum aqm_err_code code, const struct aqm_
 	err->other = other;
 }
 
+void aqm_err_param(struct aqm_error *err, enum aqm_err_code code, const struct aqm_ops *ops, int param,
+		   int other, const char *what)
+{
+	size_t pos;
+
+	aqm_err_at(err, code, ops, param, other);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), 0, ops->name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ": parameter '");
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, ops->params[param].name);
+	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' ");
+	aqm_put_str(AQM_ERR_TEXT(err), pos, what);
+}
+
 /* ---- the registry -------------------------------------------------------- */
 
 /* Adding a discipline: one file defining aqm_<name>_ops, one line here. */

@@ -216,14 +216,8 @@ static void observe(struct hdcodel *h, uint32_t key)
 
 static void param_err(struct aqm_error *err, unsigned param, const char *what)
 {
-	size_t pos;
-
 	/* each of these clashes with the mode chosen */
-	aqm_err_at(err, AQM_ERR_CONFLICT, &aqm_hdcodel_ops, (int)param, P_MODE);
-	pos = aqm_put_str(AQM_ERR_TEXT(err), 0, "hdcodel: parameter '");
-	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, hd_params[param].name);
-	pos = aqm_put_str(AQM_ERR_TEXT(err), pos, "' ");
-	aqm_put_str(AQM_ERR_TEXT(err), pos, what);
+	aqm_err_param(err, AQM_ERR_CONFLICT, &aqm_hdcodel_ops, (int)param, P_MODE, what);
 }
 
 /* A TEXT parameter's word, as its index in words; -1 (err set) if none. */

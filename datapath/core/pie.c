@@ -26,23 +26,21 @@
  * refilled, with the rate measurement restarted, once two updates in a row
  * saw qdelay below target/2 and p is 0 (Linux).
  *
- * The core has no timers: the update is run lazily, at the next enqueue or
- * dequeue, once for every tupdate period that has ended since the last one,
- * each on the queue as it was (nothing changes a queue between its enqueues
- * and dequeues), so an idle queue decays exactly as a timer would decay it.
- * A run of updates stops early once one leaves the state unchanged (the next
- * would too: nothing else moves); more than PIE_CATCH_UP updates at once
- * (a link stalled for a minute) are cut there. Probabilities are Q56 as
- * Linux's (1.0 = 2^56 - 1); delays in ns.
+ * The core has no timers: the update is run lazily (lazy_update.h), at the
+ * next enqueue or dequeue, once for every tupdate period that has ended since
+ * the last one, each on the queue as it was, so an idle queue decays exactly
+ * as a timer would decay it. A run of updates stops early once one leaves the
+ * state unchanged (the next would too: qdelay is the last dequeue's, so
+ * nothing else moves). Probabilities are Q56 as Linux's (1.0 = 2^56 - 1);
+ * delays in ns.
  */
-#include "aqm_impl.h"
+#include "lazy_update.h"
 
 #define PIE_P_ONE ((UINT64_C(1) << 56) - 1)
 #define PIE_PERCENT (PIE_P_ONE / 100)
 #define PIE_QUEUE_THRESHOLD 16384 /* bytes: what the rate is measured over (Linux, RFC 8033 5.1) */
 #define PIE_DELAY_MAX ((UINT64_C(1) << 34) - 1) /* ns (~17 s): alpha x delay stays inside 63 bits */
 #define PIE_DELAY_HIGH (250 * AQM_NSEC_PER_MSEC) /* above it p rises 2 % more per update (Linux) */
-#define PIE_CATCH_UP 8192 /* updates run at once, at most: 2 min of 15 ms periods */
 
 enum { P_LIMIT, P_TARGET, P_TUPDATE, P_ALPHA, P_BETA, P_MAX_BURST, P_ECN, P_BYTEMODE, P_DQ_RATE,
        NPARAMS };
@@ -81,10 +79,10 @@ struct pie {
 	uint32_t limit, maxpacket;
 	uint64_t target_ns, tupdate_ns, max_burst_ns;
 	uint64_t alpha, beta; /* Q56 probability per ns of delay */
-	uint8_t bytemode, dq_rate, started;
-	uint64_t next_update_ns;
+	uint8_t bytemode, dq_rate;
+	struct aqm_lazy clock; /* every tupdate */
 	struct pie_vars v;
-	uint64_t updates, early_drops, marks, overlimit, maxq;
+	uint64_t early_drops, marks, overlimit, maxq;
 };
 
 /* Hz (4 decimals) -> probability per ns of delay, Q56 */
@@ -110,6 +108,7 @@ static int pie_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_er
 	p->limit = (uint32_t)a->v[P_LIMIT];
 	p->target_ns = (uint64_t)a->v[P_TARGET] * 1000;
 	p->tupdate_ns = (uint64_t)a->v[P_TUPDATE] * 1000;
+	p->clock.period_ns = p->tupdate_ns;
 	p->max_burst_ns = (uint64_t)a->v[P_MAX_BURST] * 1000;
 	p->alpha = per_ns(a->v[P_ALPHA]);
 	p->beta = per_ns(a->v[P_BETA]);
@@ -199,37 +198,27 @@ static int vars_equal(const struct pie_vars *a, const struct pie_vars *b)
 	       a->avg_rate == b->avg_rate && a->measuring == b->measuring;
 }
 
-/* Every update due by now, on the queue as it stands (see the top). The
- * first event starts the clock: the first update is tupdate after it. */
-static void pie_catch_up(struct aqm_queue *q, struct pie *p, uint64_t now_ns)
+/* One tupdate period's update (lazy_update.h's callback, ctx the queue): 0
+ * once it changed nothing, since the next would not either. */
+static int pie_period(void *ctx, uint64_t end_ns)
 {
-	unsigned n;
+	struct aqm_queue *q = ctx;
+	struct pie *p = aqm_priv(q);
+	struct pie_vars before = p->v;
 
-	if (!p->started) {
-		p->started = 1;
-		p->next_update_ns = now_ns + p->tupdate_ns;
-		return;
-	}
-	for (n = 0; n < PIE_CATCH_UP && p->next_update_ns <= now_ns; n++) {
-		struct pie_vars before = p->v;
+	(void)end_ns;
+	pie_update(p, q->qlen_bytes);
+	return !vars_equal(&before, &p->v);
+}
 
-		pie_update(p, q->qlen_bytes);
-		p->next_update_ns += p->tupdate_ns;
-		p->updates++;
-		if (vars_equal(&before, &p->v))
-			break;
-	}
-	if (p->next_update_ns <= now_ns) { /* the periods left change nothing (or are cut) */
-		uint64_t left = (now_ns - p->next_update_ns) / p->tupdate_ns + 1;
-
-		p->next_update_ns += left * p->tupdate_ns;
-		p->updates += left;
-	}
+static __attribute__((noinline)) void pie_catch_up(struct aqm_queue *q, struct pie *p, uint64_t now_ns)
+{
+	aqm_lazy_catch_up(&p->clock, now_ns, q, pie_period);
 }
 
 static inline void pie_tick(struct aqm_queue *q, struct pie *p, uint64_t now_ns)
 {
-	if (now_ns >= p->next_update_ns)
+	if (aqm_lazy_due(&p->clock, now_ns))
 		pie_catch_up(q, p, now_ns);
 }
 
@@ -374,7 +363,7 @@ static size_t pie_xstats(const struct aqm_queue *q, char *buf, size_t len, size_
 	pos = aqm_put_kv(buf, len, pos, "qdelay_old_us", p->v.qdelay_old_ns / 1000);
 	pos = aqm_put_kv(buf, len, pos, "burst_us", p->v.burst_ns / 1000);
 	pos = aqm_put_kv(buf, len, pos, "avg_dq_rate", p->v.avg_rate);
-	pos = aqm_put_kv(buf, len, pos, "updates", p->updates);
+	pos = aqm_put_kv(buf, len, pos, "updates", p->clock.runs);
 	pos = aqm_put_kv(buf, len, pos, "maxq", p->maxq);
 	pos = aqm_put_kv(buf, len, pos, "overlimit", p->overlimit);
 	pos = aqm_put_kv(buf, len, pos, "early_drops", p->early_drops);
