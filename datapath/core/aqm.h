@@ -8,7 +8,7 @@
  *
  * A queue is one instance of a discipline (aqm_discipline_names() lists
  * them: droptail, red, codel, hdcodel, choke, sred, fred, sfb, care, ckcd,
- * cocoa, fq_codel, pie, bands). It is created from a text spec such as
+ * cocoa, fq_codel, pie, dualpi2, bands). It is created from a text spec such as
  *     "ckcd limit=80 delta_ms=100 d_ms=5"
  * parsed and validated in one place (aqm_params.c) against the discipline's
  * parameter table; per-packet code never re-validates.
@@ -22,7 +22,7 @@
 /* Every drop has a reason and a counter (cf. sch_choke's early/pdrop/matched). */
 enum aqm_drop_reason {
 	AQM_DROP_OVERFLOW = 0, /* buffer full: tail drop */
-	AQM_DROP_EARLY,        /* probabilistic/forced drop on enqueue (RED, CHOKe, CKCD q_avg) */
+	AQM_DROP_EARLY,        /* probabilistic/forced drop on enqueue (RED, CHOKe, CKCD q_avg; DualPI2's PI2, at dequeue) */
 	AQM_DROP_CHOKE_MATCH,  /* random comparison matched: both packets (CHOKe, CKCD) */
 	AQM_DROP_DELAY,        /* dequeue drop: sojourn above (per-flow) target (CoDel, CKCD d_th) */
 	AQM_DROP_PENALTY,      /* drop inside a band marked as the penalized band */
@@ -246,6 +246,7 @@ enum {
 	AQM_XS_FLOWS = 1u << 0,      /* active_flows */
 	AQM_XS_FAIR_SHARE = 1u << 1, /* fair_share_bps */
 	AQM_XS_QAVG = 1u << 2,       /* q_avg_milli */
+	AQM_XS_PROB = 1u << 3,       /* prob_e9 */
 };
 
 struct aqm_xstats {
@@ -253,6 +254,10 @@ struct aqm_xstats {
 	uint32_t active_flows;   /* flows counted as active now (CKCD's I, FRED's Nactive) */
 	uint64_t fair_share_bps; /* CKCD's C / I */
 	uint64_t q_avg_milli;    /* the averaged queue (RED's avg, CKCD's q_avg), packets x 1000 */
+	/* The probability the discipline's controller holds (DualPI2's base
+	 * probability p'), x 10^9. Added last: the fields above keep their
+	 * offsets. */
+	uint64_t prob_e9;
 };
 
 void aqm_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out);

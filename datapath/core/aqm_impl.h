@@ -104,7 +104,7 @@ extern const struct aqm_ops aqm_droptail_ops, aqm_red_ops, aqm_codel_ops,
 	aqm_choke_ops, aqm_ckcd_ops, aqm_bands_ops, aqm_cocoa_ops;
 extern const struct aqm_ops aqm_hdcodel_ops;
 extern const struct aqm_ops aqm_sred_ops, aqm_fred_ops, aqm_sfb_ops, aqm_care_ops;
-extern const struct aqm_ops aqm_fq_codel_ops, aqm_pie_ops;
+extern const struct aqm_ops aqm_fq_codel_ops, aqm_pie_ops, aqm_dualpi2_ops;
 
 /* aqm_params.c */
 const struct aqm_ops *aqm_find_ops(const char *name, size_t len);

@@ -225,6 +225,7 @@ static const struct aqm_ops *const registry[] = {
 	&aqm_cocoa_ops,
 	&aqm_fq_codel_ops,
 	&aqm_pie_ops,
+	&aqm_dualpi2_ops,
 	&aqm_bands_ops,
 };
 #define NREGISTRY (sizeof(registry) / sizeof(registry[0]))

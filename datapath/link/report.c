@@ -97,7 +97,8 @@ static char text_buf[1 << 17];
 
 /* "state": the numbers the core gives typed (aqm_get_xstats, or a band's
  * aqm_band_xstats), only those it flags: {"active_flows": N,
- * "fair_share_bps": N, "q_avg": X} (q_avg in packets). */
+ * "fair_share_bps": N, "q_avg": X, "prob": P} (q_avg in packets, prob
+ * dualpi2's p'). */
 static void put_state(struct jbuf *b, const struct aqm_xstats *xs)
 {
 	jb_key(b, "state");
@@ -108,6 +109,8 @@ static void put_state(struct jbuf *b, const struct aqm_xstats *xs)
 		jb_ku64(b, "fair_share_bps", xs->fair_share_bps);
 	if (xs->flags & AQM_XS_QAVG)
 		jb_kdbl(b, "q_avg", (double)xs->q_avg_milli / 1000.0);
+	if (xs->flags & AQM_XS_PROB)
+		jb_kdbl(b, "prob", (double)xs->prob_e9 / 1e9);
 	jb_obj_close(b);
 }
 

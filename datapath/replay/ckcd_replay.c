@@ -256,7 +256,7 @@ static void print_stats_obj(const struct aqm_stats *s)
 static char textbuf[1 << 20];
 
 /* The typed state as ckcd-link's report gives it: only the flagged fields,
- * q_avg in packets. */
+ * q_avg in packets, prob (dualpi2's p') with 9 decimals. */
 static void print_state(const struct aqm_xstats *xs)
 {
 	const char *sep = "";
@@ -270,9 +270,14 @@ static void print_state(const struct aqm_xstats *xs)
 		printf("%s\"fair_share_bps\":%" PRIu64, sep, xs->fair_share_bps);
 		sep = ",";
 	}
-	if (xs->flags & AQM_XS_QAVG)
+	if (xs->flags & AQM_XS_QAVG) {
 		printf("%s\"q_avg\":%" PRIu64 ".%03u", sep, xs->q_avg_milli / 1000,
 		       (unsigned)(xs->q_avg_milli % 1000));
+		sep = ",";
+	}
+	if (xs->flags & AQM_XS_PROB)
+		printf("%s\"prob\":%" PRIu64 ".%09u", sep, xs->prob_e9 / 1000000000,
+		       (unsigned)(xs->prob_e9 % 1000000000));
 	putchar('}');
 }
 

@@ -164,7 +164,8 @@ def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
 # a value at one end of its range is tried with the parameters before it at their minimum and
 # those after it at their maximum, so it is judged on its own, not against another's default.
 CHAINS = {"red": [("min", "max", "limit")], "choke": [("min", "max", "limit")], "fred": [("min", "max", "limit")],
-          "ckcd": [("qmin", "qmax", "limit"), ("dth_min_ms", "dth_max_ms")]}
+          "ckcd": [("qmin", "qmax", "limit"), ("dth_min_ms", "dth_max_ms")],
+          "dualpi2": [("step_thresh_pkts", "limit"), ("min_qlen_step", "limit"), ("mtu", "memory_limit")]}
 ALSO = {("hdcodel", "heavy_key"): {"mode": "static"}}  # a heavy key is static mode's only
 BANDS_CHILDREN = " | droptail" * 8  # room for `default` and `penalized` up to band 7
 
