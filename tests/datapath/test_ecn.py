@@ -49,7 +49,7 @@ def test_harddrop_drops_above_max_but_still_marks_between_the_thresholds():
 
 @pytest.mark.parametrize("spec", ["red ecn=1", "codel ecn=1", "choke ecn=1", "sred ecn=1", "fred ecn=1",
                                   "sfb ecn=1", "hdcodel ecn=1", "ckcd ecn=1", "fq_codel ecn=1",
-                                  "pie ecn=1 max_burst_ms=0"])
+                                  "pie ecn=1 max_burst_ms=0", "dualpi2 ecn=1"])
 def test_not_ect_packets_are_never_marked(spec):
     """Rule: ecn=1 changes nothing for Not-ECT packets (a non-IP frame is Not-ECT): every
     verdict is the one ecn=0 gives, packet by packet."""
@@ -58,6 +58,26 @@ def test_not_ect_packets_are_never_marked(spec):
     assert not on.marked()
     assert verdicts(on) == verdicts(off)
     assert on.dropped(), "the trace overloads the link: there is something to mark"
+
+
+def test_dualpi2_marks_classic_ect_with_p_squared_and_l4s_whatever_ecn_says():
+    """Rule (sch_dualpi2, docs/baselines.md): in C an ECN-capable packet (ECT(0)) is marked
+    where a Not-ECT one is dropped (ecn=1, Linux's behaviour and our default; ecn=0 drops it
+    instead); L (ECT(1)) is always marked, never dropped below overload. With drop_overload=0
+    p' stays at 1/k, so there is no overload; with it (the default) an overloaded queue drops
+    classic ECT packets too, and L's."""
+    trace = merge(with_ecn(poisson(1, 70e6, 0, SEC, seed=11), ECT0), with_ecn(poisson(2, 40e6, 0, SEC, seed=12), 1),
+                  poisson(3, 20e6, 0, SEC, seed=13))
+    marked = run(trace, "dualpi2 limit=100000 drop_overload=0", rate_bps=C)
+    dropped = run(trace, "dualpi2 limit=100000 drop_overload=0 ecn=0", rate_bps=C)
+    for r in (marked, dropped):
+        assert len(r.marked("early", 2)) > 1000 and not r.dropped(flow=2)
+        assert r.dropped("early", 3) and not r.marked(flow=3)
+    assert len(marked.marked("early", 1)) > 500 and not marked.dropped(flow=1)
+    assert len(dropped.dropped("early", 1)) > 500 and not dropped.marked(flow=1)
+    assert all(p["ecn"] == CE for p in marked.marked())
+    overload = run(trace, "dualpi2 limit=100000", rate_bps=C)
+    assert overload.dropped("early", 1) and overload.dropped("early", 2)
 
 
 def test_an_arrival_already_ce_counts_as_marked():

@@ -18,7 +18,8 @@ def burst(n=50, flow=1):
                                  "choke limit=80 min=0 max=2", "ckcd limit=80 qmin=1 qmax=2 d_ms=0.001 delta_ms=0.001",
                                  "bands weights=1,1 map=46:1 | codel | droptail",
                                  "fq_codel target_ms=0.001 interval_ms=0.001 ce_threshold_ms=0.001",
-                                 "pie target_ms=0.001 tupdate_ms=1 max_burst_ms=0"])
+                                 "pie target_ms=0.001 tupdate_ms=1 max_burst_ms=0",
+                                 "dualpi2 target_ms=0 tupdate_ms=1 alpha=50000 beta=50000 step_thresh_ms=0"])
 def test_queued_packets_survive_reconfigure(new):
     r = run(burst(), "droptail limit=80", rate_bps=C, extra=["--reconfigure", f"{20 * MS}:{new}"])
     rc = r.reconfigures[0]

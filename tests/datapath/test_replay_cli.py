@@ -68,6 +68,17 @@ from replaylib import REPLAY, SEC, merge, poisson, run_raw
     ("pie limit=0", ["limit", "out of range"]),
     ("pie bytemode=2", ["bytemode", "out of range"]),
     ("pie dq_rate_estimator=2", ["dq_rate_estimator", "out of range"]),
+    ("dualpi2 limit=0", ["limit", "out of range"]),
+    ("dualpi2 coupling=256", ["coupling", "out of range"]),
+    ("dualpi2 c_protection=101", ["c_protection", "out of range"]),
+    ("dualpi2 ecn_mask=4", ["ecn_mask", "out of range"]),
+    ("dualpi2 beta=0.00001", ["beta", "decimal"]),
+    ("dualpi2 mtu=63", ["mtu", "out of range"]),
+    ("dualpi2 memory_limit=4294967296", ["memory_limit", "out of range"]),
+    ("dualpi2 drop_overload=2", ["drop_overload", "out of range"]),
+    ("dualpi2 drop_early=2", ["drop_early", "out of range"]),
+    ("dualpi2 step_thresh_pkts=3 step_thresh_ms=1", ["'step_thresh_pkts'", "'step_thresh_ms'"]),
+    ("dualpi2 split_gso=1", ["unknown parameter", "split_gso"]),
     ("bands weights=1,0 | droptail | droptail", ["weights"]),
     ("bands weights=1,1,1 | droptail | droptail", ["weights"]),
     ("bands map=64:1 | droptail | droptail", ["map"]),
@@ -115,6 +126,8 @@ def refusal(spec):
     ("red min=60 max=20", dict(code="conflict", discipline="red", param="max", other="min", band=None)),
     ("ckcd dth_min_ms=10 dth_max_ms=5",
      dict(code="conflict", discipline="ckcd", param="dth_min_ms", other="dth_max_ms", band=None)),
+    ("dualpi2 step_thresh_pkts=3 step_thresh_ms=1",
+     dict(code="conflict", discipline="dualpi2", param="step_thresh_pkts", other="step_thresh_ms", band=None)),
     # in a band: the band's discipline and index
     ("bands | droptail limit=0 | droptail",
      dict(code="range", discipline="droptail", param="limit", other=None, band=0)),
@@ -133,6 +146,7 @@ def test_describe_prints_the_typed_refusal_as_json(spec, typed):
 @pytest.mark.parametrize("spec", ["droptail", "red", "codel", "choke", "ckcd", "hdcodel", "sred", "fred", "sfb", "care",
                                   "fq_codel", "pie", "fq_codel ce_threshold_ms=0.5 ecn=1 flows=65536",
                                   "pie alpha=0.0625 beta=2 dq_rate_estimator=1 bytemode=1",
+                                  "dualpi2", "dualpi2 step_thresh_pkts=5 ecn_mask=3 drop_early=1 drop_overload=0 ecn=0",
                                   "hdcodel mode=static heavy_key=4294967295 key=flow thin=counter spare=hold p=0",
                                   "bands weights=1,3 map=46:1,10:1 default=0 penalized=1 | ckcd limit=80 | droptail limit=20"])
 def test_describe_lists_every_parameter_and_round_trips(spec):
@@ -145,7 +159,7 @@ def test_describe_lists_every_parameter_and_round_trips(spec):
 
 
 @pytest.mark.parametrize("spec, limit", [("ckcd", 80), ("cocoa limit=80 flow_limit=40", 80), ("hdcodel", 1000),
-                                         ("fq_codel", 10240), ("pie", 1000),
+                                         ("fq_codel", 10240), ("pie", 1000), ("dualpi2", 10000),
                                          ("bands | ckcd limit=40 | droptail limit=25 | red", 145)])
 def test_limit_pkts_is_the_most_a_queue_holds(spec, limit):
     """aqm_limit_pkts, which sizes sch_ckcd's descriptor pool: a discipline's `limit` (not

@@ -267,7 +267,7 @@ step drain_two_show $IP netns exec r $TC -s qdisc show dev rb
 step drain_two_nonwc_after nonwc
 $IP netns exec r $TC qdisc del dev rb root
 # Every discipline of the core as a leaf under UDP overload, then 200 changes under load.
-for d in droptail red codel hdcodel choke sred fred sfb care ckcd cocoa fq_codel pie "spec bands|ckcd|droptail"; do
+for d in droptail red codel hdcodel choke sred fred sfb care ckcd cocoa fq_codel pie dualpi2 "spec bands|ckcd|droptail"; do
   case $d in spec*) leaf="ckcd spec ${d#spec }";; *) leaf="ckcd disc $d";; esac
   $IP netns exec r $TC qdisc add dev rb root handle 1: htb default 1 &&
   $IP netns exec r $TC class add dev rb parent 1: classid 1:1 htb rate 10mbit ceil 10mbit &&
@@ -715,7 +715,7 @@ def test_unknown_discipline_names_the_known_ones(vm):
     """Rule: the refusal of an unknown discipline lists the core's own names (aqm_discipline_names)."""
     out = step(vm, "unknown_disc", rc=2)
     assert "unknown discipline in the spec (known: droptail red codel hdcodel choke sred fred sfb care " \
-           "ckcd cocoa fq_codel pie bands)" in out, out
+           "ckcd cocoa fq_codel pie dualpi2 bands)" in out, out
 
 
 def test_change_keeps_what_it_is_not_told(vm):
@@ -831,7 +831,7 @@ def test_every_discipline_under_traffic_and_changes_under_load(vm):
     """Rule: every core discipline runs as an HTB leaf under UDP overload, and 200 changes of
     limit, discipline and bands under UDP and TCP load are all accepted."""
     lines = step(vm, "every_disc_result").splitlines()
-    assert len(lines) == 14 and not any("FAILED" in line for line in lines), lines
+    assert len(lines) == 15 and not any("FAILED" in line for line in lines), lines
     for line in lines:
         m = re.search(r"Sent \d+ bytes (\d+) pkt", line)
         assert m and int(m.group(1)) > 100, line
