@@ -50,6 +50,10 @@ CASES = {
     "pie": "pie limit=80",
     "fqc_10240": "fq_codel",
     "pie_1000": "pie",
+    # DualPI2 (docs/baselines.md): the bench's packets are Not-ECT, so all of them take the C
+    # queue (p' squared, the credit with L empty); at 80 packets and at Linux's 10000
+    "dualpi2": "dualpi2 limit=80",
+    "dualpi2_10000": "dualpi2",
     "bands": "bands weights=1,1 map=46:1 | ckcd limit=80 | droptail limit=80",
 }
 FLOWS = (2, 100)
