@@ -13,8 +13,11 @@ setup-tests:      ## setup, plus what only the tests need (clang for the fuzz ta
 OSKEN_LEG := tests/platform tests/integration/test_forwarding.py tests/integration/test_rest.py \
 	tests/integration/test_heavy_hitters.py tests/integration/test_observe.py tests/integration/test_readme_commands.py
 
+# The tests that need no lab run on both cores (a file's tests on one core: test_sanitized's builds
+# share a directory); then the lab's, one at a time, as the lab lock has them anyway.
 test: setup-tests ## every test: unit, algorithm (also under ASan/UBSan and libFuzzer), integration (real OVS, ryu-manager, Mininet, iperf3, ckcd-link) and the kernel lab (sch_ckcd, OVS's kernel datapath in a qemu VM); then the controller's under os-ken on Python 3.13; what CI runs
-	$(PY) -m pytest --durations=40
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15 -m "not lab"
+	$(PY) -m pytest --durations=40 -m lab
 	$(PY) -m pytest --durations=10 --os-ken-leg $(OSKEN_LEG)
 
 check:            ## the inner loop: unit, algorithm and replay tests, no root, no lab, no VM (pytest -m "not lab and not slow", on both cores)
