@@ -10,7 +10,8 @@
  * The options and units are those tc-dualpi2(8) documents:
  *   limit PACKETS            memlimit BYTES           target TIME   tupdate TIME
  *   alpha HZ  beta HZ        (sent x 256, rounded to the nearest 1/256 Hz)
- *   step_thresh TIME|NUMp    min_qlen_step PACKETS    coupling_factor 1..255
+ *   step_thresh TIME|PACKETS (a number and p, pkt(s) or packet(s))
+ *   min_qlen_step PACKETS    coupling_factor 1..255
  *   classic_protection 0..100[%] (c_protection: the same)
  *   l4s_ect | any_ect        drop_on_overload | overflow
  *   drop_dequeue | drop_enqueue                        split_gso | no_split_gso
@@ -76,7 +77,7 @@ static void explain(void)
 {
 	fprintf(stderr,
 		"Usage: ... dualpi2 [ limit PACKETS ] [ memlimit BYTES ] [ target TIME ] [ tupdate TIME ]\n"
-		"                   [ alpha HZ ] [ beta HZ ] [ step_thresh TIME|PACKETSp ] [ min_qlen_step PACKETS ]\n"
+		"                   [ alpha HZ ] [ beta HZ ] [ step_thresh TIME|NUMpackets ] [ min_qlen_step PACKETS ]\n"
 		"                   [ coupling_factor 1..255 ] [ classic_protection PERCENT ] [ l4s_ect | any_ect ]\n"
 		"                   [ drop_on_overload | overflow ] [ drop_dequeue | drop_enqueue ]\n"
 		"                   [ split_gso | no_split_gso ]\n"
@@ -187,6 +188,31 @@ static int time_us(const char *opt, const char *v, uint64_t min, uint32_t *out)
 	if (us < min)
 		return bad(opt, v, "is too small (at least 1us)");
 	*out = (uint32_t)us;
+	return 0;
+}
+
+/* PACKETS for step_thresh: a whole number with p, pkt, pkts, packet or
+ * packets (tc-dualpi2(8)'s spellings). 1 when v has none of them. */
+static int packets(const char *opt, const char *v, uint32_t *out)
+{
+	static const char *const sfx[] = { "p", "pkt", "pkts", "packet", "packets" };
+	uint64_t i, f;
+	int nf, big;
+	const char *end = decimal(v, &i, &f, &nf, &big);
+	size_t u;
+
+	if (!end)
+		return 1;
+	for (u = 0; u < sizeof(sfx) / sizeof(sfx[0]); u++)
+		if (!strcmp(end, sfx[u]))
+			break;
+	if (u == sizeof(sfx) / sizeof(sfx[0]))
+		return 1;
+	if (nf)
+		return bad(opt, v, "is not a whole number of packets");
+	if (big || i > UINT32_MAX)
+		return bad(opt, v, "is out of range 0..4294967295 packets");
+	*out = (uint32_t)i;
 	return 0;
 }
 
@@ -317,11 +343,11 @@ static int dualpi2_parse_opt(struct qdisc_util *qu, int argc, char **argv, struc
 				return -1;
 			attr = DP2_STEP_THRESH_US;
 			if (r > 0) {
-				size_t len = strlen(val);
-
-				if (!len || val[len - 1] != 'p')
-					return bad(opt, val, "is neither a time (s, ms, us) nor packets (a number and p)");
-				if (whole(opt, val, 0, UINT32_MAX, "p", &v))
+				r = packets(opt, val, &v);
+				if (r > 0)
+					return bad(opt, val, "is neither a time (s, ms, us) nor packets (a number and p, "
+						   "pkt(s) or packet(s))");
+				if (r < 0)
 					return -1;
 				attr = DP2_STEP_THRESH_PKTS;
 			}
