@@ -10,8 +10,10 @@ configuration kept, `change` keeps what it is not told and the queued packets, e
 discipline of the core is an HTB leaf under UDP overload, HTB leaves that drop at dequeue are
 drained with HTB's backlog consistent (the non-work-conserving case), a leaf's record of
 BBR+CUBIC replays through ckcd-replay to the same verdicts, the module unloads, and dmesg
-has no WARN, BUG or oops. Each test's id names its kernel line ([kernel-7.3]); the boot
-prints the exact version.
+has no WARN, BUG or oops. The 7.3 boot also cross-checks the core's DualPI2 against Linux's
+own sch_dualpi2 (in Linux from 6.17 on; Debian leaves it out, linux_dualpi2.py builds it), loaded
+before the script and configured through our q_dualpi2.so: a DCTCP and a CUBIC flow through
+each. Each test's id names its kernel line ([kernel-7.3]); the boot prints the exact version.
 
 A missing prerequisite (qemu, the trixie root, a kernel's headers or image) fails the test:
 `make test` installs or fetches all of them.
@@ -29,7 +31,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.datapath.replaylib import build as replay_bin
-from tests.kernel import kbuild, kernels, lab
+from tests.kernel import kbuild, kernels, lab, linux_dualpi2
 from tests.kernel.test_sch_ckcd import (EXPECTED_DMESG, ckcd_stats, htb_and_leaves, kernel_verdicts,
                                         replay_verdict, step)
 
@@ -239,27 +241,102 @@ step rec_dump sh -c "cat /sys/kernel/debug/sch_ckcd/*-rb-10"
 step rec_del $R qdisc del dev rb root
 step rec_gone sh -c "ls /sys/kernel/debug/sch_ckcd/"
 
+@@DUALPI2@@
 step cleanup sh -c "$IP netns del a; $IP netns del r; $IP netns del b"
 step unload rmmod sch_ckcd
 step lsmod sh -c "lsmod | grep -c sch_ckcd"
 step dmesg sh -c "dmesg | grep -E 'WARNING|BUG|Call Trace|KASAN|UBSAN|leak|Oops|ckcd|non-work-conserving' || true"
 """
 
+# The lines whose kernel has Linux's sch_dualpi2 (in Linux from 6.17 on): their boot also loads it
+# (this kernel's own net/sched/sch_dualpi2.c built out of tree: tests/kernel/linux_dualpi2.py) and
+# runs the DualPI2 cross-check, with tcp_dctcp in the initramfs.
+DUALPI2_LINES = ("7.3",)
+DUALPI2_MODULES = ("tcp_dctcp",)
+# RFC 9332's defaults, which are Linux's (target 15 ms, tupdate 16 ms, alpha 0.16 Hz and beta 3.2
+# Hz, a 1 ms step threshold in L, coupling k = 2, 10 % of the scheduler's weight for C), with
+# any_ect: DCTCP sends ECT(0), which Linux's default l4s_ect (ECT(1) only) would put in C. The
+# limit is the PIE cross-check's 1000 packets: the queue is held by the AQM, not by a tail.
+DUALPI2_LINUX = ("limit 1000 target 15ms tupdate 16ms alpha 0.16 beta 3.2 step_thresh 1ms coupling_factor 2 "
+                 "classic_protection 10 any_ect drop_on_overload drop_dequeue")
+# The same in the core's names and units (datapath/core/dualpi2.c); Linux keeps alpha and beta in
+# 1/256 Hz (41/256 and 819/256, 0.1 % off), the core in 1/10^4 Hz.
+DUALPI2_CORE = ("dualpi2 limit=1000 target_ms=15 tupdate_ms=16 alpha=0.16 beta=3.2 step_thresh_ms=1 coupling=2 "
+                "c_protection=10 ecn_mask=3 drop_overload=1 drop_early=0")
+DUALPI2_SECONDS = 12
+
+DUALPI2_SCRIPT = r"""
+# DualPI2: Linux's sch_dualpi2 (loaded before the script) configured through our q_dualpi2.so,
+# then a DCTCP flow (ECT(0): the L queue) and a CUBIC flow (Not-ECT: C) through the 20 Mbit/s
+# HTB class of r's egress, 20 ms RTT, with Linux's dualpi2 and then the core's as the leaf.
+DP2="@@LINUX@@"
+step dp2_module sh -c "grep -c '^sch_dualpi2 ' /proc/modules"
+step dp2_show sh -c "$R qdisc add dev rb root handle 1: dualpi2 $DP2 && $R qdisc show dev rb"
+step dp2_change sh -c "$R qdisc change dev rb root dualpi2 step_thresh 3packets l4s_ect overflow drop_enqueue \
+  classic_protection 0 && $R qdisc show dev rb"
+step dp2_bad_limit $R qdisc change dev rb root dualpi2 limit 0
+step dp2_bad_alpha $R qdisc change dev rb root dualpi2 alpha 0.001
+step dp2_bad_step $R qdisc change dev rb root dualpi2 step_thresh 3q
+step dp2_bad_protection $R qdisc change dev rb root dualpi2 classic_protection 101
+step dp2_kept sh -c "$R qdisc show dev rb && $R qdisc del dev rb root"
+# CUBIC's packets Not-ECT (a's tcp_ecn 0). iperf3 sets -C's control after connect(), too late
+# for DCTCP to ask for ECN in its SYN, so the DCTCP flow goes to a second address of b through a
+# route of a's whose congctl makes its connections DCTCP from the SYN on. Its receiver runs DCTCP
+# too: b's listener accepts an ECT SYN only then, and its ACKs echo each CE mark as it comes (a
+# classic receiver repeats ECE until the sender's CWR). A namespace may default only to a control
+# the allowed list names. b only ACKs, so the CUBIC flow's receiver is not affected.
+step dp2_setup sh -c "$IP netns exec a sysctl -qw net.ipv4.tcp_ecn=0 && modprobe tcp_dctcp &&
+  sysctl -qw net.ipv4.tcp_allowed_congestion_control='reno cubic dctcp' &&
+  $IP netns exec b sysctl -qw net.ipv4.tcp_congestion_control=dctcp && $IP netns exec b iperf3 -s -D -p 5306 &&
+  $IP -n b addr add 10.8.2.2/24 dev vb && $IP -n a route add 10.8.2.2/32 via 10.8.1.254 congctl dctcp"
+# The leaf's tc -s, and the core's own counters (its debugfs state, mounted by rec_setup)
+dp2_state() { $R -s qdisc show dev rb parent 1:1; cat /sys/kernel/debug/sch_ckcd/*-rb-10.state 2>/dev/null; }
+dctcp_cubic() {  # SECONDS LEAF...: both flows through the leaf, its state every 0.5 s and at the end
+  t=$1; shift
+  $R qdisc add dev rb root handle 1: htb default 1 && $R class add dev rb parent 1: classid 1:1 htb rate 20mbit \
+    ceil 20mbit && $R qdisc add dev rb parent 1:1 handle 10: "$@" || return 1
+  $IP netns exec a iperf3 -c 10.8.2.2 -p 5306 -C dctcp -t $t -f m > /tmp/dctcp.txt 2>&1 & d=$!
+  $IP netns exec a iperf3 -c 10.8.2.1 -p 5304 -C cubic -t $t -f m > /tmp/cubic.txt 2>&1 & c=$!
+  while kill -0 $d 2>/dev/null; do echo "@sample $(dp2_state | tr '\n' ' ')"; sleep 0.5; done
+  wait $d; rd=$?; wait $c; rc=$?
+  echo "dctcp $(grep receiver /tmp/dctcp.txt)"; echo "cubic $(grep receiver /tmp/cubic.txt)"
+  dp2_state
+  $R qdisc del dev rb root
+  [ $rd = 0 ] && [ $rc = 0 ]
+}
+step dp2_linux dctcp_cubic @@SECONDS@@ dualpi2 $DP2
+step dp2_core dctcp_cubic @@SECONDS@@ ckcd spec "@@CORE@@"
+"""
+
+
+def script_for(line: str) -> str:
+    """The lean set's script for the line's boot: with the DualPI2 part where the kernel has it."""
+    part = ""
+    if line in DUALPI2_LINES:
+        part = (DUALPI2_SCRIPT.replace("@@LINUX@@", DUALPI2_LINUX).replace("@@CORE@@", DUALPI2_CORE)
+                .replace("@@SECONDS@@", str(DUALPI2_SECONDS)))
+    return SCRIPT.replace("@@DUALPI2@@\n", part)
+
 
 @pytest.fixture(scope="module")
 def vm(line, dkms_built):
     """One boot of the line's kernel with the module DKMS built for it; {step: (rc, output)}."""
     version, ko, _ = dkms_built
+    files, extra, modules = {"lab/sch_ckcd.ko": ko}, [], LEAN_MODULES
     try:
         lab.check_prerequisites(version)
-        so = lab.build_plugin(REPO)
+        files["lab/q_ckcd.so"] = lab.build_plugin(REPO)
+        if line in DUALPI2_LINES:
+            extra.append(linux_dualpi2.sch_dualpi2(version))
+            files["lab/q_dualpi2.so"] = linux_dualpi2.plugin(REPO)
+            modules += DUALPI2_MODULES
     except kernels.LabUnavailable as e:
         pytest.fail(f"kernel {line}: {e}")
     from ovs_config.lablock import lab_lock
 
     with lab_lock():  # TCG takes a whole core: no other lab beside it
-        res = lab.run(SCRIPT, {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so}, timeout_s=600,
-                      modules=LEAN_MODULES, kernel=version)
+        res = lab.run(script_for(line), files, timeout_s=600, modules=modules, kernel=version,
+                      extra_modules=extra)
     assert res.exit_status is not None, f"the {version} VM did not finish:\n{res.console[-3000:]}"
     steps, ends = {}, {}
     for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+) t=([\d.]+)", res.output, re.S):
@@ -272,7 +349,7 @@ def vm(line, dkms_built):
 
 # The steps that end each part of the script, for the timing line the fixture prints.
 PHASES = ("uname", "del_root", "tcp_setup", "every_disc", "chg_traffic", "drain_one_nonwc_after",
-          "drain_two_nonwc_after", "rec_gone", "dmesg")
+          "drain_two_nonwc_after", "rec_gone", "dp2_kept", "dp2_linux", "dp2_core", "dmesg")
 
 
 def test_boots_the_lines_kernel_and_loads_the_module_by_itself(vm, dkms_built):
@@ -428,3 +505,129 @@ def test_extra_module_is_loaded_before_the_script(tmp_path):
     assert res.exit_status == 0, res.console[-3000:]
     first, second = res.output.splitlines()[:2]
     assert first == version and " Live " in second, res.output
+
+
+@pytest.mark.parametrize("dp2_line", DUALPI2_LINES, ids=kernel_id)
+def test_linux_dualpi2_is_the_kernels_own_built_without_warnings(dp2_line):
+    """Rule: the sch_dualpi2.ko the cross-check loads is Linux's own net/sched/sch_dualpi2.c from
+    the line's kernel's Debian source package (linux-source-M.N at linux-image-V's version),
+    built unmodified out of tree against that kernel's headers with no compiler or modpost
+    warning, for that kernel (vermagic), under the name and alias the kernel gives it."""
+    version = version_of(dp2_line)
+    try:
+        ko = linux_dualpi2.sch_dualpi2(version)
+    except kernels.LabUnavailable as e:
+        pytest.fail(f"kernel {dp2_line}: {e}")
+    warnings = [x for x in linux_dualpi2.make_log(ko).splitlines() if re.search(r"\bwarning\b", x, re.I)]
+    assert not warnings, "\n".join(warnings)
+    info = kbuild.modinfo(ko)
+    assert info["vermagic"][0].split()[0] == version and info["name"] == ["sch_dualpi2"], info
+    assert info.get("alias") == ["net-sch-dualpi2"], info.get("alias")
+    with open(os.path.join(os.path.dirname(ko), "SOURCE")) as f:
+        origin = f.read()
+    major_minor = ".".join(version.split(".")[:2])
+    assert origin.startswith(f"linux-source-{major_minor} ") and "net/sched/sch_dualpi2.c" in origin, origin
+
+
+def dualpi2_boot(line: str) -> None:
+    if line not in DUALPI2_LINES:
+        pytest.skip(f"Linux's sch_dualpi2 exists from 6.17 on: the {', '.join(DUALPI2_LINES)} boot runs it")
+
+
+def test_linux_dualpi2_is_configured_through_our_tc_plugin(vm, line):
+    """Rule: Linux's sch_dualpi2 is loaded before the script, and q_dualpi2.so (our tc plugin for a
+    kind Debian's tc does not know) sends the options the kernel takes and prints them back as
+    tc-dualpi2(8) writes them; a change keeps what it is not told; a value the kernel would refuse
+    is refused by the plugin with a message naming the option, the running qdisc unchanged."""
+    dualpi2_boot(line)
+    assert step(vm, "dp2_module").strip() == "1"
+    shown = step(vm, "dp2_show")
+    # alpha and beta go in as 41/256 and 819/256 Hz; Linux keeps them in its own units and dumps
+    # them back truncated by one 1/256 (40/256 and 818/256): Linux's rounding, not ours
+    assert re.search(r"qdisc dualpi2 1: root refcnt \d+ limit 1000p memlimit \d+B target 15ms tupdate 16ms "
+                     r"alpha 0.156250 beta 3.195312 step_thresh 1ms min_qlen_step 0p coupling_factor 2 "
+                     r"drop_on_overload drop_dequeue classic_protection 10% any_ect split_gso", shown), shown
+    changed = step(vm, "dp2_change")
+    assert re.search(r"limit 1000p .*target 15ms tupdate 16ms alpha 0.156250 beta 3.195312 step_thresh 3p "
+                     r"min_qlen_step 0p coupling_factor 2 overflow drop_enqueue classic_protection 0% l4s_ect",
+                     changed), changed
+    for name, message in (("limit", 'option "limit": "0" is out of range 1..4294967295'),
+                          ("alpha", 'option "alpha": "0.001" rounds to 0 in 1/256 Hz'),
+                          ("step", 'option "step_thresh": "3q" is neither a time'),
+                          ("protection", 'option "classic_protection": "101" is out of range 0..100')):
+        assert message in step(vm, f"dp2_bad_{name}", rc=1)
+    assert step(vm, "dp2_kept") == changed
+
+
+def dualpi2_run(out: str) -> dict:
+    """One dctcp_cubic run of either DualPI2: goodputs (Mbit/s, iperf3's receiver lines), the
+    leaf's drops, its CE marks in all and the step's (Linux's xstats ecn_mark and step_marks, the
+    core's of the same names in its debugfs state), and the queue delays (ms) of C and of L sampled
+    every 0.5 s: Linux's xstats delay_c and delay_l, the core's delay_c_us and delay_l_us."""
+    rates = {}
+    for cc in ("dctcp", "cubic"):
+        m = re.search(rf"^{cc} .*?([\d.]+) Mbits/sec\s+receiver", out, re.M)
+        assert m, f"no {cc} receiver line:\n{out[-3000:]}"
+        rates[cc] = float(m.group(1))
+    final = out[out.rindex("\ncubic "):]
+    dropped = int(re.search(r"Sent \d+ bytes \d+ pkt \(dropped (\d+)", final).group(1))
+    marks = re.search(r"ecn_mark[ =](\d+) step_marks[ =](\d+)", final)
+    in_l = re.search(r"pkts_in_l[ =](\d+)", final)
+    assert marks and in_l, final
+    delays = [tuple(int(x) / 1000 for x in m.groups()) for m in
+              (re.search(r"delay_c(?:_us=| )(\d+)(?:us)? delay_l(?:_us=| )(\d+)", x)
+               for x in out.splitlines() if x.startswith("@sample ")) if m]
+    assert len(delays) >= 10, out[-3000:]
+    c, l = [d[0] for d in delays], [d[1] for d in delays]
+    return {"rates": rates, "dropped": dropped, "marks": int(marks.group(1)), "step_marks": int(marks.group(2)),
+            "in_l": int(in_l.group(1)), "delay_c": (sum(c) / len(c), max(c)), "delay_l": (sum(l) / len(l), max(l)),
+            "text": final}
+
+
+def test_core_dualpi2_agrees_with_linux(vm, line):
+    """Cross-check, rule: the core's DualPI2 through sch_ckcd treats a DCTCP flow (L, by any_ect)
+    and a CUBIC flow (C) through the 20 Mbit/s HTB class as Linux's own sch_dualpi2 does with the
+    same parameters (RFC 9332's defaults): the same split of the link, as many CE marks per L
+    packet, the same share of them from the step, C's drops of the same order, and queue delays
+    alike in C and below the 1 ms step in L.
+
+    One 12 s run each, so each tolerance is the run-to-run spread measured in 8 runs of each
+    (two boots, 2026-11-26; docs/kernel.md has the table), with margin:
+    - DCTCP's share of the goodput: 0.19-0.20 under Linux, 0.19-0.22 under the core; within 10
+      points, the other cross-checks' tolerance, three times that spread. Total goodput within
+      25 % (17.7-18.9 Mbit/s measured; a busy host slows both);
+    - CE marks per L packet: 0.257-0.273 and 0.246-0.280; within 0.08. The step's share of the
+      marks: 0.82-0.88 and 0.81-0.90; within 0.15. The coupled marks (k p', the rest):
+      119-174 and 99-197 a run; within 2.5x (1.9x between the extremes);
+    - C's drops, which p_C = p'^2 makes few: 11-23 and 13-73 (a run's count follows p''s peak at
+      CUBIC's slow-start overshoot, squared); within 100 of each other. A p_C of p' would drop
+      some 1/p' = 50 times more, and no coupling none at all: both are far outside;
+    - C's queue delay sampled every 0.5 s: means 6.5-12.2 and 7.3-11.8 ms, within 8 ms; peaks
+      15.4-27.8 and 18.0-24.6 ms (CUBIC's overshoots), within 20 ms. L's mean delay below the
+      step threshold (1 ms) in both: 0.01-0.18 and 0.00-0.09 ms measured."""
+    dualpi2_boot(line)
+    step(vm, "dp2_setup")
+    lin, core = dualpi2_run(step(vm, "dp2_linux")), dualpi2_run(step(vm, "dp2_core"))
+    st = ckcd_stats(core["text"], "10:")
+    for name, r in (("linux", lin), ("core", core)):
+        print(f"{name}: {r['rates']}, dropped {r['dropped']}, marks {r['marks']} (step {r['step_marks']}) of "
+              f"{r['in_l']} L packets, C delay mean/peak {r['delay_c'][0]:.1f}/{r['delay_c'][1]:.1f} ms, "
+              f"L {r['delay_l'][0]:.2f}/{r['delay_l'][1]:.1f} ms")
+    # the core's counters agree with its reasons: the step's marks are delay's, the coupled early's
+    assert st["marks"]["delay"] == core["step_marks"] and sum(st["marks"].values()) == core["marks"], st["text"]
+    assert sum(st["drops"].values()) == core["dropped"], st["text"]
+    share = {k: r["rates"]["dctcp"] / sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    assert abs(share["linux"] - share["core"]) <= 0.10, (lin["rates"], core["rates"])
+    total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
+    assert lin["in_l"] > 1000 and core["in_l"] > 1000, (lin["text"], core["text"])  # DCTCP was in L
+    per_l = {k: r["marks"] / r["in_l"] for k, r in (("linux", lin), ("core", core))}
+    assert abs(per_l["linux"] - per_l["core"]) <= 0.08, per_l
+    step_share = {k: r["step_marks"] / r["marks"] for k, r in (("linux", lin), ("core", core))}
+    assert abs(step_share["linux"] - step_share["core"]) <= 0.15, step_share
+    coupled = {k: r["marks"] - r["step_marks"] for k, r in (("linux", lin), ("core", core))}
+    assert coupled["linux"] > 20 and 1 / 2.5 <= coupled["core"] / coupled["linux"] <= 2.5, coupled
+    assert abs(lin["dropped"] - core["dropped"]) <= 100, (lin["dropped"], st["drops"])
+    assert abs(lin["delay_c"][0] - core["delay_c"][0]) <= 8, (lin["delay_c"], core["delay_c"])
+    assert abs(lin["delay_c"][1] - core["delay_c"][1]) <= 20, (lin["delay_c"], core["delay_c"])
+    assert lin["delay_l"][0] < 1 and core["delay_l"][0] < 1, (lin["delay_l"], core["delay_l"])
