@@ -25,9 +25,11 @@ def test_every_builtin_scenario_parses():
 
 
 def test_seed000_scenarios_use_table_ii():
+    """Rule: seed 000's scenarios run Table II's five disciplines first, in its order, then the
+    Linux baselines, on the paper's 100 Mbit/s link with 80 packets."""
     sc = resolve("bbr_cubic")
     assert sc.link.rate_bps == 100_000_000 and sc.link.buffer_pkts == 80
-    assert set(sc.disciplines) == {"droptail", "red", "codel", "choke", "ckcd"}
+    assert list(sc.disciplines) == ["droptail", "red", "codel", "choke", "ckcd", "fq_codel", "pie", "dualpi2"]
     assert "rate_bps=100000000" in sc.qdisc_spec("ckcd")
 
 
