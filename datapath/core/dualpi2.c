@@ -4,7 +4,8 @@
  * Two FIFOs under one `limit` (packets) and one `memory_limit` (bytes): L for
  * the packets whose ECN field shares a bit with `ecn_mask` (1, Linux's
  * l4s_ect: ECT(1) and CE; 3, any_ect: every ECN-capable packet), C for the
- * rest. The core has no classifier: the ECN field alone decides.
+ * rest. The core has no classifier: the ECN field an arrival brings alone
+ * decides, read once, before any mark.
  *
  * One PI controller for both (RFC 9332 A.1): every tupdate the base
  * probability p' moves by alpha (qdelay - target) + beta (qdelay - qdelay_old),
@@ -289,14 +290,12 @@ static inline int in_l_queue(const struct dualpi2 *d, const struct aqm_pkt *pkt)
 	return (pkt->ecn & d->ecn_mask) != 0;
 }
 
-/* Queue pkt by its ECN field (enqueue and carry-over) with its arrival number
- * and whether the step may mark it (L held min_qlen_step packets then).
- * 1 when it went to L. */
-static inline __attribute__((always_inline)) int dpi2_push(struct aqm_queue *q, struct dualpi2 *d,
-							    struct aqm_pkt *pkt)
+/* Queue pkt in L or C as classified (enqueue and carry-over) with its
+ * arrival number and whether the step may mark it (L held min_qlen_step
+ * packets then). */
+static inline __attribute__((always_inline)) void dpi2_push(struct aqm_queue *q, struct dualpi2 *d,
+							     struct aqm_pkt *pkt, int in_l)
 {
-	int in_l = in_l_queue(d, pkt);
-
 	pkt->core_slot = ++d->seq << 1;
 	if (in_l) {
 		pkt->core_slot |= d->l_pkts >= d->min_qlen_step ? DPI2_SLOT_STEP : 0;
@@ -309,7 +308,6 @@ static inline __attribute__((always_inline)) int dpi2_push(struct aqm_queue *q, 
 	d->memory_used += pkt->len;
 	if (d->memory_used > d->max_memory_used)
 		d->max_memory_used = d->memory_used;
-	return in_l;
 }
 
 static inline int dpi2_full(const struct aqm_queue *q, const struct dualpi2 *d, const struct aqm_pkt *pkt)
@@ -319,9 +317,10 @@ static inline int dpi2_full(const struct aqm_queue *q, const struct dualpi2 *d, 
 
 /* An arrival let in: queued and counted as Linux's tc -s counts it. */
 static inline __attribute__((always_inline)) int dpi2_admit(struct aqm_queue *q, struct dualpi2 *d,
-							     struct aqm_pkt *pkt)
+							     struct aqm_pkt *pkt, int in_l)
 {
-	if (dpi2_push(q, d, pkt))
+	dpi2_push(q, d, pkt, in_l);
+	if (in_l)
 		d->pkts_in_l++;
 	else
 		d->pkts_in_c++;
@@ -330,16 +329,18 @@ static inline __attribute__((always_inline)) int dpi2_admit(struct aqm_queue *q,
 	return AQM_QUEUED;
 }
 
-/* drop_early=1 with the PI2 part armed: the decision on the arrival. Out of
- * line, so the common enqueue makes no call. */
+/* drop_early=1 with the PI2 part armed: the decision on the arrival, in
+ * the queue it was classified for before the decision could mark it CE (CE
+ * matches every ecn_mask: a marked C packet must not join L ahead of its
+ * flow's earlier packets). Out of line, so the common enqueue makes no call. */
 static __attribute__((noinline)) int dpi2_enqueue_judged(struct aqm_queue *q, struct dualpi2 *d,
-							 struct aqm_pkt *pkt)
+							 struct aqm_pkt *pkt, int in_l)
 {
-	if (pi2_verdict(q, d, pkt, in_l_queue(d, pkt))) {
+	if (pi2_verdict(q, d, pkt, in_l)) {
 		aqm_drop_arriving(q, pkt, AQM_DROP_EARLY);
 		return AQM_DROPPED;
 	}
-	return dpi2_admit(q, d, pkt);
+	return dpi2_admit(q, d, pkt, in_l);
 }
 
 static __attribute__((noinline)) int dpi2_overflow(struct aqm_queue *q, struct aqm_pkt *pkt)
@@ -352,11 +353,13 @@ static __attribute__((noinline)) int dpi2_overflow(struct aqm_queue *q, struct a
 static inline __attribute__((always_inline)) int dpi2_enqueue_now(struct aqm_queue *q, struct dualpi2 *d,
 								   struct aqm_pkt *pkt)
 {
+	int in_l = in_l_queue(d, pkt); /* once, before any mark */
+
 	if (dpi2_full(q, d, pkt))
 		return dpi2_overflow(q, pkt);
 	if (d->drop_early && pi2_armed(d, q->qlen_bytes))
-		return dpi2_enqueue_judged(q, d, pkt);
-	return dpi2_admit(q, d, pkt);
+		return dpi2_enqueue_judged(q, d, pkt, in_l);
+	return dpi2_admit(q, d, pkt, in_l);
 }
 
 static __attribute__((noinline)) int dpi2_enqueue_late(struct aqm_queue *q, struct dualpi2 *d,
@@ -491,7 +494,7 @@ static int dpi2_requeue(struct aqm_queue *q, struct aqm_pkt *pkt)
 
 	if (dpi2_full(q, d, pkt))
 		return -1;
-	dpi2_push(q, d, pkt);
+	dpi2_push(q, d, pkt, in_l_queue(d, pkt));
 	return 0;
 }
 

@@ -258,6 +258,21 @@ def test_drop_early_decides_on_the_arriving_packet():
     assert early and all(q["t_ns"] == q["t_arr_ns"] for q in early)
 
 
+@pytest.mark.parametrize("mask,ecn", [(1, ECT0), (2, ECT1)])
+def test_drop_early_classifies_before_it_marks(mask, ecn):
+    """Rule (Linux classifies once, before the decision): with drop_early=1 the PI2 decision on
+    an arriving classic packet may mark it CE, and CE matches every ecn_mask; the packet still
+    joins C, the queue its codepoint chose, so none of the flow's packets joins L (pkts_in_l 0)
+    and they leave in the order they came (a marked one overtaking its flow's earlier packets
+    through L would be a reordering, seen by TCP as a loss)."""
+    trace = with_ecn(cbr(1, 130e6, 0, SEC), ecn)
+    r = run(trace, f"dualpi2 drop_early=1 ecn_mask={mask} {NO_STEP}", rate_bps=C)
+    assert len(r.marked("early")) > 100, "premise: the standing queue got marks"
+    assert int(r.xstats[-1][1]["pkts_in_l"]) == 0
+    order = [q["seq"] for q in sorted(r.sent(), key=lambda q: q["t_ns"])]
+    assert order == sorted(order)
+
+
 @pytest.mark.parametrize("spec,names,typed", [
     ("dualpi2 step_thresh_pkts=5 step_thresh_ms=2", ["'step_thresh_pkts'", "'step_thresh_ms'"],
      ("conflict", "step_thresh_pkts", "step_thresh_ms")),
