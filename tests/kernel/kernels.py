@@ -17,16 +17,21 @@ image keeps the lab running. The version is checked against the line's form (e.g
 Images are downloaded (`apt-get download`), unpacked with `dpkg-deb -x`, never installed, and
 given the modules.dep the packages lack (`depmod -b`). When a line moves to a new version, the
 older versions of that line are removed from the cache.
+
+The lab runs as root and CACHE_DIR comes from CKCD_KERNEL_LAB_DIR: it is used only when it is a
+directory of the effective uid that neither group nor others may write (owned_dir).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import glob
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -110,6 +115,44 @@ def resolve(kernel: str | None = None) -> str:
     return version
 
 
+# ---- the cache: the lab runs as root, CACHE_DIR comes from the environment ------------------------
+
+def owned_dir(path: str) -> str:
+    """path, made when missing, if it is a directory (not a symlink) of the effective uid that
+    neither group nor others may write: root writes, unpacks and locks files in it, so anyone
+    else able to plant a name there could make root overwrite a file of their choosing."""
+    try:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as e:
+        raise LabUnavailable(f"the kernel lab's cache {path}: {e}") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise LabUnavailable(f"refusing the kernel lab's cache {path}: it must be a directory (not a symlink) "
+                             f"owned by uid {os.geteuid()} and writable by no one else (it is uid {st.st_uid}, "
+                             f"mode {stat.filemode(st.st_mode)}); set CKCD_KERNEL_LAB_DIR to such a directory")
+    return path
+
+
+def cache_dir() -> str:
+    """CACHE_DIR, checked as owned_dir checks it."""
+    return owned_dir(CACHE_DIR)
+
+
+@contextlib.contextmanager
+def locked(path: str):
+    """An exclusive flock on path, created if missing but never truncated, and never through a
+    symlink (a planted one would have root create or open a file elsewhere)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise LabUnavailable(f"cannot open the lock {path}: {e}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 # ---- the lab's own apt, one set of files per suite --------------------------------------------
 
 def apt_options(base: str) -> list[str]:
@@ -122,7 +165,7 @@ def apt_options(base: str) -> list[str]:
 
 def apt_base(name: str, sources: str) -> str:
     """CACHE_DIR/apt-NAME with its sources list (written when it changes) and empty dpkg status."""
-    base = os.path.join(CACHE_DIR, f"apt-{name}")
+    base = os.path.join(cache_dir(), f"apt-{name}")
     for d in ("lists/partial", "cache/archives/partial"):
         os.makedirs(os.path.join(base, d), exist_ok=True)
     path = os.path.join(base, "sources.list")
@@ -152,8 +195,7 @@ def _suite_base(suite: str) -> str:
     network answers."""
     base = apt_base(suite, f"deb {MIRROR} {suite} main\n")
     stamp = os.path.join(base, ".updated")
-    with open(os.path.join(base, ".lock"), "w") as lock:  # one update at a time; the others then find it fresh
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(os.path.join(base, ".lock")):  # one update at a time; the others then find it fresh
         if os.path.exists(stamp) and time.time() - os.path.getmtime(stamp) < LISTS_MAX_AGE_S:
             return base
         return _update(base, suite, stamp)
@@ -229,10 +271,11 @@ def _download(version: str, debs: str) -> list[str]:
 def ensure_image(version: str) -> str:
     """Unpack version's kernel into the cache; return its root (modules under lib/modules/V)."""
     root = image_root(version)
+    cache = cache_dir()
     stamp = os.path.join(root, ".ckcd-unpacked")
     if os.path.exists(stamp):
         return root
-    debs = os.path.join(CACHE_DIR, "debs")
+    debs = os.path.join(cache, "debs")
     os.makedirs(debs, exist_ok=True)
     files = _download(version, debs)
     shutil.rmtree(root, ignore_errors=True)

@@ -52,6 +52,21 @@ def test_a_new_version_of_a_line_prunes_only_that_lines_older_files(monkeypatch,
     assert sorted(n for n in old + kept if os.path.exists(tmp_path / n)) == sorted(kept)
 
 
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770])
+def test_a_cache_others_can_write_is_refused(monkeypatch, tmp_path, mode):
+    """Rule: CACHE_DIR (CKCD_KERNEL_LAB_DIR, and the lab runs as root) is used only if it is the
+    effective uid's and writable by no one else; else no apt file or lock is written in it."""
+    cache = tmp_path / "lab"
+    cache.mkdir()
+    cache.chmod(mode)
+    monkeypatch.setattr(kernels, "CACHE_DIR", str(cache))
+    with pytest.raises(kernels.LabUnavailable, match="refusing the kernel lab's cache"):
+        kernels.apt_base("trixie", "deb http://deb.debian.org/debian trixie main\n")
+    with pytest.raises(kernels.LabUnavailable, match="refusing the kernel lab's cache"):
+        kernels.ensure_image(V73)
+    assert os.listdir(cache) == []
+
+
 def test_only_a_kernel_that_died_before_the_script_is_booted_again():
     """Rule: a boot is repeated only when qemu ended by itself before /init started the script
     (an early kernel panic, nothing of the test run); a script's crash or a timeout is reported."""
