@@ -27,8 +27,10 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
+import time
 
 from tests.kernel import kbuild, kernels
 from tests.kernel.kernels import LabUnavailable, say
@@ -42,6 +44,10 @@ MEMBER = "net/sched/sch_dualpi2.c"
 DEB_VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+~-]*")
 # A sane size for the one source file; a bigger stream is not the file we asked for.
 MAX_SOURCE = 1 << 20
+# The whole dpkg-deb | tar | tar pipeline (xz over the kernel's source tree: a minute or two).
+EXTRACT_TIMEOUT_S = 900
+# What a stage may write to stderr: tar's listing of one member and a few warnings.
+MAX_STDERR = 1 << 20
 
 
 def cache_root() -> str:
@@ -69,6 +75,41 @@ def _package_version(apt: list[str], package: str) -> str:
     return m.group(1)
 
 
+# ---- files: none opened through a symlink, none half-written under its final name ----------------
+
+def _create(path: str) -> int:
+    """A descriptor of a new file at path: a stale one (a crashed run's) is removed first, and
+    O_EXCL|O_NOFOLLOW refuse a name that is a symlink again by the time it is created."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise LabUnavailable(f"cannot create {path}: {e}") from None
+
+
+def _open_regular(path: str):
+    """path opened for reading if it is a regular file, never through a symlink (nor blocking on
+    a FIFO); None otherwise, or when it is missing."""
+    try:
+        f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+    except OSError:
+        return None
+    if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        return f
+    f.close()
+    return None
+
+
+def _read(path: str, limit: int) -> bytes | None:
+    """At most limit bytes of the regular file path (None: see _open_regular)."""
+    f = _open_regular(path)
+    if f is None:
+        return None
+    with f:
+        return f.read(limit)
+
+
 def _fetch_source(version: str, line: kernels.Line, mm: str, dest: str) -> str:
     """The kernel's sch_dualpi2.c from linux-source-M.N (at linux-image-V's version) into dest;
     returns what SOURCE records."""
@@ -92,28 +133,79 @@ def _fetch_source(version: str, line: kernels.Line, mm: str, dest: str) -> str:
 
 def _extract(deb: str, tarball: str, member: str, dest: str) -> None:
     """member of the tarball inside deb, streamed into dest: dpkg-deb | tar -xO | tar -xJO, each
-    tar given one exact member name (--no-wildcards), nothing unpacked on disk but dest."""
+    tar given one exact member name (--no-wildcards), nothing unpacked on disk but dest. Each
+    name must occur once: tar -xO would write every occurrence, one after the other."""
     tmp = dest + ".part"
-    with open(tmp, "wb") as out:
-        deb_p = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-        outer = subprocess.Popen(["tar", "-x", "-O", "--no-wildcards", "-f", "-", tarball], stdin=deb_p.stdout,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        inner = subprocess.Popen(["tar", "-x", "-J", "-O", "--no-wildcards", "-f", "-", member],
-                                 stdin=outer.stdout, stdout=out, stderr=subprocess.PIPE)
-        deb_p.stdout.close()
-        outer.stdout.close()
-        errors = [(name, p.wait(timeout=900), p.stderr.read().decode(errors="replace").strip())
-                  for name, p in (("tar (source tree)", inner), ("tar (.deb)", outer), ("dpkg-deb", deb_p))]
-    failed = [f"{name} exit {rc}: {err[-200:]}" for name, rc, err in errors if rc]
-    size = os.path.getsize(tmp)
-    with open(tmp, "rb") as f:
-        head = f.read(64)
-    if failed or not 0 < size <= MAX_SOURCE or not head.startswith(b"// SPDX-License-Identifier:"):
-        os.unlink(tmp)
-        raise LabUnavailable(f"{member} did not come out of {os.path.basename(deb)} "
-                             f"({size} bytes; {'; '.join(failed) or 'not the kernel source file'})")
-    os.replace(tmp, dest)
+    fd = _create(tmp)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            failed = _stream([("dpkg-deb", ["dpkg-deb", "--fsys-tarfile", deb], None),
+                              ("tar (.deb)", ["tar", "-x", "-O", "-v", "--no-wildcards", "-f", "-", tarball],
+                               tarball),
+                              ("tar (source tree)", ["tar", "-x", "-J", "-O", "-v", "--no-wildcards", "-f", "-",
+                                                     member], member)], out)
+        size = os.path.getsize(tmp)
+        head = _read(tmp, 64) or b""
+        if failed or not 0 < size <= MAX_SOURCE or not head.startswith(b"// SPDX-License-Identifier:"):
+            raise LabUnavailable(f"{member} did not come out of {os.path.basename(deb)} "
+                                 f"({size} bytes; {'; '.join(failed) or 'not the kernel source file'})")
+        os.replace(tmp, dest)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _stream(stages: list[tuple[str, list[str], str | None]], out) -> list[str]:
+    """The stages (name, command, the one member its tar -v must list) as a pipeline into out;
+    what went wrong, stage by stage (empty: nothing). Their stderr goes to files, so no stage
+    blocks on a full pipe; every stage still running on the way out is killed."""
+    procs: list[subprocess.Popen] = []
+    with contextlib.ExitStack() as files:
+        errs = [files.enter_context(tempfile.TemporaryFile()) for _ in stages]
+        try:
+            for (_, cmd, _), err in zip(stages, errs):
+                last = len(procs) == len(stages) - 1
+                procs.append(subprocess.Popen(cmd, stdin=procs[-1].stdout if procs else subprocess.DEVNULL,
+                                              stdout=out if last else subprocess.PIPE, stderr=err))
+                if len(procs) > 1:
+                    procs[-2].stdout.close()  # the next stage alone reads it: SIGPIPE reaches the writer
+            deadline = time.monotonic() + EXTRACT_TIMEOUT_S
+            for p in procs:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except OSError as e:
+            raise LabUnavailable(f"extracting {stages[-1][2]}: cannot run {cmd[0]}: {e}") from None
+        except subprocess.TimeoutExpired:
+            raise LabUnavailable(f"extracting {stages[-1][2]} took over {EXTRACT_TIMEOUT_S} s") from None
+        finally:
+            _kill(procs)
+        return [problem for (name, _, listed), p, err in zip(stages, procs, errs)
+                if (problem := _problem(name, p.returncode, err, listed))]
+
+
+def _kill(procs: list[subprocess.Popen]) -> None:
+    """Every stage still running killed, and all reaped: none outlives a failed extraction."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        if p.stdout:
+            p.stdout.close()
+
+
+def _problem(name: str, rc: int, err, listed: str | None) -> str | None:
+    """What stage name's exit code and stderr say went wrong; for a tar -v, that it listed
+    anything but the one member, once."""
+    err.seek(0)
+    data = err.read(MAX_STDERR + 1)
+    text = data.decode(errors="replace")
+    if rc:
+        return f"{name} exit {rc}: {text.strip()[-200:]}"
+    if len(data) > MAX_STDERR:
+        return f"{name} wrote over {MAX_STDERR} bytes of warnings"
+    names = [x for x in text.splitlines() if not x.startswith("tar: ")]
+    if listed is not None and names != [listed]:
+        return f"{name} took {len(names)} members ({', '.join(names[:3])}) for {listed}, not it once"
+    return None
 
 
 def _build(version: str, src: str, ko: str, log: str) -> None:
