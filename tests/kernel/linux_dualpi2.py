@@ -11,23 +11,29 @@ kbuild.py builds sch_ckcd (`make -C /usr/src/linux-headers-V M=DIR modules`, wit
 `obj-m := sch_dualpi2.o` Kbuild of ours). The .deb (about 167 MB) is removed once the file is out.
 
     CACHE_DIR/sch_dualpi2/V/sch_dualpi2.c   the kernel's file, as extracted
-    CACHE_DIR/sch_dualpi2/V/SOURCE          the package and version it came from
+    CACHE_DIR/sch_dualpi2/V/SOURCE          package, Debian version, suite, member, and the sha256
+                                            of the .c and of the .ko
     CACHE_DIR/sch_dualpi2/V/sch_dualpi2.ko  the module (vermagic V)
     CACHE_DIR/sch_dualpi2/V/make.log        kbuild's output (a test holds it to no warning)
 
-One directory per kernel version: a version of the line other than the one built is removed,
-so a line that moves to a new kernel fetches and builds again. Any failure raises
-kernels.LabUnavailable saying what failed.
+This runs as root and CACHE_DIR comes from the environment: the cache and its directories are
+used only if they are the effective uid's and no one else's to write (kernels.owned_dir), and
+every file is opened without following a symlink. A build is reused only while SOURCE names
+the Debian version linux-image-V has now (a new revision keeps V, so V alone cannot tell) and
+both hashes still match; anything else fetches or builds again. One directory per kernel
+version: a version of the line other than the one built is removed, so a line that moves to a
+new kernel fetches and builds again. Any failure raises kernels.LabUnavailable saying what failed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import hashlib
 import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -48,6 +54,8 @@ MAX_SOURCE = 1 << 20
 EXTRACT_TIMEOUT_S = 900
 # What a stage may write to stderr: tar's listing of one member and a few warnings.
 MAX_STDERR = 1 << 20
+# SOURCE's fields that must match what is fetched now for the cached file to be reused.
+ORIGIN_KEYS = ("package", "version", "suite", "member")
 
 
 def cache_root() -> str:
@@ -88,6 +96,13 @@ def _create(path: str) -> int:
         raise LabUnavailable(f"cannot create {path}: {e}") from None
 
 
+def _write(path: str, data: bytes) -> None:
+    """data into path, whole or not at all (a new file renamed over it)."""
+    with os.fdopen(_create(path + ".tmp"), "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
 def _open_regular(path: str):
     """path opened for reading if it is a regular file, never through a symlink (nor blocking on
     a FIFO); None otherwise, or when it is missing."""
@@ -110,13 +125,31 @@ def _read(path: str, limit: int) -> bytes | None:
         return f.read(limit)
 
 
-def _fetch_source(version: str, line: kernels.Line, mm: str, dest: str) -> str:
-    """The kernel's sch_dualpi2.c from linux-source-M.N (at linux-image-V's version) into dest;
-    returns what SOURCE records."""
-    apt = kernels.line_apt(line)
-    deb_version = _package_version(apt, f"linux-image-{version}")
-    package = f"linux-source-{mm}"
-    os.makedirs(cache_root(), exist_ok=True)
+def _sha256(path: str) -> str | None:
+    """The regular file path's sha256 (None: see _open_regular)."""
+    f = _open_regular(path)
+    if f is None:
+        return None
+    with f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _read_record(vdir: str) -> dict[str, str]:
+    """SOURCE's fields ("key: value" lines); empty when it is missing or of another form."""
+    data = _read(os.path.join(vdir, "SOURCE"), 4096) or b""
+    lines = data.decode(errors="replace").splitlines()
+    return dict(line.split(": ", 1) for line in lines if ": " in line)
+
+
+def _write_record(vdir: str, record: dict[str, str]) -> None:
+    _write(os.path.join(vdir, "SOURCE"), "".join(f"{k}: {v}\n" for k, v in record.items()).encode())
+
+
+# ---- the kernel's file, out of linux-source-M.N -------------------------------------------------
+
+def _fetch_source(apt: list[str], origin: dict[str, str], dest: str) -> None:
+    """origin's member (the kernel's sch_dualpi2.c) out of its package into dest."""
+    package, deb_version = origin["package"], origin["version"]
     with tempfile.TemporaryDirectory(prefix="download-", dir=cache_root()) as work:
         say(f"downloading {package}={deb_version} for Linux's {MEMBER} (apt-get download, about 167 MB; "
             "not installed)")
@@ -124,11 +157,10 @@ def _fetch_source(version: str, line: kernels.Line, mm: str, dest: str) -> str:
                              capture_output=True, timeout=1800)
         deb = os.path.join(work, f"{package}_{deb_version}_all.deb")
         if res.returncode or not os.path.isfile(deb) or os.path.islink(deb):
-            raise LabUnavailable(f"apt-get download {package}={deb_version} from {line.suite} failed "
+            raise LabUnavailable(f"apt-get download {package}={deb_version} from {origin['suite']} failed "
                                  f"(exit {res.returncode}): {res.stderr.strip()[-300:]}")
         say(f"extracting {MEMBER} from {os.path.basename(deb)}")
-        _extract(deb, f"./usr/src/linux-source-{mm}.tar.xz", f"linux-source-{mm}/{MEMBER}", dest)
-    return f"{package} {deb_version} ({line.suite}), member linux-source-{mm}/{MEMBER}\n"
+        _extract(deb, f"./usr/src/{package}.tar.xz", origin["member"], dest)
 
 
 def _extract(deb: str, tarball: str, member: str, dest: str) -> None:
@@ -208,6 +240,8 @@ def _problem(name: str, rc: int, err, listed: str | None) -> str | None:
     return None
 
 
+# ---- the module ------------------------------------------------------------------------------------
+
 def _build(version: str, src: str, ko: str, log: str) -> None:
     """src built against version's headers in the trixie root, in a directory of /tmp (which the
     root binds); the module to ko, kbuild's output to log."""
@@ -223,14 +257,13 @@ def _build(version: str, src: str, ko: str, log: str) -> None:
         except trixie.ChrootUnavailable as e:
             raise LabUnavailable(f"building {MODULE} for {version}: {e}") from None
         res = subprocess.run(cmd, text=True, capture_output=True, timeout=900)
-        with open(log, "w") as f:
-            f.write(res.stdout + res.stderr)
+        _write(log, (res.stdout + res.stderr).encode())
         built = os.path.join(build, f"{MODULE}.ko")
-        if res.returncode or not os.path.isfile(built):
+        data = _read(built, -1)
+        if res.returncode or data is None:
             raise LabUnavailable(f"make {MODULE}.ko for {version} failed (exit {res.returncode}):\n"
                                  f"{(res.stdout + res.stderr)[-3000:]}")
-        shutil.copyfile(built, ko + ".tmp")
-        os.replace(ko + ".tmp", ko)
+        _write(ko, data)
 
 
 def _prune(line: kernels.Line, keep: str) -> None:
@@ -242,12 +275,38 @@ def _prune(line: kernels.Line, keep: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def _remove_downloads() -> None:
+    """download-* directories a killed run left behind (each up to a whole .deb, about 167 MB);
+    called under the lock, so no download is running."""
+    for name in os.listdir(cache_root()):
+        path = os.path.join(cache_root(), name)
+        if name.startswith("download-") and stat.S_ISDIR(os.lstat(path).st_mode):
+            say(f"removing {path}, left by an interrupted download")
+            shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def _locked():
-    os.makedirs(cache_root(), exist_ok=True)
-    with open(os.path.join(cache_root(), ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """The module's cache, checked (kernels.owned_dir), held by one run at a time."""
+    kernels.cache_dir()
+    kernels.owned_dir(cache_root())
+    with kernels.locked(os.path.join(cache_root(), ".lock")):
         yield
+
+
+def _reusable(record: dict[str, str], origin: dict[str, str], path: str, key: str) -> bool:
+    """Whether SOURCE names origin and path still has the sha256 SOURCE recorded under key."""
+    digest = _sha256(path)
+    return all(record.get(k) == origin[k] for k in ORIGIN_KEYS) and digest is not None and record.get(key) == digest
+
+
+def _vermagic_is(ko: str, version: str) -> bool:
+    """Whether ko's vermagic names version; a damaged file (modinfo's struct.error or
+    IndexError included) is no module, to be built again."""
+    try:
+        return kbuild.modinfo(ko).get("vermagic", [""])[0].split()[:1] == [version]
+    except (OSError, ValueError, struct.error, IndexError):
+        return False
 
 
 def sch_dualpi2(version: str | None = None) -> str:
@@ -256,18 +315,23 @@ def sch_dualpi2(version: str | None = None) -> str:
     version = kernels.checked(version or kernels.resolve("7.3"))
     line, mm = _line_of(version)
     with _locked():
-        vdir = os.path.join(cache_root(), version)
+        _remove_downloads()
+        vdir = kernels.owned_dir(os.path.join(cache_root(), version))
         src, ko = os.path.join(vdir, f"{MODULE}.c"), os.path.join(vdir, f"{MODULE}.ko")
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            if kbuild.modinfo(ko).get("vermagic", [""])[0].split()[:1] == [version]:
+        apt = kernels.line_apt(line)
+        origin = {"package": f"linux-source-{mm}", "version": _package_version(apt, f"linux-image-{version}"),
+                  "suite": line.suite, "member": f"linux-source-{mm}/{MEMBER}"}
+        record = _read_record(vdir)
+        if _reusable(record, origin, src, "source-sha256"):
+            if _reusable(record, origin, ko, "ko-sha256") and _vermagic_is(ko, version):
                 return ko
-        os.makedirs(vdir, exist_ok=True)
-        if not os.path.isfile(os.path.join(vdir, "SOURCE")) or not os.path.isfile(src):
-            origin = _fetch_source(version, line, mm, src)
-            with open(os.path.join(vdir, "SOURCE"), "w") as f:
-                f.write(origin)
+        else:
+            _fetch_source(apt, origin, src)
+        record = {**origin, "source-sha256": _sha256(src)}
+        _write_record(vdir, record)
         say(f"building Linux's {MODULE}.ko for {version} (unmodified, out of tree)")
         _build(version, src, ko, os.path.join(vdir, "make.log"))
+        _write_record(vdir, {**record, "ko-sha256": _sha256(ko)})
         _prune(line, version)
         return ko
 

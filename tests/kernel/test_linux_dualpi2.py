@@ -1,6 +1,6 @@
 """Rules of tests/kernel/linux_dualpi2.py that need no VM, no root and no network (make check):
-which kernels it builds Linux's sch_dualpi2 for, what it takes out of the source package, and
-what it prunes from its cache."""
+which kernels it builds Linux's sch_dualpi2 for, what it takes out of the source package, which
+cache it trusts, when it reuses a build, and what it prunes from its cache."""
 
 import io
 import os
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tests.kernel import kernels, linux_dualpi2
+from tests.kernel import kbuild, kernels, linux_dualpi2
 
 V73 = "7.3.4+deb13-amd64"
 MEMBER = "linux-source-7.3/net/sched/sch_dualpi2.c"
@@ -156,3 +156,118 @@ def test_a_planted_part_file_is_replaced_not_written_through(tmp_path):
     assert os.listdir(out.parent) == ["sch_dualpi2.c"]
 
 
+class FakeLab:
+    """The cache in a tmp dir, with apt, the download and kbuild faked: what sch_dualpi2 would
+    fetch and build is recorded in calls, and the Debian version apt reports is settable."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        self.root = tmp_path / "lab"
+        self.vdir = self.root / "sch_dualpi2" / V73
+        self.deb_version = "7.3.4-1~bpo13+1"
+        self.ko_bytes = b"\x7fELF a module"
+        self.calls: list[str] = []
+        monkeypatch.setattr(kernels, "CACHE_DIR", str(self.root))
+        monkeypatch.setattr(kernels, "line_apt", lambda line: [])
+        monkeypatch.setattr(linux_dualpi2, "_package_version", lambda apt, package: self.deb_version)
+        monkeypatch.setattr(linux_dualpi2, "_fetch_source", self.fetch)
+        monkeypatch.setattr(linux_dualpi2, "_build", self.build)
+        monkeypatch.setattr(kbuild, "modinfo", lambda path: {"vermagic": [f"{V73} SMP mod_unload"]})
+
+    def fetch(self, apt, origin, dest):
+        assert origin["version"] == self.deb_version
+        self.calls.append("fetch")
+        linux_dualpi2._write(dest, SOURCE)
+
+    def build(self, version, src, ko, log):
+        self.calls.append("build")
+        linux_dualpi2._write(ko, self.ko_bytes)
+        linux_dualpi2._write(log, b"")
+
+    def run(self) -> list[str]:
+        """The calls one sch_dualpi2() made."""
+        self.calls.clear()
+        assert linux_dualpi2.sch_dualpi2(V73) == str(self.vdir / "sch_dualpi2.ko")
+        return self.calls
+
+
+@pytest.fixture
+def fake_lab(tmp_path, monkeypatch):
+    return FakeLab(tmp_path, monkeypatch)
+
+
+def test_a_build_is_reused_only_for_the_same_debian_version_and_files(fake_lab):
+    """Rule: the cached .ko is reused while SOURCE names the Debian version linux-image-V has now
+    and the .c and .ko still have the sha256 it recorded; a new revision at the same ABI (same
+    vermagic) fetches and builds again, a changed .ko builds again, a changed .c fetches again."""
+    assert fake_lab.run() == ["fetch", "build"]
+    assert fake_lab.run() == []
+    fake_lab.deb_version = "7.3.4-1~bpo13+2"
+    assert fake_lab.run() == ["fetch", "build"]
+    (fake_lab.vdir / "sch_dualpi2.ko").write_bytes(b"\x7fELF another module")
+    assert fake_lab.run() == ["build"]
+    (fake_lab.vdir / "sch_dualpi2.c").write_bytes(SOURCE + b"/* changed */\n")
+    assert fake_lab.run() == ["fetch", "build"]
+    assert fake_lab.run() == []
+
+
+def test_a_cache_of_the_old_form_or_a_damaged_module_is_built_again(fake_lab, monkeypatch):
+    """Rule: a SOURCE without hashes (an older cache) fetches again, and a .ko modinfo cannot
+    read (struct.error on a truncated ELF) is built again, not a crash."""
+    fake_lab.vdir.mkdir(parents=True)
+    (fake_lab.vdir / "SOURCE").write_text("linux-source-7.3 7.3.4-1~bpo13+1 (trixie-backports), "
+                                          f"member {MEMBER}\n")
+    (fake_lab.vdir / "sch_dualpi2.c").write_bytes(SOURCE)
+    (fake_lab.vdir / "sch_dualpi2.ko").write_bytes(fake_lab.ko_bytes)
+    fake_lab.ko_bytes = b"\x7fELF\x02\x01\x01"  # its hash recorded, its headers cut short
+    assert fake_lab.run() == ["fetch", "build"]
+    monkeypatch.setattr(kbuild, "modinfo", REAL_MODINFO)
+    assert fake_lab.run() == ["build"]
+
+
+def test_a_download_an_interrupted_run_left_is_removed(fake_lab):
+    """Rule: a download-* directory in the cache (a killed run's, up to a whole .deb) is removed
+    under the lock; the rest of the cache stays."""
+    stale = fake_lab.root / "sch_dualpi2" / "download-x1y2"
+    stale.mkdir(parents=True)
+    (stale / "linux-source-7.3_7.3.4-1~bpo13+1_all.deb").write_bytes(b"167 MB")
+    (fake_lab.root / "sch_dualpi2" / "notes").write_text("kept\n")
+    fake_lab.run()
+    assert sorted(os.listdir(fake_lab.root / "sch_dualpi2")) == [".lock", V73, "notes"]
+
+
+@pytest.mark.parametrize("where", ["cache", "module dir", "version dir"])
+@pytest.mark.parametrize("how", ["world-writable", "group-writable", "another uid's", "a symlink"])
+def test_a_cache_others_can_write_is_refused(fake_lab, tmp_path, monkeypatch, where, how):
+    """Rule: the cache root, sch_dualpi2's directory and a version's must be directories (not
+    symlinks) of the effective uid that neither group nor others may write, or nothing is read,
+    fetched or built there: anyone who can plant a name in them could have root write through it."""
+    path = {"cache": fake_lab.root, "module dir": fake_lab.root / "sch_dualpi2", "version dir": fake_lab.vdir}[where]
+    if how == "a symlink":
+        (tmp_path / "elsewhere").mkdir()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(tmp_path / "elsewhere", path)
+    else:
+        path.mkdir(parents=True)
+        path.chmod({"world-writable": 0o777, "group-writable": 0o775}.get(how, 0o755))
+    if how == "another uid's" and os.geteuid() == 0:
+        os.chown(path, 65534, -1)
+    elif how == "another uid's":  # not root: the cache root is then the one found foreign
+        monkeypatch.setattr(os, "geteuid", lambda: os.stat(path).st_uid + 1)
+    with pytest.raises(kernels.LabUnavailable, match="refusing the kernel lab's cache"):
+        fake_lab.run()
+    assert fake_lab.calls == []
+
+
+def test_a_planted_lock_symlink_is_not_followed(fake_lab, tmp_path):
+    """Rule: the lock is opened without O_TRUNC and without following a symlink: a .lock planted
+    as a link to another file is refused, and that file is untouched."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep\n")
+    (fake_lab.root / "sch_dualpi2").mkdir(parents=True)
+    os.symlink(victim, fake_lab.root / "sch_dualpi2" / ".lock")
+    with pytest.raises(kernels.LabUnavailable, match="cannot open the lock"):
+        fake_lab.run()
+    assert victim.read_bytes() == b"keep\n" and fake_lab.calls == []
+
+
+REAL_MODINFO = kbuild.modinfo
