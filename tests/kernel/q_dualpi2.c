@@ -16,9 +16,16 @@
  *   l4s_ect | any_ect        drop_on_overload | overflow
  *   drop_dequeue | drop_enqueue                        split_gso | no_split_gso
  * TIME is a number with s, ms or us (none: microseconds), exact to the
- * microsecond. A value the kernel's netlink policy would refuse, or that does
- * not fit its attribute, is refused here with a message naming the option.
+ * microsecond. A number is digits, with a fraction only as a '.' and more
+ * digits ("5." and ".5" are refused). A value the kernel's netlink policy would
+ * refuse, that does not fit its attribute, or that the kernel would change on
+ * the way in is refused here with a message naming the option: tupdate and
+ * step_thresh as a time go up to 4294967us, since the kernel keeps them in ns
+ * in 32 bits and silently clamps a larger one to 4294967295ns
+ * (convert_us_to_nsec); target, kept in 64 bits, takes all 2^32 - 1 us.
  * Only what is given is sent, so `change` keeps the rest.
+ * These rules are exercised by the kernel lab's DualPI2 test in a VM
+ * (tests/kernel/test_kernel_lines.py): make check has no tc to load this into.
  *
  * The attribute numbers, types and the xstats layout are the kernel's uapi
  * (include/uapi/linux/pkt_sched.h, TCA_DUALPI2_* and struct tc_dualpi2_xstats),
@@ -57,6 +64,9 @@ enum { /* TCA_DUALPI2_*: the attribute numbers of the kernel's uapi */
 #define DP2_ECN_ANY 3
 /* The kernel's range for alpha and beta (ALPHA_BETA_MAX in sch_dualpi2.c). */
 #define DP2_ALPHA_BETA_MAX 0x7fffffffULL
+/* The most us of a time the kernel keeps in ns in a u32 (tupdate, step_thresh):
+ * U32_MAX ns, rounded down to the microsecond. */
+#define DP2_NS32_MAX_US (UINT32_MAX / 1000ULL)
 
 struct dp2_xstats { /* struct tc_dualpi2_xstats */
 	uint32_t prob;		/* PI's p' over 2^32 - 1 */
@@ -97,7 +107,9 @@ static int bad(const char *opt, const char *value, const char *why)
 /* Decimal digits: the integer part into *ip, the fraction's digits into *fp
  * as a number of *nf digits. Returns the first character after the number,
  * or NULL when v does not start with one; *big when the integer part is over
- * DEC_MAX or the fraction has more than 9 significant digits. */
+ * DEC_MAX or the fraction has more than 9 significant digits. A '.' with no
+ * digit after it is no fraction: it is left as the first character after the
+ * number, so "5." is refused as 5 with something after it. */
 static const char *decimal(const char *s, uint64_t *ip, uint64_t *fp, int *nf, int *big)
 {
 	const char *p = s;
@@ -112,7 +124,7 @@ static const char *decimal(const char *s, uint64_t *ip, uint64_t *fp, int *nf, i
 		if (*ip > DEC_MAX)
 			*big = 1;
 	}
-	if (*p == '.') {
+	if (p[0] == '.' && isdigit((unsigned char)p[1])) {
 		const char *q = ++p;
 
 		while (isdigit((unsigned char)*p))
@@ -139,6 +151,13 @@ static uint64_t pow10u(int n)
 	return r;
 }
 
+static int out_of_range(const char *opt, const char *v, uint64_t min, uint64_t max, const char *unit)
+{
+	fprintf(stderr, "dualpi2: option \"%s\": \"%s\" is out of range %llu%s..%llu%s\n", opt, v,
+		(unsigned long long)min, unit, (unsigned long long)max, unit);
+	return -1;
+}
+
 /* A whole number in [min, max], nothing after it but an optional suffix. */
 static int whole(const char *opt, const char *v, uint64_t min, uint64_t max, const char *suffix, uint32_t *out)
 {
@@ -148,19 +167,16 @@ static int whole(const char *opt, const char *v, uint64_t min, uint64_t max, con
 
 	if (!end || nf || (*end && (!suffix || strcmp(end, suffix))))
 		return bad(opt, v, "is not a whole number");
-	if (big || i < min || i > max) {
-		fprintf(stderr, "dualpi2: option \"%s\": \"%s\" is out of range %llu..%llu\n", opt, v,
-			(unsigned long long)min, (unsigned long long)max);
-		return -1;
-	}
+	if (big || i < min || i > max)
+		return out_of_range(opt, v, min, max, "");
 	*out = (uint32_t)i;
 	return 0;
 }
 
 /* TIME: a number with s, ms or us (none: us), exactly a whole number of us
- * in [min, 2^32 - 1]. 1 when v is no time at all (step_thresh then tries
- * packets), -1 when it is one the kernel cannot take (said why). */
-static int time_us(const char *opt, const char *v, uint64_t min, uint32_t *out)
+ * in [min, max]. 1 when v is no time at all (step_thresh then tries packets),
+ * -1 when it is one the kernel cannot take or would clamp (said why). */
+static int time_us(const char *opt, const char *v, uint64_t min, uint64_t max, uint32_t *out)
 {
 	static const struct { const char *sfx; int exp; } units[] = {
 		{ "", 0 }, { "us", 0 }, { "usec", 0 }, { "ms", 3 }, { "msec", 3 }, { "s", 6 }, { "sec", 6 },
@@ -178,15 +194,13 @@ static int time_us(const char *opt, const char *v, uint64_t min, uint32_t *out)
 	if (u == sizeof(units) / sizeof(units[0]))
 		return 1;
 	k = units[u].exp;
-	if (big || i > UINT32_MAX)
-		return bad(opt, v, "is too large or too precise (whole us up to 4294967295us)");
 	if (nf > k && f % pow10u(nf - k))
 		return bad(opt, v, "is not a whole number of microseconds");
+	if (big || i > UINT32_MAX) /* before i x 10^6, which could overflow */
+		return out_of_range(opt, v, min, max, "us");
 	us = i * pow10u(k) + (nf > k ? f / pow10u(nf - k) : f * pow10u(k - nf));
-	if (us > UINT32_MAX)
-		return bad(opt, v, "is too large (at most 4294967295us)");
-	if (us < min)
-		return bad(opt, v, "is too small (at least 1us)");
+	if (us < min || us > max)
+		return out_of_range(opt, v, min, max, "us");
 	*out = (uint32_t)us;
 	return 0;
 }
@@ -327,7 +341,8 @@ static int dualpi2_parse_opt(struct qdisc_util *qu, int argc, char **argv, struc
 			int r;
 
 			attr = !strcmp(opt, "target") ? DP2_TARGET : DP2_TUPDATE;
-			r = time_us(opt, val, attr == DP2_TUPDATE, &v);
+			r = attr == DP2_TUPDATE ? time_us(opt, val, 1, DP2_NS32_MAX_US, &v) :
+						  time_us(opt, val, 0, UINT32_MAX, &v);
 			if (r > 0)
 				return bad(opt, val, "is not a time (a number with s, ms or us)");
 			if (r < 0)
@@ -337,7 +352,7 @@ static int dualpi2_parse_opt(struct qdisc_util *qu, int argc, char **argv, struc
 			if (hz256(opt, val, &v))
 				return -1;
 		} else if (!strcmp(opt, "step_thresh")) {
-			int r = time_us(opt, val, 0, &v);
+			int r = time_us(opt, val, 0, DP2_NS32_MAX_US, &v);
 
 			if (r < 0)
 				return -1;

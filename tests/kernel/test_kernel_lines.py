@@ -278,6 +278,8 @@ step dp2_bad_limit $R qdisc change dev rb root dualpi2 limit 0
 step dp2_bad_alpha $R qdisc change dev rb root dualpi2 alpha 0.001
 step dp2_bad_step $R qdisc change dev rb root dualpi2 step_thresh 3q
 step dp2_bad_protection $R qdisc change dev rb root dualpi2 classic_protection 101
+step dp2_bad_tupdate $R qdisc change dev rb root dualpi2 tupdate 4294968us
+step dp2_bad_whole $R qdisc change dev rb root dualpi2 limit 5.
 step dp2_kept sh -c "$R qdisc show dev rb && $R qdisc del dev rb root"
 # CUBIC's packets Not-ECT (a's tcp_ecn 0). iperf3 sets -C's control after connect(), too late
 # for DCTCP to ask for ECN in its SYN, so the DCTCP flow goes to a second address of b through a
@@ -554,7 +556,10 @@ def test_linux_dualpi2_is_configured_through_our_tc_plugin(vm, line):
     for name, message in (("limit", 'option "limit": "0" is out of range 1..4294967295'),
                           ("alpha", 'option "alpha": "0.001" rounds to 0 in 1/256 Hz'),
                           ("step", 'option "step_thresh": "3q" is neither a time'),
-                          ("protection", 'option "classic_protection": "101" is out of range 0..100')):
+                          ("protection", 'option "classic_protection": "101" is out of range 0..100'),
+                          # the kernel keeps tupdate in ns in 32 bits: more than 4294967us it would clamp
+                          ("tupdate", 'option "tupdate": "4294968us" is out of range 1us..4294967us'),
+                          ("whole", 'option "limit": "5." is not a whole number')):
         assert message in step(vm, f"dp2_bad_{name}", rc=1)
     assert step(vm, "dp2_kept") == changed
 
