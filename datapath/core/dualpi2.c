@@ -177,10 +177,25 @@ static int64_t pi_term(uint64_t g, uint64_t x, uint64_t ref)
 	return x > ref ? v : -v;
 }
 
-/* One tupdate period's update, at its end (lazy_update.h's callback, ctx the
- * queue). 0 when later periods cannot change anything: this one changed
- * nothing and the delay stands still (nothing queued, or at its cap). */
-static int dpi2_period(void *ctx, uint64_t end_ns)
+/* n more updates of an empty queue after one has run: qdelay is 0 at each
+ * (nothing queued) and so was qdelay_old (the update before saw the queue
+ * empty too), so beta's term is 0 and each lowers p' by alpha x target, down
+ * to 0: n at once, as n timer updates would, at the cost of one. */
+static void dpi2_idle(struct dualpi2 *d, uint64_t n)
+{
+	uint64_t fall = (uint64_t)-pi_term(d->alpha, 0, d->target_ns);
+
+	if (!fall)
+		return;
+	d->prob = n < d->prob / fall + 1 ? d->prob - n * fall : 0; /* n x fall <= p' in the first case */
+}
+
+/* The update of the period ending at end_ns (lazy_update.h's callback, ctx
+ * the queue), and of the due - 1 after it where they follow in closed form:
+ * an empty queue's (dpi2_idle), or none when they cannot change anything
+ * (this one changed nothing and the delay stands still at its cap). Returns
+ * the periods accounted for. */
+static uint64_t dpi2_period(void *ctx, uint64_t end_ns, uint64_t due)
 {
 	struct aqm_queue *q = ctx;
 	struct dualpi2 *d = aqm_priv(q);
@@ -193,7 +208,13 @@ static int dpi2_period(void *ctx, uint64_t end_ns)
 	else
 		d->prob = d->prob > (uint64_t)-delta ? d->prob - (uint64_t)-delta : 0;
 	d->qdelay_ns = qdelay;
-	return d->prob != before || qdelay != old || (q->qlen_pkts && qdelay < DPI2_DELAY_MAX);
+	if (!q->qlen_pkts) {
+		dpi2_idle(d, due - 1);
+		return due;
+	}
+	if (d->prob == before && qdelay == old && qdelay == DPI2_DELAY_MAX)
+		return due;
+	return 1;
 }
 
 static __attribute__((noinline)) void dpi2_catch_up(struct aqm_queue *q, struct dualpi2 *d, uint64_t now_ns)

@@ -177,6 +177,56 @@ def test_lazy_updates_equal_what_a_timer_would_do_over_idle_periods(idle_ms):
     assert (0 < float(lazy["prob"]) < p0) if idle_ms == 500 else float(lazy["prob"]) == 0
 
 
+@pytest.mark.parametrize("idle_s", [140, 200])
+def test_a_long_idle_with_a_small_alpha_decays_as_a_timer_would(idle_s):
+    """Rule (lazy_update.h, an empty queue's updates in closed form): alpha = 0.0064 Hz (tc's
+    max_rtt 500 ms derivation) lowers p' by alpha x target = 0.000096 per idle update, so from 1
+    it takes about 10,400 updates (167 s) to reach 0; however long the idle, p' at the next
+    packet equals that of the run whose probes make every update happen on time: partly decayed
+    after 140 s, 0 after 200 s. (beta = 0, so the last delay's beta term does not take p' down
+    at the first idle update and leave nothing to decay.)"""
+    spec, rate = "dualpi2 alpha=0.0064 beta=0", 10_000_000
+    load = cbr(1, 100e6, 0, SEC)
+    alone = run(load, spec, rate_bps=rate)
+    drained = max(q["t_ns"] for q in alone.sent()) + MS
+    end = drained + idle_s * SEC
+    last = [(end, 1, 1500, 0)]
+    probes = [(t, 2, 64, 0) for t in range(drained, end, 8 * MS)]
+    lazy = run(load + last, spec, rate_bps=rate).xstats[-1][1]
+    timed = run(merge(load, probes, last), spec, rate_bps=rate).xstats[-1][1]
+    assert float(alone.xstats[-1][1]["prob"]) == 1, "premise: the overload drove p' to 1"
+    assert [lazy[k] for k in ("prob", "qdelay_us", "updates")] == \
+        [timed[k] for k in ("prob", "qdelay_us", "updates")]
+    assert (0.1 < float(lazy["prob"]) < 0.2) if idle_s == 140 else float(lazy["prob"]) == 0
+
+
+def test_a_stalled_link_runs_at_most_64_updates_at_once():
+    """Rule (lazy_update.h's bound on one call's work): while packets wait on a link that sends
+    nothing, each update sees a longer head delay, so the updates run one by one, and one
+    enqueue or dequeue runs at most 64 of them; the periods beyond are counted but skipped. A
+    65535-byte packet holds a 100 kbit/s link for 5.2 s (327 periods) with 1500-byte packets
+    queued behind it: the dequeue that ends the stall leaves p' as 64 updates on that growing
+    delay make it (computed here: the gains, kept to 2^-48 per ns, make 64 updates on a delay
+    near a second err by up to 2e-4), below what the run with a probe every millisecond (every
+    update on time) reaches."""
+    spec, rate = f"dualpi2 alpha=0.01 beta=0.1 {NO_STEP}", 100_000
+    stall = (65535 * 8 * SEC + rate - 1) // rate
+    # the last arrival keeps the trace running past the sample (xstats come while it runs)
+    trace = [(0, 1, 65535, 0)] + [(1000 * i, 1, 1500, 0) for i in range(1, 4)] + [(stall + 10 * MS, 3, 64, 0)]
+    probes = [(t, 2, 64, 0) for t in range(MS, stall, MS)]
+    sample = ["--xstats-every-ms", str(stall // MS + 1)]
+    lazy = [x for t, x in run(trace, spec, rate_bps=rate, extra=sample).xstats if t > stall][0]
+    timed = [x for t, x in run(merge(trace, probes), spec, rate_bps=rate, extra=sample).xstats if t > stall][0]
+    p, old = 0.0, 0
+    for k in range(1, 65):
+        qdelay = k * 16 * MS - 1000  # the head packet came 1 us after the clock started
+        p = min(1.0, max(0.0, p + 0.01 * (qdelay - 15 * MS) / SEC + 0.1 * (qdelay - old) / SEC))
+        old = qdelay
+    assert abs(float(lazy["prob"]) - p) < 3e-4, (lazy["prob"], p)
+    assert int(lazy["updates"]) == int(timed["updates"]) == stall // (16 * MS)
+    assert float(timed["prob"]) > p + 0.1
+
+
 def test_overload_switches_l_from_marks_to_drops():
     """Rule (RFC 9332 4.2.3, Linux's drop_overload): once k p' > 1 an L packet is dropped with
     p_C = p'^2 and every other one marked, so unresponsive L traffic cannot hold the queue;

@@ -111,6 +111,30 @@ def test_an_idle_queue_decays_as_the_updates_it_missed_would_decay_it():
     assert int(last["updates"]) == (SEC + 10 * SEC) // TUPDATE
 
 
+@pytest.mark.parametrize("spec,idle_s,probe_ns", [
+    ("pie limit=100000 alpha=0.0001 target_ms=1", 10, MS),
+    ("pie limit=100000 dq_rate_estimator=1 tupdate_ms=1 max_burst_ms=10000", 9, MS // 2)])
+def test_a_long_idle_ends_as_the_updates_on_time_would_leave_it(spec, idle_s, probe_ns):
+    """Rule (lazy_update.h, an idle queue's updates at once): however long the idle, p, the
+    delays, the burst allowance, the rate and the update count at the next packet equal those of
+    the same run with a probe packet every probe_ns, which runs each update on time as a timer
+    would. With alpha x target small p is still decaying after 10 s (666 updates); with the rate
+    estimator and 1 ms updates p reaches 0 within the first second and refills the 10 s
+    allowance, which then runs down 1 ms an update: 9,000 updates leave part of it."""
+    load = cbr(1, 150e6, 0, SEC)
+    alone = run(load, spec, rate_bps=C)
+    drained = max(p["t_ns"] for p in alone.sent()) + MS
+    end = drained + idle_s * SEC
+    last = [(end, 1, 1500, 0)]
+    probes = [(t, 2, 64, 0) for t in range(drained, end, probe_ns)]
+    lazy = run(load + last, spec, rate_bps=C).xstats[-1][1]
+    timed = run(merge(load, probes, last), spec, rate_bps=C).xstats[-1][1]
+    assert float(alone.xstats[-1][1]["prob"]) > 0.5, "premise: the overload drove p up"
+    keys = ("prob", "qdelay_us", "qdelay_old_us", "burst_us", "avg_dq_rate", "updates")
+    assert [lazy[k] for k in keys] == [timed[k] for k in keys]
+    assert 0 < float(lazy["prob"]) < 0.001 if "alpha" in spec else 0 < int(lazy["burst_us"]) < 10_000_000
+
+
 def test_drops_are_de_randomized_between_0_85_and_8_5_over_p():
     """Rule (RFC 8033 5.4): p accumulates over the arrivals since the last drop; no drop
     while the sum is below 0.85, a drop for certain once it reaches 8.5. So between two early
