@@ -205,6 +205,28 @@ static int changes_give(const char *changes, const char *key, size_t keylen)
 	}
 }
 
+/* Whether changes replaces the kept parameter key (keylen bytes): gives it,
+ * or another of its group in ops->exclusive. */
+static int changes_replace(const struct aqm_ops *ops, const char *changes, const char *key, size_t keylen)
+{
+	const uint32_t *group;
+	unsigned i, j;
+
+	if (changes_give(changes, key, keylen))
+		return 1;
+	for (i = 0; i < ops->nparams && !aqm_streqn(key, keylen, ops->params[i].name); i++)
+		;
+	for (group = ops->exclusive; i < ops->nparams && group && *group; group++) {
+		if (!(*group & (1u << i)))
+			continue;
+		for (j = 0; j < ops->nparams; j++)
+			if (j != i && (*group & (1u << j)) &&
+			    changes_give(changes, ops->params[j].name, aqm_strlen(ops->params[j].name)))
+				return 1;
+	}
+	return 0;
+}
+
 struct aqm_queue *aqm_create_changed(const struct aqm_queue *q, const char *changes,
 				     const struct aqm_env *env, struct aqm_error *err)
 {
@@ -234,7 +256,7 @@ struct aqm_queue *aqm_create_changed(const struct aqm_queue *q, const char *chan
 	aqm_describe(q, old, dlen + 1);
 	cut = own_end(old, dlen);
 	/* the discipline's name, then each of its parameters that changes
-	 * does not give, then changes, then the bands' specs unchanged */
+	 * does not replace, then changes, then the bands' specs unchanged */
 	while (i < cut && old[i] != ' ')
 		pos = aqm_put_strn(spec, len, pos, &old[i++], 1);
 	while (i < cut) {
@@ -247,7 +269,7 @@ struct aqm_queue *aqm_create_changed(const struct aqm_queue *q, const char *chan
 			i++;
 		for (k = tok; k < i && old[k] != '='; k++)
 			;
-		if (i > tok && !changes_give(changes, old + tok, k - tok)) {
+		if (i > tok && !changes_replace(q->ops, changes, old + tok, k - tok)) {
 			pos = aqm_put_str(spec, len, pos, " ");
 			pos = aqm_put_strn(spec, len, pos, old + tok, i - tok);
 		}

@@ -74,6 +74,12 @@ struct aqm_ops {
 	/* bands only (optional): a band's typed state (aqm_band_xstats; out is
 	 * zeroed, band may be out of range) */
 	void (*band_xstats)(const struct aqm_queue *q, unsigned band, struct aqm_xstats *out);
+	/* Optional: groups of parameters that set one thing in different units
+	 * (bit i: the table's parameter i), the list ended by 0. A change
+	 * giving one of a group drops the others from the configuration it
+	 * keeps (aqm_create_changed), so a queue's described spec never makes
+	 * them conflict with what the change gives. */
+	const uint32_t *exclusive;
 };
 
 /* The common queue header; the discipline's private state follows it. */

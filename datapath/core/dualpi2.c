@@ -576,6 +576,10 @@ static void dpi2_get_xstats(const struct aqm_queue *q, struct aqm_xstats *out)
 	out->prob_e9 = prob_e9(aqm_priv(q));
 }
 
+/* The step in time or in packets: Linux's change takes either attribute as
+ * the new step, the other dropped. */
+static const uint32_t dpi2_exclusive[] = { (1u << P_STEP_MS) | (1u << P_STEP_PKTS), 0 };
+
 const struct aqm_ops aqm_dualpi2_ops = {
 	.name = "dualpi2",
 	.params = dpi2_params,
@@ -590,4 +594,5 @@ const struct aqm_ops aqm_dualpi2_ops = {
 	.describe = dpi2_describe,
 	.get_xstats = dpi2_get_xstats,
 	.restart = dpi2_restart,
+	.exclusive = dpi2_exclusive,
 };

@@ -68,6 +68,7 @@ struct event_op {
 struct reconf {
 	uint64_t t_ns;
 	const char *spec;
+	int change; /* --change: spec gives parameters only, the rest are kept */
 };
 
 /* Everything the tool allocates hangs off g, so an early exit(2) on bad input
@@ -78,7 +79,7 @@ static struct {
 	struct flowstat *flows; /* open addressing, at most half full */
 	size_t nflows, nflows_cap;
 	struct rec *recs;       /* the trace */
-	struct reconf *rc;      /* --reconfigure events */
+	struct reconf *rc;      /* --reconfigure and --change events */
 	struct aqm_queue *q;
 	struct event_op *ops;   /* --events */
 	uint32_t *randoms;      /* --events: the recorded draws, in order */
@@ -368,7 +369,8 @@ static void usage(FILE *to)
 {
 	fprintf(to,
 		"usage: ckcd-replay --qdisc SPEC [--rate-bps N] [--seed N] [--trace FILE]\n"
-		"                   [--reconfigure T_NS:SPEC]... [--xstats-every-ms N]\n"
+		"                   [--reconfigure T_NS:SPEC]... [--change T_NS:PARAMS]...\n"
+		"                   [--xstats-every-ms N]\n"
 		"                   [--no-packets] [FILE]\n"
 		"       ckcd-replay --qdisc SPEC --events RECORD   (sch_ckcd's record: e/d/r/x lines)\n"
 		"       ckcd-replay --describe --qdisc SPEC   (a refused spec: exit 2, the message on\n"
@@ -553,6 +555,25 @@ static struct rec *read_trace(FILE *in, const char *name, size_t *n)
 	return v;
 }
 
+/* A --reconfigure (a whole spec: aqm_reconfigure) or a --change (the
+ * parameters given, the rest kept: aqm_create_changed, what sch_ckcd's change
+ * runs), on g.q; the queued packets carry over either way. */
+static int reconfigure(const struct reconf *r, const struct aqm_env *env, char *err, size_t errlen)
+{
+	struct aqm_error e;
+	struct aqm_queue *nq;
+
+	if (!r->change)
+		return aqm_reconfigure(&g.q, r->spec, err, errlen);
+	nq = aqm_create_changed(g.q, r->spec, env, &e);
+	if (!nq) {
+		snprintf(err, errlen, "%s", e.text);
+		return -1;
+	}
+	aqm_replace(&g.q, nq);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *spec = 0, *trace = 0, *events = 0;
@@ -605,18 +626,20 @@ int main(int argc, char **argv)
 			}
 			xstats_every_ns = ms * 1000000;
 			i++;
-		} else if (!strcmp(a, "--reconfigure") && v) {
+		} else if ((!strcmp(a, "--reconfigure") || !strcmp(a, "--change")) && v) {
 			char *colon = strchr(v, ':');
 
 			if (!colon) {
-				fprintf(stderr, "ckcd-replay: --reconfigure '%s': expected T_NS:SPEC\n", v);
+				fprintf(stderr, "ckcd-replay: %s '%s': expected T_NS:%s\n", a, v,
+					a[2] == 'c' ? "PARAMS" : "SPEC");
 				return 2;
 			}
 			*colon = 0;
 			if (parse_u64(v, &rc[nrc].t_ns) || (nrc && rc[nrc].t_ns < rc[nrc - 1].t_ns)) {
-				fprintf(stderr, "ckcd-replay: --reconfigure: bad or decreasing time '%s'\n", v);
+				fprintf(stderr, "ckcd-replay: %s: bad or decreasing time '%s'\n", a, v);
 				return 2;
 			}
+			rc[nrc].change = a[2] == 'c';
 			rc[nrc++].spec = colon + 1;
 			i++;
 		} else if (!strcmp(a, "--describe")) {
@@ -649,7 +672,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (events && (trace || nrc || xstats_every_ns)) {
-		fprintf(stderr, "ckcd-replay: --events replays a record: no trace, --reconfigure or --xstats-every-ms\n");
+		fprintf(stderr, "ckcd-replay: --events replays a record: no trace, --reconfigure, --change or "
+			"--xstats-every-ms\n");
 		return 2;
 	}
 	if (events) {
@@ -732,8 +756,9 @@ int main(int argc, char **argv)
 			break;
 		g.now_ns = clock = t_ev;
 		if (kind == 1) {
-			if (aqm_reconfigure(&g.q, rc[irc].spec, err, sizeof(err))) {
-				fprintf(stderr, "ckcd-replay: --reconfigure at %" PRIu64 ": %s\n", t_ev, err);
+			if (reconfigure(&rc[irc], &env, err, sizeof(err))) {
+				fprintf(stderr, "ckcd-replay: %s at %" PRIu64 ": %s\n",
+					rc[irc].change ? "--change" : "--reconfigure", t_ev, err);
 				return 2;
 			}
 			q = g.q;

@@ -61,3 +61,32 @@ def test_bad_reconfigure_spec_is_an_error():
     cp = run_raw(["--qdisc", "droptail", "--reconfigure", "1000:codel interval_ms=0"], "0 1 1500\n5000 1 1500\n")
     assert cp.returncode == 2
     assert "interval_ms" in cp.stderr
+
+
+@pytest.mark.parametrize("old,change,kept,gone", [
+    ("dualpi2 limit=500 step_thresh_ms=3", "step_thresh_pkts=5", "step_thresh_pkts=5", "step_thresh_ms"),
+    ("dualpi2 limit=500 step_thresh_pkts=7", "step_thresh_ms=2", "step_thresh_ms=2", None)])
+def test_a_change_that_gives_the_step_in_other_units_replaces_it(old, change, kept, gone):
+    """Rule (aqm_create_changed with a discipline's exclusive parameters; Linux's change takes
+    TCA_DUALPI2_STEP_THRESH_PKTS or _US as the new step): a change gives only the parameters it
+    changes and keeps the rest, but a parameter of a group that sets one thing in different units
+    replaces the others of its group, so the step changes from time to packets and back without
+    a conflict naming a parameter the change never gave. What the change does not touch (limit)
+    is kept, and the queued packets carry over."""
+    r = run(burst(), old, rate_bps=C, extra=["--change", f"{20 * MS}:{change}"])
+    desc = r.reconfigures[0]["describe"]
+    assert kept in desc.split() and "limit=500" in desc.split(), desc
+    if gone:
+        assert gone not in desc, desc
+    else:
+        assert "step_thresh_pkts=0" in desc.split(), desc
+    assert r.reconfigures[0]["qlen_pkts"] >= 30 and len(r.sent()) == 50
+
+
+def test_a_change_is_refused_naming_what_it_gives():
+    """Rule: a change whose merged configuration is refused names the parameter, and the queue runs
+    on unchanged; ckcd-replay exits 2."""
+    cp = run_raw(["--qdisc", "dualpi2 limit=500", "--change", "1000:step_thresh_pkts=500"],
+                 "0 1 1500\n5000 1 1500\n")
+    assert cp.returncode == 2
+    assert "--change" in cp.stderr and "'step_thresh_pkts'" in cp.stderr and "'limit'" in cp.stderr
