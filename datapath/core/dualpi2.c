@@ -120,8 +120,10 @@ static int dpi2_check(const struct aqm_args *a, struct aqm_error *err)
 		return conflict(err, P_STEP_PKTS, P_LIMIT, "must be below 'limit': L never holds more");
 	if (a->v[P_MIN_QLEN_STEP] >= a->v[P_LIMIT])
 		return conflict(err, P_MIN_QLEN_STEP, P_LIMIT, "must be below 'limit': L never holds more");
-	if (a->v[P_MEMORY_LIMIT] && a->v[P_MEMORY_LIMIT] < a->v[P_MTU])
-		return conflict(err, P_MEMORY_LIMIT, P_MTU, "must hold one packet of 'mtu' bytes (0: limit x 2 x mtu)");
+	if (a->v[P_MEMORY_LIMIT] && a->v[P_MEMORY_LIMIT] <= 2 * a->v[P_MTU])
+		return conflict(err, P_MEMORY_LIMIT, P_MTU,
+				"must exceed 2 x 'mtu': PI2 signals only while 2 x mtu bytes stay queued beside "
+				"the packet, so under it PI2 never would (0: limit x 2 x mtu)");
 	return 0;
 }
 
@@ -133,7 +135,10 @@ static int dpi2_init(struct aqm_queue *q, const struct aqm_args *a, struct aqm_e
 		return -1;
 	d->limit = (uint32_t)a->v[P_LIMIT];
 	d->mtu = (uint32_t)a->v[P_MTU];
+	/* the rule of thumb capped to what the parameter can hold, as Linux caps it */
 	d->memory_limit = a->v[P_MEMORY_LIMIT] ? (uint64_t)a->v[P_MEMORY_LIMIT] : (uint64_t)d->limit * 2 * d->mtu;
+	if (d->memory_limit > UINT32_MAX)
+		d->memory_limit = UINT32_MAX;
 	d->target_ns = (uint64_t)a->v[P_TARGET] * 1000;
 	d->clock.period_ns = (uint64_t)a->v[P_TUPDATE] * 1000;
 	d->alpha = gain(a->v[P_ALPHA]);
@@ -490,15 +495,26 @@ static struct aqm_pkt *dpi2_dequeue(struct aqm_queue *q, uint64_t now_ns)
 	return dpi2_dequeue_now(q, d, now_ns);
 }
 
-/* Reconfiguration, flush and destroy: the older of the two heads, by arrival
- * number, so a carry-over leaves in the order the packets came. */
+/* Whether L's head l came before C's head c. The arrival stamps decide: a C
+ * head may wait behind L (c_protection=0) while more packets pass than the
+ * 31-bit arrival numbers count before they wrap. Those numbers break a tie:
+ * two packets of one instant came within a few arrivals of each other. */
+static int l_came_first(const struct aqm_pkt *l, const struct aqm_pkt *c)
+{
+	if (l->enqueue_ns != c->enqueue_ns)
+		return l->enqueue_ns < c->enqueue_ns;
+	return (int32_t)((l->core_slot & ~DPI2_SLOT_STEP) - (c->core_slot & ~DPI2_SLOT_STEP)) < 0;
+}
+
+/* Reconfiguration, flush and destroy: the older of the two heads, so a
+ * carry-over leaves in the order the packets came. */
 static struct aqm_pkt *dpi2_pop_raw(struct aqm_queue *q)
 {
 	struct dualpi2 *d = aqm_priv(q);
 	const struct aqm_pkt *l = d->l.head, *c = d->c.head;
 	struct aqm_pkt *pkt;
 
-	if (l && (!c || (int32_t)((l->core_slot & ~DPI2_SLOT_STEP) - (c->core_slot & ~DPI2_SLOT_STEP)) < 0)) {
+	if (l && (!c || l_came_first(l, c))) {
 		pkt = aqm_fifo_pop(&d->l);
 		d->l_pkts--;
 	} else {

@@ -284,6 +284,20 @@ def test_limit_and_memory_limit_hold_both_queues_together():
     assert run(trace, "dualpi2 limit=50", rate_bps=C).xstats[-1][1]["memory_limit"] == str(50 * 2 * 1514)
 
 
+def test_the_memory_limit_must_let_pi2_signal_and_its_default_fits_32_bits():
+    """Rule (Linux's memory limit, our refusal): PI2 signals only while 2 x mtu bytes stay queued
+    beside the packet, so a memory_limit of 2 x mtu or less would never let it: refused naming
+    memory_limit, and one byte more is taken. The default, limit x 2 x mtu, is capped at
+    2^32 - 1 as Linux caps it (the parameter's own maximum)."""
+    assert run_raw(["--describe", "--qdisc", "dualpi2 memory_limit=3029"]).returncode == 0
+    assert run_raw(["--describe", "--qdisc", "dualpi2 mtu=700 memory_limit=1401"]).returncode == 0
+    refused = run_raw(["--describe", "--qdisc", "dualpi2 memory_limit=3028"])
+    assert refused.returncode == 2 and "'memory_limit'" in refused.stderr
+    one = [(0, 1, 1500, 0)]
+    assert run(one, "dualpi2 limit=1000000 mtu=65535", rate_bps=C).xstats[-1][1]["memory_limit"] == str(2**32 - 1)
+    assert run(one, "dualpi2 limit=1000000", rate_bps=C).xstats[-1][1]["memory_limit"] == str(2 * 1514 * 10**6)
+
+
 def test_no_signal_while_less_than_two_mtu_stay_queued():
     """Rule (Linux's guard): no PI2 drop or mark while less than 2 x mtu bytes stay queued
     beside the packet. Three packets at a time: the first leaves at once, the second with one
@@ -330,6 +344,8 @@ def test_drop_early_classifies_before_it_marks(mask, ecn):
     ("dualpi2 limit=80 step_thresh_pkts=80", ["'step_thresh_pkts'", "'limit'"],
      ("conflict", "step_thresh_pkts", "limit")),
     ("dualpi2 memory_limit=1000", ["'memory_limit'", "'mtu'"], ("conflict", "memory_limit", "mtu")),
+    ("dualpi2 memory_limit=3028", ["'memory_limit'", "'mtu'"], ("conflict", "memory_limit", "mtu")),
+    ("dualpi2 mtu=700 memory_limit=1400", ["'memory_limit'", "'mtu'"], ("conflict", "memory_limit", "mtu")),
     ("dualpi2 coupling=0", ["coupling", "out of range"], ("range", "coupling", None)),
     ("dualpi2 coupling=1.5", ["coupling", "decimal"], ("not-a-number", "coupling", None)),
     ("dualpi2 c_protection=101", ["c_protection", "out of range"], ("range", "c_protection", None)),
@@ -341,8 +357,8 @@ def test_drop_early_classifies_before_it_marks(mask, ecn):
 def test_bad_parameters_are_refused_naming_them(spec, names, typed):
     """Rule: a parameter out of its range, or in conflict with another (the step given both in
     time and in packets, a step or min_qlen_step L can never reach under `limit`, a memory
-    limit below one packet), is refused with a message naming it (and the other), and the
-    typed refusal says which."""
+    limit of at most 2 x mtu, under which the 2-MTU guard never lets PI2 signal), is refused
+    with a message naming it (and the other), and the typed refusal says which."""
     cp = run_raw(["--describe", "--qdisc", spec])
     assert cp.returncode == 2, cp.stdout
     assert all(n in cp.stderr for n in names), cp.stderr
@@ -362,11 +378,13 @@ def test_the_description_parses_back_with_the_step_in_packets():
 @pytest.mark.parametrize("old,new", [("droptail limit=100", "dualpi2 target_ms=0 alpha=50000 beta=50000"),
                                      ("dualpi2 limit=100", "droptail limit=100"),
                                      ("dualpi2 limit=100", "dualpi2 limit=100 c_protection=90 ecn_mask=3")])
-def test_reconfiguration_carries_the_packets_over_in_arrival_order(old, new):
+@pytest.mark.parametrize("gap_ns", [1000, 0])
+def test_reconfiguration_carries_the_packets_over_in_arrival_order(old, new, gap_ns):
     """Rule (aqm_reconfigure): queued packets, L and C alike, are carried over to and from
-    dualpi2 with no decision on them, and leave in the order they arrived (each packet's
-    arrival number picks the older of the two heads)."""
-    trace = [(i * 1000, 1 + i % 2, 1500, 0, 1, ECT1 if i % 2 else 0) for i in range(50)]
+    dualpi2 with no decision on them, and leave in the order they arrived: the older of the two
+    heads by arrival time, which cannot wrap, and for packets of one instant (gap 0) by
+    arrival number."""
+    trace = [(i * gap_ns, 1 + i % 2, 1500, 0, 1, ECT1 if i % 2 else 0) for i in range(50)]
     r = run(trace, old, rate_bps=10_000_000, extra=["--reconfigure", f"{20 * MS}:{new}"])
     assert r.reconfigures[0]["qlen_pkts"] >= 30
     assert len(r.sent()) == 50 and not r.dropped()
