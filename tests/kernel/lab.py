@@ -42,7 +42,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # What every lab boot can load; their dependencies come along (modules.dep closure).
 # netem delays the ACK path for the TCP tests (an RTT), tcp_bbr is BBR (cubic is built in).
-DEFAULT_MODULES = ("veth", "sch_htb", "sch_choke", "sch_codel", "sch_red", "sch_sfb", "sch_netem", "tcp_bbr")  # fq_codel built in
+DEFAULT_MODULES = ("veth", "sch_htb", "sch_choke", "sch_codel", "sch_red", "sch_sfb", "sch_pie", "sch_netem",
+                   "tcp_bbr")  # fq_codel built in
 # Host programs copied into the guest with their libraries. Busybox runs its own tc/ip
 # applets before files on PATH: guest scripts call these by full path ($TC, $IP).
 # ethtool turns the veths' offloads off, so a qdisc's packet limit counts MTU frames (docs/architecture.md).
