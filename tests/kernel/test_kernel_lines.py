@@ -525,23 +525,23 @@ def test_linux_dualpi2_is_the_kernels_own_built_without_warnings(dp2_line):
     info = kbuild.modinfo(ko)
     assert info["vermagic"][0].split()[0] == version and info["name"] == ["sch_dualpi2"], info
     assert info.get("alias") == ["net-sch-dualpi2"], info.get("alias")
-    with open(os.path.join(os.path.dirname(ko), "SOURCE")) as f:
-        origin = f.read()
+    origin = linux_dualpi2._read_record(os.path.dirname(ko))
     major_minor = ".".join(version.split(".")[:2])
-    assert origin.startswith(f"linux-source-{major_minor} ") and "net/sched/sch_dualpi2.c" in origin, origin
+    assert origin.get("package") == f"linux-source-{major_minor}", origin
+    assert origin.get("member") == f"linux-source-{major_minor}/net/sched/sch_dualpi2.c", origin
+    assert origin.get("ko-sha256") == linux_dualpi2._sha256(ko), origin
 
 
-def dualpi2_boot(line: str) -> None:
-    if line not in DUALPI2_LINES:
-        pytest.skip(f"Linux's sch_dualpi2 exists from 6.17 on: the {', '.join(DUALPI2_LINES)} boot runs it")
+# Linux's sch_dualpi2 exists from 6.17 on: these tests take the boots of DUALPI2_LINES only.
+only_dualpi2_lines = pytest.mark.parametrize("line", DUALPI2_LINES, ids=kernel_id, indirect=True)
 
 
+@only_dualpi2_lines
 def test_linux_dualpi2_is_configured_through_our_tc_plugin(vm, line):
     """Rule: Linux's sch_dualpi2 is loaded before the script, and q_dualpi2.so (our tc plugin for a
     kind Debian's tc does not know) sends the options the kernel takes and prints them back as
     tc-dualpi2(8) writes them; a change keeps what it is not told; a value the kernel would refuse
     is refused by the plugin with a message naming the option, the running qdisc unchanged."""
-    dualpi2_boot(line)
     assert step(vm, "dp2_module").strip() == "1"
     shown = step(vm, "dp2_show")
     # alpha and beta go in as 41/256 and 819/256 Hz; Linux keeps them in its own units and dumps
@@ -589,6 +589,7 @@ def dualpi2_run(out: str) -> dict:
             "text": final}
 
 
+@only_dualpi2_lines
 def test_core_dualpi2_agrees_with_linux(vm, line):
     """Cross-check, rule: the core's DualPI2 through sch_ckcd treats a DCTCP flow (L, by any_ect)
     and a CUBIC flow (C) through the 20 Mbit/s HTB class as Linux's own sch_dualpi2 does with the
@@ -610,7 +611,6 @@ def test_core_dualpi2_agrees_with_linux(vm, line):
     - C's queue delay sampled every 0.5 s: means 6.5-12.2 and 7.3-11.8 ms, within 8 ms; peaks
       15.4-27.8 and 18.0-24.6 ms (CUBIC's overshoots), within 20 ms. L's mean delay below the
       step threshold (1 ms) in both: 0.01-0.18 and 0.00-0.09 ms measured."""
-    dualpi2_boot(line)
     step(vm, "dp2_setup")
     lin, core = dualpi2_run(step(vm, "dp2_linux")), dualpi2_run(step(vm, "dp2_core"))
     st = ckcd_stats(core["text"], "10:")
