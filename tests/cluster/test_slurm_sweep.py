@@ -65,6 +65,25 @@ def lab_lock_is_free() -> bool:
         os.close(fd)
 
 
+def check_case(entry: dict, runs: dict) -> None:
+    """One case of the merged summary against its runs: means and CIs over every trusted repeat,
+    wherever it ran. The traffic rule holds for runs the fidelity guard trusts; a run it does not
+    trust (the hypervisor took the CPU: 42-47 % steal cost one CI run 0.11-0.18 of utilization)
+    must say why instead."""
+    trusted = [r["metrics"]["utilization"] for r in runs.values() if r["metrics"]["fidelity"]["trusted"]]
+    assert (entry["runs"], entry["trusted"], entry["pooled"]) == (REPEAT, len(trusted), len(trusted))
+    if trusted:
+        assert entry["utilization"]["mean"] == pytest.approx(sum(trusted) / len(trusted))
+    assert (entry["utilization"]["ci95"] is not None) == (len(trusted) >= 2)
+    for key, r in runs.items():
+        if r["metrics"]["fidelity"]["trusted"]:
+            u = r["metrics"]["utilization"]
+            assert u >= UTILIZATION_MIN and abs(u - sum(trusted) / len(trusted)) <= UTILIZATION_SPREAD, \
+                (key, trusted)
+        else:
+            assert r["metrics"]["fidelity"]["reasons"], f"{key} is untrusted without a reason"
+
+
 def test_a_grid_sharded_over_a_slurm_array_merges_into_every_run_of_the_batch(slurm, tmp_path, lab_ready):
     """Rules: each array task runs its shard (every 2nd run of one order) and exits 0; the merge
     has every run of the grid once, from the two shards; each trusted run's utilization is within
@@ -99,25 +118,7 @@ def test_a_grid_sharded_over_a_slurm_array_merges_into_every_run_of_the_batch(sl
     assert {(e["scenario"], e["runs"]) for e in results["summary"]} == \
         {("cluster_grid_rtt10ms", REPEAT), ("cluster_grid_rtt20ms", REPEAT)}
     for entry in results["summary"]:
-        trusted = [r["metrics"]["utilization"] for key, r in runs.items()
-                   if key.startswith(entry["scenario"] + "/") and r["metrics"]["fidelity"]["trusted"]]
-        # means and CIs over every trusted repeat, wherever it ran
-        assert (entry["runs"], entry["trusted"], entry["pooled"]) == (REPEAT, len(trusted), len(trusted))
-        if trusted:
-            assert entry["utilization"]["mean"] == pytest.approx(sum(trusted) / len(trusted))
-        assert (entry["utilization"]["ci95"] is not None) == (len(trusted) >= 2)
-        # The traffic rule holds for runs the fidelity guard trusts; a run it does not trust (the
-        # hypervisor took the CPU: 42-47 % steal cost one CI run 0.11-0.18 of utilization) must
-        # say why instead.
-        for key, r in runs.items():
-            if not key.startswith(entry["scenario"] + "/"):
-                continue
-            if r["metrics"]["fidelity"]["trusted"]:
-                u = r["metrics"]["utilization"]
-                assert u >= UTILIZATION_MIN and abs(u - sum(trusted) / len(trusted)) <= UTILIZATION_SPREAD, \
-                    (key, trusted)
-            else:
-                assert r["metrics"]["fidelity"]["reasons"], f"{key} is untrusted without a reason"
+        check_case(entry, {k: r for k, r in runs.items() if k.startswith(entry["scenario"] + "/")})
     assert "merged from 2 shards" in (merged / "report.md").read_text()
 
     flent_dir = tmp_path / "flent"
