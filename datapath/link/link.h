@@ -106,8 +106,12 @@ struct flow_stats {
 	uint64_t drops[AQM_DROP_REASONS];
 	uint64_t drop_bytes;
 	uint64_t marks[AQM_DROP_REASONS]; /* ECN CE marks instead of drops, by reason */
+	/* dequeued and their summed sojourn: one flow's own queueing delay, which
+	 * under a multi-queue discipline differs from the link's mean (a ping
+	 * waits in its own queue, not in the mean of all of them) */
+	uint64_t deq_pkts, sojourn_ns;
 	/* values at the previous log line, for per-interval deltas */
-	uint64_t log_tx_bytes, log_tx_pkts, log_drops, log_marks;
+	uint64_t log_tx_bytes, log_tx_pkts, log_drops, log_marks, log_deq_pkts, log_sojourn_ns;
 };
 
 /* A --host-delay line holds at most this share of the pool (pool_pkts /

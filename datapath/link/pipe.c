@@ -426,6 +426,8 @@ static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 		__atomic_store_n(&d->line_tail, d->line_tail + 1, __ATOMIC_SEQ_CST);
 		hist_add(&d->sojourn, sojourn);
 		hist_add(&d->sojourn_log, sojourn);
+		d->flows[p->flow_idx].deq_pkts++;
+		d->flows[p->flow_idx].sojourn_ns += sojourn;
 		s = &d->samples[d->sample_pos++ % SAMPLE_RING];
 		s->t_ns = start - d->link->start_ns;
 		s->sojourn_ns = sojourn;

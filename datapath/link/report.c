@@ -215,6 +215,8 @@ static void put_flow(struct jbuf *b, const struct flow_stats *f, int other)
 	jb_ku64(b, "drop_bytes", f->drop_bytes);
 	put_drops(b, "drops", f->drops);
 	put_drops(b, "marks", f->marks);
+	jb_ku64(b, "deq_pkts", f->deq_pkts);
+	jb_kdbl(b, "sojourn_us_mean", f->deq_pkts ? (double)f->sojourn_ns / (double)f->deq_pkts / 1e3 : 0.0);
 	jb_obj_close(b);
 }
 
@@ -389,7 +391,8 @@ void report_log_tick(struct link *l, uint64_t t)
 			}
 			f_tx_bytes = COUNTER_READ(f->tx_bytes);
 			f_tx_pkts = COUNTER_READ(f->tx_pkts);
-			if (f_tx_bytes == f->log_tx_bytes && drops == f->log_drops && marks == f->log_marks)
+			if (f_tx_bytes == f->log_tx_bytes && drops == f->log_drops && marks == f->log_marks &&
+			    f->deq_pkts == f->log_deq_pkts)
 				continue;
 			jb_obj_open(&b);
 			if (k == FLOW_OTHER) {
@@ -404,11 +407,15 @@ void report_log_tick(struct link *l, uint64_t t)
 			jb_ku64(&b, "tx_pkts", f_tx_pkts - f->log_tx_pkts);
 			jb_ku64(&b, "drops", drops - f->log_drops);
 			jb_ku64(&b, "marks", marks - f->log_marks);
+			jb_ku64(&b, "deq_pkts", f->deq_pkts - f->log_deq_pkts);
+			jb_kdbl(&b, "sojourn_us_sum", (double)(f->sojourn_ns - f->log_sojourn_ns) / 1e3);
 			jb_obj_close(&b);
 			f->log_tx_bytes = f_tx_bytes;
 			f->log_tx_pkts = f_tx_pkts;
 			f->log_drops = drops;
 			f->log_marks = marks;
+			f->log_deq_pkts = f->deq_pkts;
+			f->log_sojourn_ns = f->sojourn_ns;
 		}
 		jb_arr_close(&b);
 		/* the discipline's state now (CKCD: I, mu_f, each flow's mu_i, d_th and
