@@ -181,13 +181,33 @@ def group_order(name: str) -> tuple:
 
 @dataclasses.dataclass
 class _LinkWindow:
-    """A link's 100 ms log rows and its dequeue samples (sojourn, ms) inside the window."""
+    """A link's 100 ms log rows, its dequeue samples (sojourn, ms) and ping's own frames' log
+    rows ([t, dir, deq_pkts, sojourn_us_sum]; None for records from before they were kept)
+    inside the window."""
     rows: list[dict]
     sojourn_samples: list[float]
+    ping_rows: list | None = None
 
     @classmethod
     def of(cls, link: dict, w0: float, w1: float) -> "_LinkWindow":
-        return cls([r for r in link["series"] if w0 <= r["t"] <= w1], in_window(link["sojourn_samples"], w0, w1))
+        ping = link.get("ping_sojourn")
+        return cls([r for r in link["series"] if w0 <= r["t"] <= w1], in_window(link["sojourn_samples"], w0, w1),
+                   None if ping is None else [r for r in ping if w0 <= r[0] <= w1])
+
+    def ping_queue_delay_ms(self) -> float | None:
+        """What ping's own frames waited in this link on a round trip: the mean sojourn of its
+        echo requests in one direction plus its replies' in the other. None when ping did not
+        cross this link in the window or the record has no per-flow sojourn. Under a
+        multi-queue discipline (DualPI2's L and C queues, fq_codel's flows) this is not the
+        link's mean: ping waits in its own queue."""
+        by_dir: dict = {}
+        for _t, direction, n, sum_us in self.ping_rows or ():
+            acc = by_dir.setdefault(direction, [0, 0.0])
+            acc[0] += n
+            acc[1] += sum_us
+        if not any(n for n, _ in by_dir.values()):
+            return None
+        return sum(total / n for n, total in by_dir.values() if n) / 1000
 
 
 def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intended_late_us: float = 0.0) -> dict:
@@ -204,6 +224,7 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intend
             # what a ping sent at random times waits: each 100 ms row counts once, however many
             # frames it dequeued (differs from the per-frame mean when the rate changes)
             "queue_delay_time_mean_ms": _mean([r["sojourn_ms"] for r in rows if r["sojourn_ms"] is not None]),
+            "ping_queue_delay_ms": window.ping_queue_delay_ms(),
             "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
             "drops": _by_reason(rows), "marks": _by_reason(rows, "marks"),
             "schedule": sched, "schedule_kept": sched["kept"],

@@ -82,7 +82,7 @@ def test_ping_hosts_access_delays_are_part_of_what_the_link_explains():
     assert run_metrics(rec)["fidelity"]["reasons"] == []
     rec["ping"] = [[t, 37.0 + RTT_EXCESS_MAX_MS + 0.5] for t, _ in rec["ping"]]
     [why] = run_metrics(rec)["fidelity"]["reasons"]
-    assert "(2 x 10 ms + 15 ms of access delays + its mean queueing delay" in why
+    assert "(2 x 10 ms + 15 ms of access delays + the queueing delay ping met in it" in why
 
 
 def test_rtt_the_link_explains_is_trusted():
@@ -100,3 +100,38 @@ def test_rtt_above_what_the_link_explains_is_untrusted():
 def test_rtt_excess_without_steal_is_ours():
     [why] = reasons(2.0, 0.01, ping_ms=31.1, queue_ms=1.6)
     assert "packets waited outside ckcd-link" in why and "steal" not in why
+
+
+def with_ping_own(rec: dict, request_ms: float, reply_ms: float) -> dict:
+    """The record with ckcd-link's per-flow log of ping's frames: its echo requests waited
+    request_ms on the way (ab), its replies reply_ms on the way back (ba), 2 frames a row."""
+    rows = [[2 + i / 10, d, 2, 2 * ms * 1000] for i in range(80) for d, ms in (("ab", request_ms), ("ba", reply_ms))]
+    rec["links"]["l0"]["ping_sojourn"] = rows
+    return rec
+
+
+def test_ping_is_explained_by_the_queue_it_waited_in_not_the_links_mean():
+    """Rule: ping's RTT is explained by what its own frames waited (ckcd-link's per-flow
+    sojourn, both directions), not by the link's mean over all frames. Behind DualPI2 the mean
+    counts the L queue's near-zero waits while Not-ECT ping waits in the classic queue: a link
+    mean of 0.5 ms and ping's own 4 ms must leave nothing unexplained (the old rule found 3.5 ms
+    too much and untrusted every DualPI2 run). Behind fq_codel the reverse: ping waits almost
+    nothing in its own flow, so an RTT the link's 6 ms mean would explain is 6 ms too long."""
+    dual = with_ping_own(record(2.0, 0.01, ping_ms=24.5, queue_ms=0.5), request_ms=4.0, reply_ms=0.0)
+    m = run_metrics(dual)
+    assert m["fidelity"]["reasons"] == [] and abs(m["rtt_unexplained_ms"] - 0.5) < 1e-9
+    assert abs(m["links"]["l0"]["ping_queue_delay_ms"] - 4.0) < 1e-9
+    assert reasons(2.0, 0.01, ping_ms=24.5, queue_ms=0.5)  # without ping's own: the link's mean
+    isolated = with_ping_own(record(2.0, 0.01, ping_ms=26.5, queue_ms=6.0), request_ms=0.2, reply_ms=0.1)
+    [why] = run_metrics(isolated)["fidelity"]["reasons"]
+    assert "ping RTT 26.5 ms is 6.2 ms above what the emulated link explains" in why
+
+
+def test_ping_own_wait_counts_both_directions_and_only_the_window():
+    """Rule: the replies' wait on the way back counts too, and rows outside the measurement
+    window (2-10 s) do not: a reply queue of 1 ms adds 1 ms to what is explained, and a row at
+    1 s that waited 500 ms changes nothing."""
+    rec = with_ping_own(record(2.0, 0.01, ping_ms=25.0, queue_ms=0.5), request_ms=3.0, reply_ms=1.0)
+    rec["links"]["l0"]["ping_sojourn"].append([1.0, "ab", 2, 2 * 500_000.0])
+    m = run_metrics(rec)
+    assert abs(m["links"]["l0"]["ping_queue_delay_ms"] - 4.0) < 1e-9 and m["fidelity"]["reasons"] == []

@@ -33,7 +33,7 @@ def daemon_clock_zeros(controls: dict) -> dict[str, float]:
 
 def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: dict | None,
                  sojourn_samples: list) -> dict:
-    series = []
+    series, ping_sojourn = [], []
     ckcd = CkcdStateReader()
     path = os.path.join(run_dir, f"link-{name}.jsonl")
     with contextlib.suppress(OSError):
@@ -43,6 +43,7 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
                     row = json.loads(line)
                 except ValueError:
                     continue
+                ping_sojourn += _icmp_sojourn(row, offset_s)
                 if row.get("dir") != "ab":
                     continue
                 soj = row.get("sojourn_us") or {}
@@ -57,11 +58,19 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
     if len(sojourn_samples) > MAX_STORED_SAMPLES:  # an even subsample keeps the percentiles
         step = len(sojourn_samples) / MAX_STORED_SAMPLES
         sojourn_samples = [sojourn_samples[int(k * step)] for k in range(MAX_STORED_SAMPLES)]
-    return {"series": series, "sojourn_samples": sojourn_samples, "ckcd": ckcd.points,
+    return {"series": series, "sojourn_samples": sojourn_samples, "ping_sojourn": ping_sojourn, "ckcd": ckcd.points,
             "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops", "marks",
                                                                 "tx_bytes", "sojourn_us", "schedule",
                                                                 "tx_wake", "nflows", "rx_io",
                                                                 "rx_kernel_drops")}}
+
+
+def _icmp_sojourn(row: dict, offset_s: float) -> list:
+    """[t, dir, deq_pkts, sojourn_us_sum] of the row's ICMP flows (only ping sends ICMP in a
+    run): the queueing delay ping's own frames met, in both directions, which the fidelity
+    check explains ping's RTT by. Nothing from a daemon that logs no per-flow sojourn."""
+    return [[round(row["t"] + offset_s, 3), row.get("dir"), f["deq_pkts"], f["sojourn_us_sum"]]
+            for f in row.get("flows", ()) if f.get("key", "").startswith("icmp ") and "deq_pkts" in f]
 
 
 class SojournSampler:
