@@ -153,7 +153,7 @@ $IP -n a route add default via 10.8.1.254 && $IP -n b route add default via 10.8
 $IP netns exec r sysctl -qw net.ipv4.ip_forward=1 &&
 modprobe tcp_bbr && modprobe sch_netem && modprobe sch_red && modprobe sch_choke && modprobe sch_sfb && modprobe sch_pie &&
 $IP netns exec b $TC qdisc add dev vb root netem delay 20ms limit 10000 &&
-$IP netns exec b iperf3 -s -D -p 5301 && $IP netns exec b iperf3 -s -D -p 5302 &&
+$IP netns exec b iperf3 -s -D -p 5301 && $IP netns exec b iperf3 -s -D -p 5302 && $IP netns exec b iperf3 -s -D -p 5303 &&
 $IP netns exec a ping -c 2 -W 2 10.8.2.1'
 # bbr_cubic SECONDS LEAF...: both flows through the leaf; prints their goodputs and the leaf
 leaf_add() {  # LEAF...: r's egress towards b, a 20 Mbit/s HTB class with the leaf under test
@@ -202,16 +202,30 @@ step xc_sfb_core bbr_cubic 10 ckcd disc sfb limit 80
 # Linux's RED, CHOKe, CoDel, FQ-CoDel and PIE with `ecn` against the core's with ecn=1, same
 # parameters as above. A frame the core marks leaves the qdisc CE (INET_ECN_set_ce at dequeue).
 step ecn_on $IP netns exec a sysctl -w net.ipv4.tcp_ecn=1
-step xe_red_linux bbr_cubic 10 red limit 121120 min 22710 max 68130 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit ecn
-step xe_red_core bbr_cubic 10 ckcd disc red limit 80 min 15 max 45 max_p 0.1 wlog 7 rate 20mbit avpkt 1514 ecn 1
-step xe_choke_linux bbr_cubic 10 choke limit 80 min 5 max 15 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit ecn
-step xe_choke_core bbr_cubic 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 wlog 9 rate 20mbit avpkt 1514 ecn 1
-step xe_codel_linux bbr_cubic 10 codel limit 80 target 5ms interval 100ms ecn
-step xe_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100ms ecn 1
-step xe_fq_codel_linux bbr_cubic 10 fq_codel ecn
-step xe_fq_codel_core bbr_cubic 10 ckcd spec "fq_codel ecn=1"
-step xe_pie_linux bbr_cubic 10 pie limit 1000 target 15ms tupdate 16ms alpha 2 beta 20 ecn
-step xe_pie_core bbr_cubic 10 ckcd spec "pie limit=1000 target_ms=15 tupdate_ms=16 alpha=0.125 beta=1.25 ecn=1"
+# bbr_cubic, run again once if BBR stalled (under 2 Mbit/s; it gets 13-18 otherwise). BBR
+# ignores CE, so RED's average can sit above max, where every Not-ECT packet is dropped - and
+# Linux sends its retransmissions Not-ECT (RFC 3168 section 6.1.5): a BBR flow that lost one can
+# back off RTO after RTO. Seen in Linux's RED (BBR 0.30 Mbit/s, CUBIC alone marked 768 times
+# against 2900-7900 in 16 runs of each RED); in either implementation such a run says
+# nothing about marking. The output of the run kept, after "stalled, rerun" if there were two.
+bbr_cubic_live() {
+  bbr_cubic "$@" > /tmp/live.txt 2>&1; r=$?
+  if awk '/^bbr .*receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Mbits/sec") v = $i }
+          END { exit !(v != "" && v < 2) }' /tmp/live.txt; then
+    echo "stalled, rerun: $(grep '^bbr ' /tmp/live.txt)"; bbr_cubic "$@"; return $?
+  fi
+  cat /tmp/live.txt; return $r
+}
+step xe_red_linux bbr_cubic_live 10 red limit 121120 min 22710 max 68130 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit ecn
+step xe_red_core bbr_cubic_live 10 ckcd disc red limit 80 min 15 max 45 max_p 0.1 wlog 7 rate 20mbit avpkt 1514 ecn 1
+step xe_choke_linux bbr_cubic_live 10 choke limit 80 min 5 max 15 avpkt 1514 burst 48 probability 0.1 bandwidth 20mbit ecn
+step xe_choke_core bbr_cubic_live 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 wlog 9 rate 20mbit avpkt 1514 ecn 1
+step xe_codel_linux bbr_cubic_live 10 codel limit 80 target 5ms interval 100ms ecn
+step xe_codel_core bbr_cubic_live 10 ckcd disc codel limit 80 target 5ms interval 100ms ecn 1
+step xe_fq_codel_linux bbr_cubic_live 10 fq_codel ecn
+step xe_fq_codel_core bbr_cubic_live 10 ckcd spec "fq_codel ecn=1"
+step xe_pie_linux bbr_cubic_live 10 pie limit 1000 target 15ms tupdate 16ms alpha 2 beta 20 ecn
+step xe_pie_core bbr_cubic_live 10 ckcd spec "pie limit=1000 target_ms=15 tupdate_ms=16 alpha=0.125 beta=1.25 ecn=1"
 step ecn_off $IP netns exec a sysctl -w net.ipv4.tcp_ecn=2
 # Cross-check (b), continued after the ECN runs, so that the runs above follow one another as when
 # they were measured.
@@ -255,6 +269,20 @@ step rec_close sh -c 'echo 1000 > /sys/module/sch_ckcd/parameters/record_events 
   $IP -n n3 link add x0 type veth peer name y0 && $IP netns exec n3 $TC qdisc add dev x0 root ckcd &&
   $IP netns exec n3 $TC qdisc change dev x0 root ckcd limit 50 && cat /sys/kernel/debug/sch_ckcd/*-x0-* ;
   $IP netns del n3; echo 0 > /sys/module/sch_ckcd/parameters/record_events'
+# Cross-check (a) for the baselines: FQ-CoDel (flows by the host's hash, DRR) and PIE (its random
+# draws) under ECN-capable BBR+CUBIC; DualPI2 classifying by ECN, with 6 Mbit/s of ECT(1) UDP
+# (iperf3 -S 1 sets the ECN bits) in its L queue beside the Not-ECT TCP flows in C.
+rec_disc() {  # SPEC ecn|l4s: the leaf's tc -j line, then its record of 3 s of that traffic
+  echo 200000 > $REC && leaf_add ckcd spec "$1"; r=$?; echo 0 > $REC; [ $r = 0 ] || return 1
+  if [ "$2" = ecn ]; then ecn_flows 3 >/dev/null; r=$?
+  else $IP netns exec a iperf3 -c 10.8.2.1 -p 5303 -u -b 6M -l 1400 -S 1 -t 3 >/dev/null & u=$!
+    flows 3 >/dev/null; r=$?; wait $u || r=1; fi
+  [ $r = 0 ] && $IP netns exec r $TC -j qdisc show dev rb parent 1:1 && cat /sys/kernel/debug/sch_ckcd/*-rb-10; r=$?
+  $IP netns exec r $TC qdisc del dev rb root; return $r
+}
+step rec_fq_codel rec_disc "fq_codel ecn=1" ecn
+step rec_pie rec_disc "pie ecn=1" ecn
+step rec_dualpi2 rec_disc "dualpi2" l4s
 # A leaf that drops at dequeue under HTB, one level and two: bursts of several UDP flows, then
 # silence. CKCD with d_th of 0.01-0.02 ms and Delta 1 ms judges nearly every packet late.
 # HTB's one-time note per leaf that came back empty although it had packets, counted
@@ -501,7 +529,26 @@ def tcp_run(vm, name):
         rates[cc] = float(m.group(1))
     sent = re.search(r"Sent \d+ bytes (\d+) pkt \(dropped (\d+)", out)
     assert sent, out
+    stalled = re.search(r"^stalled, rerun: .*", out, re.M)
+    if stalled:
+        print(f"{name}: {stalled.group(0)}")
     return {"rates": rates, "sent_pkts": int(sent.group(1)), "dropped": int(sent.group(2)), "text": out}
+
+
+@pytest.mark.parametrize("line, stalled", [
+    ("bbr [  5]   0.00-10.02  sec   372 KBytes  0.30 Mbits/sec                  receiver", True),
+    ("bbr [  5]   0.00-10.02  sec  16.3 MBytes  13.5 Mbits/sec                  receiver", False),
+    ("bbr [  5]   0.00-10.02  sec  2.38 MBytes  1.99 Mbits/sec                  receiver", True),
+    ("bbr ", False),  # iperf3 failed: no rate, the run's own error stands, no rerun
+])
+def test_only_a_stalled_bbr_run_is_run_again(tmp_path, line, stalled):
+    """Rule: bbr_cubic_live (the ECN cross-checks' runs) runs a pair again only when BBR's
+    receiver line is under 2 Mbit/s (the guest's awk, run here on iperf3's lines as the guest
+    prints them; the first is the run that stalled in CI)."""
+    awk = re.search(r"if awk '(.*?)' /tmp/live.txt", SCRIPT, re.S).group(1)
+    path = tmp_path / "live.txt"
+    path.write_text(f"{line}\ncubic [  5]   0.00-10.03  sec  3.16 MBytes  2.64 Mbits/sec   receiver\n")
+    assert (subprocess.run(["awk", awk, str(path)]).returncode == 0) == stalled
 
 
 def jain(rates):
@@ -670,7 +717,9 @@ def test_core_marks_as_linux_marks(vm, disc):
     both; marks within 2x of Linux's when Linux marked at least 100 times, else within 30 of
     them; the share of the signals that were marks (marks / (marks + drops)) within 10 points;
     total goodput within 25 %. Linux counts an arrival marked and then tail-dropped twice (its
-    mark, and the child's drop), as the core does; the shares compare like with like."""
+    mark, and the child's drop), as the core does; the shares compare like with like. A run in
+    which BBR stalled (its Not-ECT retransmissions dropped above max, RTO after RTO) is run again
+    once in the guest (bbr_cubic_live): CUBIC alone is no traffic to compare marks on."""
     lin, core = tcp_run(vm, f"xe_{disc}_linux"), tcp_run(vm, f"xe_{disc}_core")
     st = ckcd_stats(core["text"], "10:")
     lin_marks, core_marks = linux_marks(lin["text"]), sum(st["marks"].values())
@@ -761,6 +810,50 @@ def replay_verdict(p: dict) -> str:
     return f"sent, marked {p['mark']}" if p.get("mark") else "sent"
 
 
+def replayed(tmp_path, spec: str, record: str) -> tuple[dict, dict]:
+    """ckcd-replay's verdicts on a record (seq -> kernel_verdicts' words) and its events line."""
+    path = tmp_path / "record.txt"
+    path.write_text(record)
+    out = subprocess.run([replay_bin(), "--qdisc", spec, "--events", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
+    [events] = [e for e in lines if e["type"] == "events"]
+    return {p["seq"]: replay_verdict(p) for p in lines if p["type"] == "pkt"}, events
+
+
+@pytest.mark.parametrize("disc, kinds", [
+    ("fq_codel", {"delay"}),            # CoDel per flow: marks ECT, drops the Not-ECT retransmissions
+    ("pie", {"early"}),                 # PIE's probability, drawn per packet
+    ("dualpi2", {"early"}),             # C drops by p'^2, L marks by the coupling (or its step)
+])
+def test_baselines_replay_to_the_kernels_verdicts(vm, tmp_path, disc, kinds):
+    """Cross-check (a) for FQ-CoDel, PIE and DualPI2, rule: fed the module's record of 3 s of
+    traffic (rec_disc), ckcd-replay sends, marks and drops exactly the packets the kernel qdisc
+    did, for the same reasons, drawing exactly the recorded random numbers: the baselines are
+    one core in every host too. Traffic that reaches each one's mechanism: ECN-capable BBR+CUBIC
+    through FQ-CoDel and PIE, and for DualPI2 ECT(1) UDP in its L queue beside Not-ECT TCP in
+    C, so the record holds both queues' decisions. Enough to mean something: over 1000 packets,
+    marks, and decisions of the discipline's own reasons (`kinds`, as drops or marks)."""
+    out = step(vm, f"rec_{disc}")
+    head, record = out.split("\n", 1)
+    [leaf] = json.loads(head)
+    n, cap = map(int, re.search(r"# events (\d+) of (\d+)", record).groups())
+    assert n < cap, "the record filled: not every verdict is in it"
+    kernel = kernel_verdicts(record)
+    reasons = Counter(v.removeprefix("sent, marked ") for v in kernel.values() if v != "sent")
+    print(f"{disc}: {len(kernel)} packets, {dict(Counter(kernel.values()))}")
+    assert len(kernel) > 1000 and sum(v.startswith("sent, marked") for v in kernel.values()) > 20, reasons
+    assert kinds <= set(reasons), reasons
+    if disc == "dualpi2":  # both queues decided: the UDP's marks in L, the TCP flows' drops in C
+        assert sum(not v.startswith("sent") for v in kernel.values()) > 20, reasons
+    replay, events = replayed(tmp_path, leaf["options"]["spec"], record)
+    differ = sorted(seq for seq in kernel.keys() | replay.keys() if kernel.get(seq) != replay.get(seq))
+    assert not differ, [(seq, kernel.get(seq), replay.get(seq)) for seq in differ[:10]]
+    assert events["random_used"] == events["random_recorded"] and events["random_past_record"] == 0, events
+    if disc != "fq_codel":  # PIE and DualPI2 draw their random numbers from the host
+        assert events["random_recorded"] > 100, events
+
+
 def test_module_and_replay_reach_the_same_verdicts(vm, tmp_path):
     """Cross-check (a), rule: the core is one, its hosts many - fed the same inputs, the
     kernel qdisc and ckcd-replay must reach the same verdict on every packet.
@@ -786,13 +879,7 @@ def test_module_and_replay_reach_the_same_verdicts(vm, tmp_path):
     # enough to mean something: thousands of packets, drops of more than one reason, and marks
     assert len(kernel) > 2000 and len(drops) > 20 and len(set(drops)) >= 2, (len(kernel), Counter(drops))
     assert len(marked) > 20, Counter(marked)
-    path = tmp_path / "record.txt"
-    path.write_text(record)
-    out = subprocess.run([replay_bin(), "--qdisc", leaf["options"]["spec"], "--events", str(path)],
-                         capture_output=True, text=True, check=True).stdout
-    lines = [json.loads(line) for line in out.splitlines()]
-    replay = {p["seq"]: replay_verdict(p) for p in lines if p["type"] == "pkt"}
-    [events] = [e for e in lines if e["type"] == "events"]
+    replay, events = replayed(tmp_path, leaf["options"]["spec"], record)
     differ = sorted(seq for seq in kernel.keys() | replay.keys() if kernel.get(seq) != replay.get(seq))
     print(f"record: {len(kernel)} packets, drops {dict(Counter(drops))}, marks {dict(Counter(marked))}, "
           f"{events['random_recorded']} random draws")
