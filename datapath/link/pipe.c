@@ -420,14 +420,15 @@ static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 		p->late_ns = draw_lateness(d);
 		if (*first_release == UINT64_MAX)
 			*first_release = p->release_ns;
+		/* before the frame is published to the sender thread */
+		d->flows[p->flow_idx].deq_pkts++;
+		d->flows[p->flow_idx].sojourn_ns += sojourn;
 		d->line[d->line_tail & d->line_mask] = p;
 		/* seq_cst pairs with the sender's store of tx_sleep_until and
 		 * re-read of line_tail: one of us always sees the other. */
 		__atomic_store_n(&d->line_tail, d->line_tail + 1, __ATOMIC_SEQ_CST);
 		hist_add(&d->sojourn, sojourn);
 		hist_add(&d->sojourn_log, sojourn);
-		d->flows[p->flow_idx].deq_pkts++;
-		d->flows[p->flow_idx].sojourn_ns += sojourn;
 		s = &d->samples[d->sample_pos++ % SAMPLE_RING];
 		s->t_ns = start - d->link->start_ns;
 		s->sojourn_ns = sojourn;

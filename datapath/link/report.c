@@ -408,7 +408,7 @@ void report_log_tick(struct link *l, uint64_t t)
 			jb_ku64(&b, "drops", drops - f->log_drops);
 			jb_ku64(&b, "marks", marks - f->log_marks);
 			jb_ku64(&b, "deq_pkts", f->deq_pkts - f->log_deq_pkts);
-			jb_kdbl(&b, "sojourn_us_sum", (double)(f->sojourn_ns - f->log_sojourn_ns) / 1e3);
+			jb_ku64(&b, "sojourn_ns_sum", f->sojourn_ns - f->log_sojourn_ns);
 			jb_obj_close(&b);
 			f->log_tx_bytes = f_tx_bytes;
 			f->log_tx_pkts = f_tx_pkts;

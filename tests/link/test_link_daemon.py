@@ -544,7 +544,7 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
 
 def test_each_flow_logs_its_own_queueing_delay(lab, daemon_factory, tmp_path):
     """Rule: the log and stats give each flow its own queueing delay (`deq_pkts`,
-    `sojourn_us_sum`; `sojourn_us_mean`), which under a flow-isolating discipline is not the
+    `sojourn_ns_sum`; `sojourn_us_mean`), which under a flow-isolating discipline is not the
     link's mean: behind fq_codel, pings in their own sparse flow wait at most a frame or two
     while the CUBIC flow beside them waits out CoDel's standing queue (docs/ckcd-link.md). The
     experiments' fidelity check explains ping's RTT by it. The per-flow sums add up to the
@@ -553,7 +553,9 @@ def test_each_flow_logs_its_own_queueing_delay(lab, daemon_factory, tmp_path):
     Tolerances: a ping frame behind fq_codel waits for the frame being serialized and at most a
     quantum (1514 bytes, 0.24 ms at 50 Mbit/s); under 1 ms leaves room for a late loop. CUBIC
     against CoDel's 5 ms target keeps several ms (measured 3-5): over 1.5 ms, and three times
-    ping's. The sums agree within the log's rounding (six significant digits a number)."""
+    ping's. The sums agree: the lines' per-flow counts add up to the final stats' exactly, and
+    their sums (integer ns) to the rows' means x counts within those means' rounding (six
+    significant digits)."""
     log = tmp_path / "link.jsonl"
     d = daemon_factory(qdisc="fq_codel limit=1000", log_path=str(log), log_interval_ms=100)
     port = lab.next_port()
@@ -568,9 +570,9 @@ def test_each_flow_logs_its_own_queueing_delay(lab, daemon_factory, tmp_path):
     own: dict[str, list[float]] = {}
     for row in ab_lines:
         for f in row["flows"]:
-            n_sum = own.setdefault(f["key"], [0, 0.0])
+            n_sum = own.setdefault(f.get("key", "other"), [0, 0.0])
             n_sum[0] += f["deq_pkts"]
-            n_sum[1] += f["sojourn_us_sum"]
+            n_sum[1] += f["sojourn_ns_sum"] / 1000
     icmp = own[f"icmp {HOST_A_IP}>{HOST_B_IP}"]
     [tcp] = [v for k, v in own.items() if k.startswith(f"tcp {HOST_A_IP}:") and k.endswith(f":{port}")
              and v[0] > 1000]
@@ -581,7 +583,7 @@ def test_each_flow_logs_its_own_queueing_delay(lab, daemon_factory, tmp_path):
     frames = sum(r["sojourn_us"]["count"] for r in ab_lines if r["sojourn_us"].get("count"))
     total_us = sum(r["sojourn_us"]["mean"] * r["sojourn_us"]["count"] for r in ab_lines if r["sojourn_us"].get("count"))
     assert sum(v[0] for v in own.values()) == frames
-    assert abs(sum(v[1] for v in own.values()) - total_us) <= 1e-5 * total_us  # %.6g on each side
+    assert abs(sum(v[1] for v in own.values()) - total_us) <= 1e-5 * total_us  # the rows' %.6g means
     [final] = [f for f in st["dirs"]["ab"]["flows"] if f["key"] == f"icmp {HOST_A_IP}>{HOST_B_IP}"]
     assert final["deq_pkts"] == icmp[0] and abs(final["sojourn_us_mean"] - ping_us) < 1, (final, icmp)
 
