@@ -182,7 +182,7 @@ def group_order(name: str) -> tuple:
 @dataclasses.dataclass
 class _LinkWindow:
     """A link's 100 ms log rows, its dequeue samples (sojourn, ms) and ping's own frames' log
-    rows ([t, dir, deq_pkts, sojourn_us_sum]; None for records from before they were kept)
+    rows ([t, dir, deq_pkts, summed sojourn in us]; None for records from before they were kept)
     inside the window."""
     rows: list[dict]
     sojourn_samples: list[float]

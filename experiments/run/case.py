@@ -173,7 +173,7 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         "flows": [flow_record(f, launched.get(i), run_dir, stats, tcp.series.get(f.port, []))
                   for i, f in enumerate(scenario.flows)],
         "links": {name: link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
-                                     sampler.values.get(name, []))
+                                     sampler.values.get(name, []), _ping_keys(scenario, net))
                   for name in links},
         "ping": ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
         "tcp_info_errors": tcp.errors,
@@ -182,6 +182,14 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         "cpu": cpu.series,
         **({"link_changes": applied} if scenario.link_changes else {}),
     }
+
+
+def _ping_keys(scenario: Scenario, net) -> tuple[str, ...]:
+    """ckcd-link's flow keys of ping's echo requests and replies (docs/ckcd-link.md: `icmp a>b`)."""
+    if not scenario.ping:
+        return ()
+    src, dst = net.get(scenario.ping.src).IP(), net.get(scenario.ping.dst).IP()
+    return (f"icmp {src}>{dst}", f"icmp {dst}>{src}")
 
 
 def _change_links_on_time(controls: dict, scenario: Scenario, t0: float, stop: threading.Event,

@@ -82,7 +82,7 @@ def test_ping_hosts_access_delays_are_part_of_what_the_link_explains():
     assert run_metrics(rec)["fidelity"]["reasons"] == []
     rec["ping"] = [[t, 37.0 + RTT_EXCESS_MAX_MS + 0.5] for t, _ in rec["ping"]]
     [why] = run_metrics(rec)["fidelity"]["reasons"]
-    assert "(2 x 10 ms + 15 ms of access delays + the queueing delay ping met in it" in why
+    assert "(2 x 10 ms + 15 ms of access delays + the links' largest mean queueing delay, 2.0 ms" in why
 
 
 def test_rtt_the_link_explains_is_trusted():
@@ -124,7 +124,8 @@ def test_ping_is_explained_by_the_queue_it_waited_in_not_the_links_mean():
     assert reasons(2.0, 0.01, ping_ms=24.5, queue_ms=0.5)  # without ping's own: the link's mean
     isolated = with_ping_own(record(2.0, 0.01, ping_ms=26.5, queue_ms=6.0), request_ms=0.2, reply_ms=0.1)
     [why] = run_metrics(isolated)["fidelity"]["reasons"]
-    assert "ping RTT 26.5 ms is 6.2 ms above what the emulated link explains" in why
+    assert "ping RTT 26.5 ms is 6.2 ms above what the emulated link explains (2 x 10 ms + 0.3 ms that " \
+           "ping's own frames waited in its queues" in why
 
 
 def test_ping_own_wait_counts_both_directions_and_only_the_window():

@@ -32,7 +32,9 @@ def daemon_clock_zeros(controls: dict) -> dict[str, float]:
 
 
 def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: dict | None,
-                 sojourn_samples: list) -> dict:
+                 sojourn_samples: list, ping_keys: tuple[str, ...] = ()) -> dict:
+    """ping_keys: ckcd-link's flow keys of ping's echo requests and replies, whose own
+    queueing delay the record keeps as `ping_sojourn`."""
     series, ping_sojourn = [], []
     ckcd = CkcdStateReader()
     path = os.path.join(run_dir, f"link-{name}.jsonl")
@@ -43,7 +45,7 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
                     row = json.loads(line)
                 except ValueError:
                     continue
-                ping_sojourn += _icmp_sojourn(row, offset_s)
+                ping_sojourn += _flow_sojourn(row, offset_s, ping_keys)
                 if row.get("dir") != "ab":
                     continue
                 soj = row.get("sojourn_us") or {}
@@ -65,12 +67,12 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
                                                                 "rx_kernel_drops")}}
 
 
-def _icmp_sojourn(row: dict, offset_s: float) -> list:
-    """[t, dir, deq_pkts, sojourn_us_sum] of the row's ICMP flows (only ping sends ICMP in a
-    run): the queueing delay ping's own frames met, in both directions, which the fidelity
-    check explains ping's RTT by. Nothing from a daemon that logs no per-flow sojourn."""
-    return [[round(row["t"] + offset_s, 3), row.get("dir"), f["deq_pkts"], f["sojourn_us_sum"]]
-            for f in row.get("flows", ()) if f.get("key", "").startswith("icmp ") and "deq_pkts" in f]
+def _flow_sojourn(row: dict, offset_s: float, keys: tuple[str, ...]) -> list:
+    """[t, dir, deq_pkts, summed sojourn in us] of the row's flows of these keys (ping's, the
+    fidelity check explains ping's RTT by what they waited). Nothing from a daemon that logs
+    no per-flow sojourn."""
+    return [[round(row["t"] + offset_s, 3), row.get("dir"), f["deq_pkts"], f["sojourn_ns_sum"] / 1000]
+            for f in row.get("flows", ()) if f.get("key") in keys and "sojourn_ns_sum" in f]
 
 
 class SojournSampler:
