@@ -402,18 +402,19 @@ def _initrd(path: str, kernel: str | None, script: str, modules, programs=HOST_P
 
 def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240.0,
         modules=DEFAULT_MODULES, memory_mb: int = 1024, kernel: str | None = None,
-        extra_modules=()) -> LabResult:
+        extra_modules=(), programs=HOST_PROGRAMS) -> LabResult:
     """Boot the lab VM, run script (shell text) as /lab/script.sh, return its result.
 
     files maps guest paths (relative to /, e.g. "lab/sch_ckcd.ko") to host files. kernel is
     the kernel to boot (kernels.resolve: None or "6.1" the installed headers', "6.12", "7.3" or
     a whole version of those lines). extra_modules are host paths of out-of-tree modules built
     for that kernel, loaded in order before the script runs (extra_modules_for); one that does
-    not load ends the run with exit status EXTRA_MODULE_FAILED and says why.
+    not load ends the run with exit status EXTRA_MODULE_FAILED and says why. programs are the
+    host programs the guest gets, with their libraries (HOST_PROGRAMS; e.g. bpftool as well).
     """
     with tempfile.TemporaryDirectory(prefix="ckcd-lab-") as tmp:
         initrd = os.path.join(tmp, "initrd.gz")
-        ver, kimage = _initrd(initrd, kernel, script, modules, extra_modules=extra_modules, files=files)
+        ver, kimage = _initrd(initrd, kernel, script, modules, programs, extra_modules=extra_modules, files=files)
         cmd = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-smp", str(VCPUS), "-cpu", CPU,
                "-nographic", "-no-reboot", "-nic", "none",
                "-kernel", kimage, "-initrd", initrd,

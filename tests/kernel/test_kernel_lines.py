@@ -31,7 +31,8 @@ import pytest
 
 from tests.conftest import REPO
 from tests.datapath.replaylib import build as replay_bin
-from tests.kernel import kbuild, kernels, lab, linux_dualpi2
+from experiments.lab import bpf_cc
+from tests.kernel import bpf_twins, kbuild, kernels, lab, linux_dualpi2
 from tests.kernel.test_sch_ckcd import (EXPECTED_DMESG, ckcd_stats, htb_and_leaves, kernel_verdicts,
                                         replay_verdict, step)
 
@@ -311,12 +312,20 @@ step dp2_core dctcp_cubic @@SECONDS@@ ckcd spec "@@CORE@@"
 """
 
 
+# The line whose boot also runs our BPF congestion controls against the kernel's modules of the same
+# algorithm (tests/kernel/bpf_twins.py): one boot is enough, and 7.3's already loads tcp_dctcp.
+BPF_CC_LINES = ("7.3",)
+
+
 def script_for(line: str) -> str:
-    """The lean set's script for the line's boot: with the DualPI2 part where the kernel has it."""
+    """The lean set's script for the line's boot: with the DualPI2 part where the kernel has it,
+    and the BPF congestion controls' part on BPF_CC_LINES."""
     part = ""
     if line in DUALPI2_LINES:
         part = (DUALPI2_SCRIPT.replace("@@LINUX@@", DUALPI2_LINUX).replace("@@CORE@@", DUALPI2_CORE)
                 .replace("@@SECONDS@@", str(DUALPI2_SECONDS)))
+    if line in BPF_CC_LINES:
+        part += bpf_twins.script()
     return SCRIPT.replace("@@DUALPI2@@\n", part)
 
 
@@ -324,7 +333,7 @@ def script_for(line: str) -> str:
 def vm(line, dkms_built):
     """One boot of the line's kernel with the module DKMS built for it; {step: (rc, output)}."""
     version, ko, _ = dkms_built
-    files, extra, modules = {"lab/sch_ckcd.ko": ko}, [], LEAN_MODULES
+    files, extra, modules, programs = {"lab/sch_ckcd.ko": ko}, [], LEAN_MODULES, lab.HOST_PROGRAMS
     try:
         lab.check_prerequisites(version)
         files["lab/q_ckcd.so"] = lab.build_plugin(REPO)
@@ -332,13 +341,20 @@ def vm(line, dkms_built):
             extra.append(linux_dualpi2.sch_dualpi2(version))
             files["lab/q_dualpi2.so"] = linux_dualpi2.plugin(REPO)
             modules += DUALPI2_MODULES
-    except kernels.LabUnavailable as e:
+        if line in BPF_CC_LINES:
+            if not os.path.exists(bpf_twins.BPFTOOL):
+                raise kernels.LabUnavailable(f"no {bpf_twins.BPFTOOL} for the guest: install bpftool "
+                                             "(make setup-tests does)")
+            files.update(bpf_twins.files())
+            modules += tuple(m for m in bpf_twins.MODULES if m not in modules)
+            programs += (bpf_twins.BPFTOOL,)
+    except (kernels.LabUnavailable, bpf_cc.BpfUnavailable) as e:
         pytest.fail(f"kernel {line}: {e}")
     from ovs_config.lablock import lab_lock
 
     with lab_lock():  # TCG takes a whole core: no other lab beside it
         res = lab.run(script_for(line), files, timeout_s=600, modules=modules, kernel=version,
-                      extra_modules=extra)
+                      extra_modules=extra, programs=programs)
     assert res.exit_status is not None, f"the {version} VM did not finish:\n{res.console[-3000:]}"
     steps, ends = {}, {}
     for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+) t=([\d.]+)", res.output, re.S):
@@ -351,7 +367,7 @@ def vm(line, dkms_built):
 
 # The steps that end each part of the script, for the timing line the fixture prints.
 PHASES = ("uname", "del_root", "tcp_setup", "every_disc", "chg_traffic", "drain_one_nonwc_after",
-          "drain_two_nonwc_after", "rec_gone", "dp2_kept", "dp2_linux", "dp2_core", "dmesg")
+          "drain_two_nonwc_after", "rec_gone", "dp2_kept", "dp2_linux", "dp2_core", "cc_unregister", "dmesg")
 
 
 def test_boots_the_lines_kernel_and_loads_the_module_by_itself(vm, dkms_built):
@@ -636,3 +652,68 @@ def test_core_dualpi2_agrees_with_linux(vm, line):
     assert abs(lin["delay_c"][0] - core["delay_c"][0]) <= 8, (lin["delay_c"], core["delay_c"])
     assert abs(lin["delay_c"][1] - core["delay_c"][1]) <= 20, (lin["delay_c"], core["delay_c"])
     assert lin["delay_l"][0] < 1 and core["delay_l"][0] < 1, (lin["delay_l"], core["delay_l"])
+
+
+# Our BPF congestion controls against the kernel's modules: the boots of BPF_CC_LINES only.
+only_bpf_cc_lines = pytest.mark.parametrize("line", BPF_CC_LINES, ids=kernel_id, indirect=True)
+
+
+@only_bpf_cc_lines
+def test_bpf_controls_register_beside_the_kernels_and_unregister(vm, line):
+    """Rule: in the VM the kernel's module congestion controls are usable by name beside ours:
+    tcp_dctcp and tcp_vegas load by modprobe, bpftool registers bpf_dctcp and bpf_vegas, and the
+    kernel lists all four; unregistering ours takes them off its list and leaves its own."""
+    listed = step(vm, "cc_setup")
+    assert {"dctcp", "vegas", "bpf_dctcp", "bpf_vegas"} <= set(listed.split()), listed
+    after = step(vm, "cc_unregister").split()
+    assert {"dctcp", "vegas"} <= set(after) and not {"bpf_dctcp", "bpf_vegas"} & set(after), after
+
+
+@only_bpf_cc_lines
+def test_bpf_dctcp_matches_linux_dctcp(vm, line):
+    """Twin check, rule: bpf_dctcp (RFC 8257, our BPF) carries one flow through a step marking
+    at K = 4 ms as Linux's tcp_dctcp does: about the same goodput, the same fraction of its
+    packets marked CE, the queue held near K, and no losses - DCTCP answers marks, not drops.
+
+    One 10 s run each, so each tolerance is the spread of 4 runs of each (one 7.3 boot,
+    2026-11-26; docs/congestion-controls.md has the table), with margin:
+    - goodput 17.07-17.71 Mbit/s (Linux) and 16.32-17.07 (ours: 4 % lower on average); within
+      15 % of Linux's, twice the widest gap between any two runs (7.8 %);
+    - CE marks per packet sent 0.113-0.128 and 0.120-0.126; within 1.3x of each other (1.13x
+      between the extremes). A control that halved on each mark as classic ECN does would be
+      marked a few times per RTT, not on one packet in eight;
+    - fq_codel's backlog sampled about twice a second: means 2.5-3.4 and 2.0-2.7 packets; within 2
+      packets of each other, and both under K (6.6 packets);
+    - drops: 0 in every run of both; at most 2 (a drop-tail 10240 packets away cannot drop)."""
+    lin, ours = bpf_twins.run(step(vm, "cc_dctcp")), bpf_twins.run(step(vm, "cc_bpf_dctcp"))
+    print(f"\ndctcp:     {bpf_twins.line(lin)}\nbpf_dctcp: {bpf_twins.line(ours)}")
+    assert abs(ours["mbps"] - lin["mbps"]) <= 0.15 * lin["mbps"], (lin, ours)
+    frac = {k: r["ce"] / r["sent"] for k, r in (("linux", lin), ("ours", ours))}
+    assert frac["linux"] > 0.05 and 1 / 1.3 <= frac["ours"] / frac["linux"] <= 1.3, frac
+    assert abs(ours["backlog"][0] - lin["backlog"][0]) <= 2, (lin["backlog"], ours["backlog"])
+    assert max(lin["backlog"][0], ours["backlog"][0]) < 6.6, (lin["backlog"], ours["backlog"])
+    assert lin["dropped"] <= 2 and ours["dropped"] <= 2, (lin, ours)
+
+
+@only_bpf_cc_lines
+def test_bpf_vegas_matches_linux_vegas(vm, line):
+    """Twin check, rule: bpf_vegas (Brakmo and Peterson's Vegas, our BPF) carries one flow
+    through a 100-packet FIFO as Linux's tcp_vegas does: about the same goodput, RTT and queue,
+    a queue of a few packets where CUBIC, sent first through the same FIFO, builds one of tens.
+
+    One 10 s run each; the spread of 4 runs of each (one 7.3 boot, 2026-11-26), with margin:
+    - goodput 18.05-18.23 Mbit/s (Linux) and 17.78-18.39 (ours); within 10 % of Linux's, three
+      times the widest gap between any two runs (3.4 %);
+    - the sender's mean RTT 25.0-26.1 and 25.8-26.2 ms (20 ms of base); within 3 ms;
+    - the FIFO's backlog sampled about twice a second: means 4.8-6.9 and 3.6-7.7 packets; within 6 of
+      each other, and both under 12: Vegas's alpha-beta of 2-4 packets and TCG's timing noise.
+      CUBIC's mean over its 10 s must be at least twice the larger (it fills toward the 100)."""
+    cubic = bpf_twins.run(step(vm, "cc_cubic"))
+    lin, ours = bpf_twins.run(step(vm, "cc_vegas")), bpf_twins.run(step(vm, "cc_bpf_vegas"))
+    print(f"\ncubic:     {bpf_twins.line(cubic)}\nvegas:     {bpf_twins.line(lin)}\n"
+          f"bpf_vegas: {bpf_twins.line(ours)}")
+    assert abs(ours["mbps"] - lin["mbps"]) <= 0.10 * lin["mbps"], (lin, ours)
+    assert abs(ours["rtt_ms"] - lin["rtt_ms"]) <= 3, (lin["rtt_ms"], ours["rtt_ms"])
+    assert abs(ours["backlog"][0] - lin["backlog"][0]) <= 6, (lin["backlog"], ours["backlog"])
+    assert max(lin["backlog"][0], ours["backlog"][0]) < 12, (lin["backlog"], ours["backlog"])
+    assert cubic["backlog"][0] >= 2 * max(lin["backlog"][0], ours["backlog"][0]), (cubic["backlog"], lin, ours)
