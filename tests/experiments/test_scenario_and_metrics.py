@@ -26,10 +26,13 @@ def test_every_builtin_scenario_parses():
 
 def test_seed000_scenarios_use_table_ii():
     """Rule: seed 000's scenarios run Table II's five disciplines first, in its order, then the
-    Linux baselines, on the paper's 100 Mbit/s link with 80 packets."""
+    Linux baselines, on the paper's 100 Mbit/s link with 80 packets: PIE and DualPI2 at their
+    defaults and again with a target the 80 packets can reach."""
     sc = resolve("bbr_cubic")
     assert sc.link.rate_bps == 100_000_000 and sc.link.buffer_pkts == 80
-    assert list(sc.disciplines) == ["droptail", "red", "codel", "choke", "ckcd", "fq_codel", "pie", "dualpi2"]
+    assert list(sc.disciplines) == ["droptail", "red", "codel", "choke", "ckcd", "fq_codel", "pie", "dualpi2",
+                                    "pie_5ms", "dualpi2_5ms"]
+    assert "target_ms=5" in sc.qdisc_spec("pie_5ms") and "target_ms=5" in sc.qdisc_spec("dualpi2_5ms")
     assert "rate_bps=100000000" in sc.qdisc_spec("ckcd")
 
 
