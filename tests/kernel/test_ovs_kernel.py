@@ -133,8 +133,12 @@ def test_ckcd_on_the_ovs_port_turns_starvation_into_a_fair_share(kl):
     DropTail with 16 packets (half a BDP at 20 Mbit/s, 20 ms) lets BBR take most of the link;
     CKCD at the same limit, attached by the controller, shares it. Same claim and tolerance as
     the bare-qdisc kernel test (tests/kernel/test_sch_ckcd.py): CKCD's Jain index >= 0.9 and at
-    least 0.15 above DropTail's, with the link still used (80 % of the 19.1 Mbit/s goodput
-    ceiling). Measured here: see docs/real-switches.md."""
+    least 0.15 above DropTail's, with the link still used: at least 85 % of what DropTail carried
+    in the same boot. Measured here (docs/real-switches.md): DropTail 18.1-18.3 Mbit/s, CKCD
+    16.8-18.0, 0.92 of it or more. Against DropTail's own total, not the 19.1 Mbit/s ceiling:
+    under TCG the guest's speed sets what any discipline can carry, and a CI run on a slowed host
+    carried 16.95 under DropTail and 14.83 under CKCD (0.875), below an absolute 80 % of the
+    ceiling (15.3) while CKCD shared as it should (Jain 0.941)."""
     vm, _, api = kl
     results = {}
     for disc in ("droptail", "ckcd"):
@@ -147,7 +151,7 @@ def test_ckcd_on_the_ovs_port_turns_starvation_into_a_fair_share(kl):
         print(f"{disc}: BBR {rates['a']:.2f} CUBIC {rates['b']:.2f} Mbit/s, Jain {results[disc][1]:.3f}")
     (_, j_tail), (ckcd_rates, j_ckcd) = results["droptail"], results["ckcd"]
     assert j_ckcd >= 0.9 and j_ckcd - j_tail >= 0.15, results
-    assert sum(ckcd_rates.values()) >= 0.8 * 20 * 1448 / 1514, results
+    assert sum(ckcd_rates.values()) >= 0.85 * sum(results["droptail"][0].values()), results
 
 
 def test_delete_aqm_gives_the_port_back(kl):
