@@ -194,9 +194,11 @@ step xc_choke_core bbr_cubic 10 ckcd disc choke limit 80 min 5 max 15 max_p 0.1 
 # CoDel: RFC 8289's defaults (target 5 ms, interval 100 ms), limit 80 packets.
 step xc_codel_linux bbr_cubic 10 codel limit 80 target 5ms interval 100ms noecn
 step xc_codel_core bbr_cubic 10 ckcd disc codel limit 80 target 5ms interval 100ms
-# SFB: Linux's defaults (max 25, target 20, increment 0.001, decrement 0.00017, penalty 10/s burst 20),
-# which are the core's (docs/disciplines-004.md), limit 80 packets; the traffic has no ECN.
-step xc_sfb_linux bbr_cubic 10 sfb limit 80
+# SFB: the kernel's defaults (max 25, target 20, increment 0.001, decrement 0.000167, penalty 10/s
+# burst 20), which are the core's (docs/disciplines-004.md), limit 80 packets; no ECN. tc sends
+# its own increment and decrement unless told (0.0005 and 0.00005: 33 and 3 in Q16, where the
+# kernel's are 66 and 11), so both are given: tc rounds these two to 66 and 11, as the core does.
+step xc_sfb_linux bbr_cubic 10 sfb limit 80 increment 0.001 decrement 0.000167
 step xc_sfb_core bbr_cubic 10 ckcd disc sfb limit 80
 # Cross-check (c), ECN: namespace a's flows ECN-capable (tcp_ecn=1; b accepts, its default 2),
 # Linux's RED, CHOKe, CoDel, FQ-CoDel and PIE with `ecn` against the core's with ecn=1, same
@@ -537,6 +539,56 @@ def tcp_run(vm, name):
     return {"rates": rates, "sent_pkts": int(sent.group(1)), "dropped": int(sent.group(2)), "text": out}
 
 
+def second_boot(names) -> dict:
+    """A fresh boot of the module that sets up the TCP lab and runs the named steps of SCRIPT
+    again (with ECN on for the xe_ ones), for a cross-check whose first pair fell outside a
+    tolerance. Returns {step: (rc, output)} as the vm fixture does."""
+    setup = SCRIPT[:SCRIPT.index("step load")] + "step load insmod /lab/sch_ckcd.ko\n"
+    setup += SCRIPT[SCRIPT.index("# TCP: BBR against CUBIC"):SCRIPT.index("step fair_pfifo")]
+    if any(n.startswith("xe_") for n in names):
+        setup += SCRIPT[SCRIPT.index("step ecn_on"):SCRIPT.index("step xe_")]
+    for n in names:
+        setup += re.search(rf"^step {n} .*$", SCRIPT, re.M).group(0) + "\n"
+    from ovs_config.lablock import lab_lock
+
+    ko, so = lab.build_sch_ckcd(REPO)
+    with lab_lock():
+        res = lab.run(setup, {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so}, timeout_s=300)
+    assert res.exit_status is not None, f"the second boot did not finish:\n{res.console[-3000:]}"
+    return {m.group(1): (int(m.group(3)), m.group(2))
+            for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+)", res.output, re.S)}
+
+
+def cross_check(vm, linux_step, core_step, judge):
+    """judge([linux runs], [core runs]) on the boot's pair of runs; if a tolerance fails it,
+    the pair runs again in a second boot and judge decides on both pairs together.
+
+    The tolerances are measured over single 10 s runs, whose spread under BBR's phases is
+    wide (docs/kernel.md): a pair outside one is not yet evidence of a difference. Two pairs
+    pooled halve the spread's effect, and an implementation that differs still fails, since
+    the tolerances stay as they are. The first pair's failure is printed."""
+    lin, core = [tcp_run(vm, linux_step)], [tcp_run(vm, core_step)]
+    try:
+        return judge(lin, core)
+    except AssertionError as first:
+        print(f"{linux_step} / {core_step}: one pair outside a tolerance, judged again on two: {first}")
+    again = second_boot([linux_step, core_step])
+    return judge(lin + [tcp_run(again, linux_step)], core + [tcp_run(again, core_step)])
+
+
+def pooled(runs, count) -> dict:
+    """The sum over runs of count(run): a dict of counts summed key by key, or a number."""
+    values = [count(r) for r in runs]
+    if isinstance(values[0], dict):
+        return {k: sum(v[k] for v in values) for k in values[0]}
+    return sum(values)
+
+
+def mean_rates(runs) -> dict:
+    """Each flow's goodput averaged over runs (Mbit/s)."""
+    return {cc: sum(r["rates"][cc] for r in runs) / len(runs) for cc in runs[0]["rates"]}
+
+
 @pytest.mark.parametrize("line, stalled", [
     ("bbr [  5]   0.00-10.02  sec   372 KBytes  0.30 Mbits/sec                  receiver", True),
     ("bbr [  5]   0.00-10.02  sec  16.3 MBytes  13.5 Mbits/sec                  receiver", False),
@@ -601,12 +653,11 @@ def linux_drops(text, dropped):
 
 
 # How far CUBIC's share of the goodput may differ between Linux's qdisc and the core's in one
-# 10 s run each (None: not compared). SFB's split is not repeatable in 10 s: in three VM runs
-# (2026-11-24) CUBIC's share under Linux's sch_sfb was 41 % and 20 % in two of them, under the
-# core's 28 % and 46 % (the other run's two were within 10 points) - whichever flow's bins
-# cross bin_size first keeps the higher p_m - while the drop counts, the early-drop share and
-# the total agreed every time. The share
-# cannot tell the two implementations apart, so for SFB the other three checks decide.
+# 10 s run each (None: not compared). SFB's split is not repeatable in 10 s: over eight runs of
+# each at the same increment and decrement (2026-11-27) CUBIC had 8-47 % under Linux's sch_sfb and
+# 28-75 % under the core's - whichever flow's bins cross bin_size first keeps the higher p_m -
+# while the drop counts of any two runs were within 1.6x and the early-drop shares within 8
+# points. The share cannot tell the two implementations apart, so for SFB the other checks decide.
 # PIE's split moves with BBR's phases: over eight runs of each on an otherwise idle host
 # (2026-11-26) CUBIC had 15.6-25.7 % under Linux's sch_pie and 12.1-27.1 % under the core's,
 # so two single runs differed by up to 13.6 points (9.6 within one round): 15 points. (On a
@@ -640,7 +691,8 @@ def test_core_baselines_agree_with_linux(vm, disc):
     on the same BBR+CUBIC traffic with the same parameters (docs/kernel.md has the measured
     table).
 
-    One 10 s run each, so the tolerances cover run-to-run spread, measured over rounds of
+    One 10 s run each (a second pair if one falls outside: cross_check), so the tolerances
+    cover run-to-run spread, measured over rounds of
     the same qdisc: drop counts varied by up to 1.75x (CHOKe: BBR's ProbeBW/ProbeRTT phases
     decide how much of the queue is its own to match; CoDel 294 vs 399 between the two), so
     drop counts must agree within 2x (PIE's within 2.5x: DROP_RATIO_TOLERANCE says why);
@@ -650,26 +702,35 @@ def test_core_baselines_agree_with_linux(vm, disc):
     FQ-CoDel's dequeue drops or PIE's early drops within 10 points (CoDel's within 20:
     REASON_SHARE_TOLERANCE says why). At Linux's defaults neither FQ-CoDel nor PIE reached its
     limit in any measured run: all their drops were dequeue (FQ-CoDel) or early (PIE) drops."""
-    lin, core = tcp_run(vm, f"xc_{disc}_linux"), tcp_run(vm, f"xc_{disc}_core")
+    cross_check(vm, f"xc_{disc}_linux", f"xc_{disc}_core", lambda lin, core: judge_drops(disc, lin, core))
+
+
+def judge_drops(disc, lin, core):
+    """test_core_baselines_agree_with_linux's tolerances on runs of Linux's qdisc and the core's."""
     if disc in ("red", "choke"):
-        wlog = re.search(r"wlog (\d+)", core["text"]).group(1)
-        assert f"ewma {wlog} " in lin["text"], lin["text"]  # tc's burst 48 maps to the core's wlog
-    st = ckcd_stats(core["text"], "10:")
-    ld = linux_drops(lin["text"], lin["dropped"])
-    assert sum(ld.values()) == lin["dropped"], lin["text"]
-    assert sum(st["drops"].values()) == core["dropped"], core["text"]
-    assert lin["dropped"] > 100 and core["dropped"] > 100, (lin["text"], core["text"])
-    ratio, ratio_tolerance = core["dropped"] / lin["dropped"], DROP_RATIO_TOLERANCE.get(disc, 2.0)
-    assert 1 / ratio_tolerance <= ratio <= ratio_tolerance, (lin["text"], core["text"])
+        for c, l_ in zip(core, lin):
+            wlog = re.search(r"wlog (\d+)", c["text"]).group(1)
+            assert f"ewma {wlog} " in l_["text"], l_["text"]  # tc's burst 48 maps to the core's wlog
+    for r in lin:
+        assert sum(linux_drops(r["text"], r["dropped"]).values()) == r["dropped"], r["text"]
+    for r in core:
+        assert sum(ckcd_stats(r["text"], "10:")["drops"].values()) == r["dropped"], r["text"]
+    ld, cd = pooled(lin, lambda r: linux_drops(r["text"], r["dropped"])), \
+        pooled(core, lambda r: ckcd_stats(r["text"], "10:")["drops"])
+    ldrop, cdrop = sum(ld.values()), sum(cd.values())
+    seen = f"Linux dropped {ld}, the core {cd} in {len(lin)} run(s) each"
+    assert ldrop > 100 * len(lin) and cdrop > 100 * len(core), seen
+    ratio_tolerance = DROP_RATIO_TOLERANCE.get(disc, 2.0)
+    assert 1 / ratio_tolerance <= cdrop / ldrop <= ratio_tolerance, seen
     key = CROSS_CHECK_REASON[disc]
-    reason_tolerance = REASON_SHARE_TOLERANCE.get(disc, 0.10)
-    assert abs(st["drops"][key] / core["dropped"] - ld[key] / lin["dropped"]) <= reason_tolerance, (ld, st["drops"])
-    share = {k: r["rates"]["cubic"] / sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    assert abs(cd[key] / cdrop - ld[key] / ldrop) <= REASON_SHARE_TOLERANCE.get(disc, 0.10), seen
+    rates = {"linux": mean_rates(lin), "core": mean_rates(core)}
     tolerance = SHARE_TOLERANCE.get(disc, 0.10)
     if tolerance is not None:
-        assert abs(share["linux"] - share["core"]) <= tolerance, (lin["rates"], core["rates"])
-    total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
-    assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
+        share = {k: r["cubic"] / sum(r.values()) for k, r in rates.items()}
+        assert abs(share["linux"] - share["core"]) <= tolerance, rates
+    total = {k: sum(r.values()) for k, r in rates.items()}
+    assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], rates
 
 
 # How far CUBIC's share of the goodput may be from half under either FQ-CoDel. Measured
@@ -722,21 +783,31 @@ def test_core_marks_as_linux_marks(vm, disc):
     total goodput within 25 %. Linux counts an arrival marked and then tail-dropped twice (its
     mark, and the child's drop), as the core does; the shares compare like with like. A run in
     which BBR stalled (its Not-ECT retransmissions dropped above max, RTO after RTO) is run again
-    once in the guest (bbr_cubic_live): CUBIC alone is no traffic to compare marks on."""
-    lin, core = tcp_run(vm, f"xe_{disc}_linux"), tcp_run(vm, f"xe_{disc}_core")
-    st = ckcd_stats(core["text"], "10:")
-    lin_marks, core_marks = linux_marks(lin["text"]), sum(st["marks"].values())
-    print(f"{disc}: Linux marked {lin_marks}, dropped {lin['dropped']}; core marked {st['marks']}, "
-          f"dropped {st['drops']}")
-    assert st["marks"][ECN_REASON[disc]] == core_marks, st["marks"]  # one reason, as the discipline says
-    assert lin_marks + lin["dropped"] > 100 and core_marks + core["dropped"] > 100, (lin["text"], core["text"])
-    if lin_marks >= 100:
-        assert 0.5 <= core_marks / lin_marks <= 2.0, (lin["text"], core["text"])
+    once in the guest (bbr_cubic_live): CUBIC alone is no traffic to compare marks on. A pair
+    outside a tolerance gets a second pair (cross_check)."""
+    cross_check(vm, f"xe_{disc}_linux", f"xe_{disc}_core", lambda lin, core: judge_marks(disc, lin, core))
+
+
+def judge_marks(disc, lin, core):
+    """test_core_marks_as_linux_marks's tolerances on runs of Linux's qdisc and the core's."""
+    for r in core:
+        marks = ckcd_stats(r["text"], "10:")["marks"]
+        assert marks[ECN_REASON[disc]] == sum(marks.values()), marks  # one reason, as the discipline says
+    lin_marks = pooled(lin, lambda r: linux_marks(r["text"]))
+    core_marks = pooled(core, lambda r: sum(ckcd_stats(r["text"], "10:")["marks"].values()))
+    ldrop, cdrop = pooled(lin, lambda r: r["dropped"]), pooled(core, lambda r: r["dropped"])
+    seen = f"{disc}: Linux marked {lin_marks}, dropped {ldrop}; the core marked {core_marks}, dropped {cdrop}" \
+        f" in {len(lin)} run(s) each"
+    print(seen)
+    n = len(lin)
+    assert lin_marks + ldrop > 100 * n and core_marks + cdrop > 100 * n, seen
+    if lin_marks >= 100 * n:
+        assert 0.5 <= core_marks / lin_marks <= 2.0, seen
     else:
-        assert abs(core_marks - lin_marks) <= 30, (lin["text"], core["text"])
-    share = {k: m / (m + r["dropped"]) for k, m, r in (("linux", lin_marks, lin), ("core", core_marks, core))}
-    assert abs(share["linux"] - share["core"]) <= 0.10, share
-    total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+        assert abs(core_marks - lin_marks) <= 30 * n, seen
+    share = {"linux": lin_marks / (lin_marks + ldrop), "core": core_marks / (core_marks + cdrop)}
+    assert abs(share["linux"] - share["core"]) <= 0.10, (share, seen)
+    total = {k: sum(mean_rates(r).values()) for k, r in (("linux", lin), ("core", core))}
     assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
 
 
@@ -762,19 +833,29 @@ def test_core_pie_marks_as_linux_pie_marks(vm):
     traffic the core's pie with ecn=1 marks as Linux's `pie ecn` does: both make over 100
     marks; the core's marks within 2x of Linux's (Linux's capped at PIE_STORM_SHARE of its
     packets, which its marking storms exceed); marks at least MIN_MARK_SHARE of each one's
-    congestion signals; total goodput within 25 %."""
-    lin, core = tcp_run(vm, "xe_pie_linux"), tcp_run(vm, "xe_pie_core")
-    st = ckcd_stats(core["text"], "10:")
-    lin_marks, core_marks = linux_marks(lin["text"]), sum(st["marks"].values())
-    print(f"pie: Linux marked {lin_marks} of {lin['sent_pkts']}, dropped {lin['dropped']}; "
-          f"core marked {st['marks']}, dropped {st['drops']}")
-    assert st["marks"]["early"] == core_marks, st["marks"]
-    assert lin_marks > 100 and core_marks > 100, (lin["text"], core["text"])
-    assert core_marks <= 2 * lin_marks, (lin["text"], core["text"])
-    assert core_marks >= 0.5 * min(lin_marks, PIE_STORM_SHARE * lin["sent_pkts"]), (lin["text"], core["text"])
-    for m, r in ((lin_marks, lin), (core_marks, core)):
-        assert m / (m + r["dropped"]) >= MIN_MARK_SHARE, (lin["text"], core["text"])
-    total = {k: sum(r["rates"].values()) for k, r in (("linux", lin), ("core", core))}
+    congestion signals; total goodput within 25 %. A pair outside gets a second pair (cross_check)."""
+    cross_check(vm, "xe_pie_linux", "xe_pie_core", judge_pie_marks)
+
+
+def judge_pie_marks(lin, core):
+    """test_core_pie_marks_as_linux_pie_marks's tolerances on runs of Linux's pie and the core's."""
+    for r in core:
+        marks = ckcd_stats(r["text"], "10:")["marks"]
+        assert marks["early"] == sum(marks.values()), marks
+    # a storm is capped run by run: it belongs to the run it happened in
+    lin_marks = pooled(lin, lambda r: linux_marks(r["text"]))
+    lin_capped = pooled(lin, lambda r: min(linux_marks(r["text"]), PIE_STORM_SHARE * r["sent_pkts"]))
+    core_marks = pooled(core, lambda r: sum(ckcd_stats(r["text"], "10:")["marks"].values()))
+    ldrop, cdrop = pooled(lin, lambda r: r["dropped"]), pooled(core, lambda r: r["dropped"])
+    seen = f"pie: Linux marked {lin_marks} of {pooled(lin, lambda r: r['sent_pkts'])} (capped {lin_capped:.0f})," \
+        f" dropped {ldrop}; the core marked {core_marks}, dropped {cdrop} in {len(lin)} run(s) each"
+    print(seen)
+    assert lin_marks > 100 * len(lin) and core_marks > 100 * len(core), seen
+    assert core_marks <= 2 * lin_marks, seen
+    assert core_marks >= 0.5 * lin_capped, seen
+    for m, d in ((lin_marks, ldrop), (core_marks, cdrop)):
+        assert m / (m + d) >= MIN_MARK_SHARE, seen
+    total = {k: sum(mean_rates(r).values()) for k, r in (("linux", lin), ("core", core))}
     assert abs(total["linux"] - total["core"]) <= 0.25 * total["linux"], total
 
 
