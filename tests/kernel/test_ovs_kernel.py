@@ -128,6 +128,24 @@ def test_put_aqm_attaches_the_ckcd_qdisc_to_the_ovs_port(kl):
     assert "enq_pkts" in json.dumps(kinds[0]), kinds  # ckcd's own xstats, not only tc's
 
 
+# What the guest must carry under DropTail for the port to be the bottleneck: 80 % of the
+# 19.1 Mbit/s goodput ceiling (20 x 1448/1514). Below it the guest's CPU limits the flows, not
+# the port: no queue builds and neither discipline has anything to decide (seen: 10.3 Mbit/s
+# under both, Jain 0.95 under DropTail, while the host ran other work beside the VM).
+FILLED_MBPS = 0.8 * 20 * 1448 / 1514
+
+
+def bbr_cubic_under(vm, api, disc: str) -> tuple[dict, float]:
+    """Goodputs (Mbit/s) and Jain index of BBR against CUBIC for 12 s with disc on the port."""
+    api.ok("PUT", f"/ports/{DPID}/{PORT}/aqm", {"discipline": disc, "params": {"limit": 16}})
+    eventually(lambda: port_state(api).get("qdisc", {}).get("applied", "").startswith(f"{disc} limit=16"),
+               timeout_s=APPLY_TIMEOUT_S, what=f"{disc} applied")
+    assert "qdisc ckcd 10: parent 1:1" in ovs_lab.tc_show(vm)
+    rates = ovs_lab.two_flows(vm, "bbr", "cubic", seconds=12)
+    print(f"{disc}: BBR {rates['a']:.2f} CUBIC {rates['b']:.2f} Mbit/s, Jain {ovs_lab.jain(rates):.3f}")
+    return rates, ovs_lab.jain(rates)
+
+
 def test_ckcd_on_the_ovs_port_turns_starvation_into_a_fair_share(kl):
     """Rule (Liu et al., CKCD): BBR against CUBIC through the OVS port.
     DropTail with 16 packets (half a BDP at 20 Mbit/s, 20 ms) lets BBR take most of the link;
@@ -138,20 +156,24 @@ def test_ckcd_on_the_ovs_port_turns_starvation_into_a_fair_share(kl):
     16.8-18.0, 0.92 of it or more. Against DropTail's own total, not the 19.1 Mbit/s ceiling:
     under TCG the guest's speed sets what any discipline can carry, and a CI run on a slowed host
     carried 16.95 under DropTail and 14.83 under CKCD (0.875), below an absolute 80 % of the
-    ceiling (15.3) while CKCD shared as it should (Jain 0.941)."""
+    ceiling (15.3) while CKCD shared as it should (Jain 0.941).
+
+    The claim needs the port to be the bottleneck: a pair in which DropTail carried under
+    FILLED_MBPS (the guest slowed by the host) is run once more, and a second such pair fails
+    saying the guest could not fill the port."""
     vm, _, api = kl
-    results = {}
-    for disc in ("droptail", "ckcd"):
-        api.ok("PUT", f"/ports/{DPID}/{PORT}/aqm", {"discipline": disc, "params": {"limit": 16}})
-        eventually(lambda: port_state(api).get("qdisc", {}).get("applied", "").startswith(f"{disc} limit=16"),
-                   timeout_s=APPLY_TIMEOUT_S, what=f"{disc} applied")
-        assert f"qdisc ckcd 10: parent 1:1" in ovs_lab.tc_show(vm)
-        rates = ovs_lab.two_flows(vm, "bbr", "cubic", seconds=12)
-        results[disc] = (rates, ovs_lab.jain(rates))
-        print(f"{disc}: BBR {rates['a']:.2f} CUBIC {rates['b']:.2f} Mbit/s, Jain {results[disc][1]:.3f}")
+    for attempt in (1, 2):
+        results = {disc: bbr_cubic_under(vm, api, disc) for disc in ("droptail", "ckcd")}
+        carried = sum(results["droptail"][0].values())
+        if carried >= FILLED_MBPS:
+            break
+        print(f"DropTail carried {carried:.2f} Mbit/s, under {FILLED_MBPS:.1f}: the guest, not the port, "
+              f"was the bottleneck (try {attempt})")
+    assert carried >= FILLED_MBPS, f"the guest could not fill the port in two tries (the host is too busy " \
+        f"for this test): DropTail carried {carried:.2f} Mbit/s, under {FILLED_MBPS:.1f}; {results}"
     (_, j_tail), (ckcd_rates, j_ckcd) = results["droptail"], results["ckcd"]
     assert j_ckcd >= 0.9 and j_ckcd - j_tail >= 0.15, results
-    assert sum(ckcd_rates.values()) >= 0.85 * sum(results["droptail"][0].values()), results
+    assert sum(ckcd_rates.values()) >= 0.85 * carried, results
 
 
 def test_delete_aqm_gives_the_port_back(kl):
