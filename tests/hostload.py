@@ -14,6 +14,7 @@ a failure on a loaded host says so:
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 
@@ -45,9 +46,14 @@ class HostLoad:
         self.window_s = 0.0
 
     def __enter__(self) -> "HostLoad":
-        self._t0 = time.monotonic()
+        self._t0 = self._sampler.t0 = time.monotonic()
         self._thread.start()
         return self
+
+    @property
+    def t0(self) -> float:
+        """The monotonic time the samples' t_s count from."""
+        return self._t0
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -57,6 +63,18 @@ class HostLoad:
     @property
     def samples(self):
         return list(self._sampler.series)
+
+    def steal_pct(self, since_s: float = 0.0, until_s: float = float("inf")) -> float | None:
+        """Mean steal over the samples taken between since_s and until_s (seconds after t0);
+        None if none was."""
+        steal = [s.steal_pct for s in self.samples if since_s <= s.t_s <= until_s]
+        return sum(steal) / len(steal) if steal else None
+
+    @property
+    def disturbed(self) -> bool:
+        """The hypervisor withheld the CPU for the measurement: mean steal at or above the
+        experiments' STEAL_HIGH_PCT, at which they do not trust a run either."""
+        return is_disturbed(self.steal_pct())
 
     def __str__(self) -> str:
         samples = self.samples
@@ -79,6 +97,49 @@ class HostLoad:
         elif saturated > CPU_SATURATED_MAX_FRACTION:
             text += f" - LOADED: above {CPU_SATURATED_PCT:g} % busy in {saturated:.0%} of the samples"
         return text
+
+
+def is_disturbed(steal_pct: float | None) -> bool:
+    return steal_pct is not None and steal_pct >= STEAL_HIGH_PCT
+
+
+QUIET_PROBE_S = 2.0     # each look at the host: this long with every core busy
+QUIET_PERIOD_S = 10.0   # and this long between looks
+
+
+def steal_under_load(seconds: float = QUIET_PROBE_S) -> float:
+    """The hypervisor's steal (% of all cores) while a busy loop runs on every core for
+    `seconds`. Steal shows only while the VM wants its CPU, so an idle moment cannot tell a
+    quiet host from one whose hypervisor is giving the CPU to others."""
+    def stat():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+        return fields[7], sum(fields)
+    burners = []
+    try:
+        s0 = stat()
+        burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 1)]
+        time.sleep(seconds)
+        s1 = stat()
+    finally:
+        for p in burners:  # by PID: nothing else is ours to stop
+            p.kill()
+            p.wait()
+    return 100.0 * (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
+
+
+def wait_for_quiet_host(max_wait_s: float) -> tuple[bool, float]:
+    """Look at the host (steal_under_load) every QUIET_PERIOD_S until its steal is under
+    STEAL_HIGH_PCT or max_wait_s has passed; (quiet, seconds waited). The hypervisor's steal
+    comes in spells of minutes on our shared machines (docs/kernel.md): a measurement that met
+    one is worth repeating after it, not at once."""
+    t0 = time.monotonic()
+    while True:
+        if not is_disturbed(steal_under_load()):
+            return True, time.monotonic() - t0
+        if time.monotonic() - t0 + QUIET_PERIOD_S > max_wait_s:
+            return False, time.monotonic() - t0
+        time.sleep(QUIET_PERIOD_S)
 
 
 def proc_ticks(pid) -> int:

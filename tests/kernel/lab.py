@@ -32,9 +32,11 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 
+from tests.hostload import HostLoad, is_disturbed, wait_for_quiet_host
 from tests.kernel import kbuild, kernels
 from tests.kernel.kernels import CACHE_DIR, LabUnavailable, say
 
@@ -323,6 +325,37 @@ class LabResult:
     console: str             # everything qemu printed
     seconds: float
     timed_out: bool
+    # When each step (`@@BEGIN name` .. `@@END name`) ran, in seconds after load.t0, as the
+    # host read its markers from the console; and the host's CPU sampled during the boot.
+    step_times: dict = dataclasses.field(default_factory=dict)
+    load: HostLoad | None = None
+
+    def steal_pct(self, step: str) -> float | None:
+        """The hypervisor's mean steal while the step ran (None: no sample in its window)."""
+        if self.load is None or step not in self.step_times:
+            return None
+        return self.load.steal_pct(*self.step_times[step])
+
+
+class Steps(dict):
+    """{step: (exit status, output)} of a script whose steps print `@@BEGIN name` and
+    `@@END name rc=N` (anything may follow N); `steal` holds each step's mean host steal (%)
+    where the boot was sampled, `disturbed` the steps measured while the hypervisor withheld
+    the CPU (tests.hostload.is_disturbed)."""
+
+    def __init__(self, res: "LabResult | None" = None, output: str | None = None):
+        super().__init__()
+        self.steal: dict[str, float] = {}
+        text = res.output if res is not None else output
+        for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+)", text or "", re.S):
+            self[m.group(1)] = (int(m.group(3)), m.group(2))
+            pct = res.steal_pct(m.group(1)) if res is not None else None
+            if pct is not None:
+                self.steal[m.group(1)] = pct
+
+    def disturbed(self, names=None) -> dict[str, float]:
+        """{step: steal %} of those of names (all steps by default) measured on a disturbed host."""
+        return {n: p for n, p in self.steal.items() if (names is None or n in names) and is_disturbed(p)}
 
 
 EXTRA_MODULE_RE = re.compile(r"([A-Za-z0-9_-]+)\.ko(?:\.xz)?")
@@ -402,7 +435,7 @@ def _initrd(path: str, kernel: str | None, script: str, modules, programs=HOST_P
 
 def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240.0,
         modules=DEFAULT_MODULES, memory_mb: int = 1024, kernel: str | None = None,
-        extra_modules=(), programs=HOST_PROGRAMS) -> LabResult:
+        extra_modules=(), programs=HOST_PROGRAMS, invalid=None) -> LabResult:
     """Boot the lab VM, run script (shell text) as /lab/script.sh, return its result.
 
     files maps guest paths (relative to /, e.g. "lab/sch_ckcd.ko") to host files. kernel is
@@ -411,6 +444,8 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
     for that kernel, loaded in order before the script runs (extra_modules_for); one that does
     not load ends the run with exit status EXTRA_MODULE_FAILED and says why. programs are the
     host programs the guest gets, with their libraries (HOST_PROGRAMS; e.g. bpftool as well).
+    invalid(step, output) names why a measured step's run measured the host rather than the
+    test (or returns None), beside the steal that quiet_judge checks.
     """
     with tempfile.TemporaryDirectory(prefix="ckcd-lab-") as tmp:
         initrd = os.path.join(tmp, "initrd.gz")
@@ -421,7 +456,9 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
                "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1"]
         for attempt in (1, 2):
             say(f"booting {ver} under qemu (TCG), timeout {timeout_s:.0f} s")
-            console, seconds, timed_out = _boot(cmd, timeout_s)
+            with HostLoad() as load:
+                judge = quiet_judge(load, invalid=invalid)
+                console, seconds, timed_out, step_times = _boot(cmd, timeout_s, load.t0, judge)
             if attempt == 2 or not died_before_start(console, timed_out):
                 break
             say(f"the kernel died before the script started ({last_line(console)}): booting once more")
@@ -433,26 +470,115 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
     body = console[start + len(START_MARK):] if start >= 0 else console
     body = body[:m.start() - (start + len(START_MARK))] if (m and start >= 0) else body
     say(f"VM done in {seconds:.1f} s, script exit {status}{' (TIMEOUT)' if timed_out else ''}")
-    return LabResult(status, body.strip("\n"), console, seconds, timed_out)
+    return LabResult(status, body.strip("\n"), console, seconds, timed_out, step_times, load)
 
 
-def _boot(cmd: list[str], timeout_s: float) -> tuple[str, float, bool]:
-    """Run qemu until it exits or timeout_s passes; (its console, seconds, whether it timed out)."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+# How long one boot may wait, in all, for a spell of steal to pass before it runs a step again
+# (wait_for_quiet_host); the boot's timeout grows by what it waited.
+QUIET_WAIT_BUDGET_S = 240.0
+
+
+def quiet_judge(load: HostLoad, budget_s: float = QUIET_WAIT_BUDGET_S, invalid=None):
+    """The host's answer to a measured step: run it again if the hypervisor withheld the CPU
+    while it ran (the experiments' STEAL_HIGH_PCT) or invalid(step, output) names another sign
+    that the guest, not what the step tests, set the result; once a spell of steal has passed
+    (at most budget_s of waiting per boot). Under TCG the guest's every packet is the host's
+    CPU, so such a step measured the host (docs/kernel.md)."""
+    left = [budget_s]
+
+    def judge(name: str, window: tuple[float, float], output: str = "") -> bool:
+        pct = load.steal_pct(*window)
+        why = f"the hypervisor stole {pct:.0f} % of the CPU" if is_disturbed(pct) else \
+            invalid(name, output) if invalid else None
+        if not why:
+            return False
+        quiet, waited = wait_for_quiet_host(left[0]) if left[0] > 0 else (False, 0.0)
+        left[0] -= waited
+        say(f"{name}: {why}; running it again "
+            + (f"after {waited:.0f} s, the host quiet" if quiet else
+               f"at once, the host still busy after {waited:.0f} s ({max(left[0], 0):.0f} s of waiting left)"))
+        return True
+    return judge
+
+
+STEP_MARK = re.compile(rb"^@@(BEGIN|END|ASK) (\w+)(?: (\d+))?")
+# A measured step (MEASURED) runs at most this many times.
+MEASURE_TRIES = 3
+# The guest's side: `measured NAME CMD...` is `step NAME CMD...` (which the script defines)
+# followed by a question to the host on the console; while the host answers that the step ran
+# on a disturbed host, it runs again. Without an answer (a host that does not judge)
+# the step stands; the host may first wait for a spell of steal to pass (quiet_judge).
+MEASURED = f"""measured() {{ n=$1; t=1
+  while step "$@"; echo "@@ASK $n $t"; read -r -t {int(QUIET_WAIT_BUDGET_S) + 60} v && [ "$v" = @@AGAIN ] && [ $t -lt {MEASURE_TRIES} ]; do
+    t=$((t+1)); done; }}
+"""
+
+
+def _boot(cmd: list[str], timeout_s: float, t0: float, judge=None) -> tuple[str, float, bool, dict]:
+    """Run qemu until it exits or timeout_s passes; (its console, seconds, whether it timed
+    out, {step: (begin, end)} in seconds after t0 as the step markers reached the host).
+    judge(step, (begin, end), output) answers a measured step's question (MEASURED) before its
+    last try: true to run it again."""
+    t_start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    timed_out = False
+    lines: list[bytes] = []
+    times: dict[str, list[float]] = {}
+    first_line: dict[str, int] = {}  # where each step's output starts in lines (its last try's)
+
+    judging = [0.0]  # seconds spent in judge (waiting for a quiet host): the timeout grows by them
+
+    def answer(name: str, tried: int) -> None:
+        t = time.monotonic()  # a last try stands whatever the host was doing
+        output = b"".join(lines[first_line.get(name, len(lines)):]).decode(errors="replace")
+        again = judge is not None and name in times and tried < MEASURE_TRIES and \
+            judge(name, tuple(times[name]), output.replace("\r\n", "\n"))
+        judging[0] += time.monotonic() - t
+        try:
+            proc.stdin.write(b"@@AGAIN\n" if again else b"@@KEEP\n")
+            proc.stdin.flush()
+        except OSError:  # qemu has gone: nothing to answer
+            pass
+
+    def read() -> None:  # the console line by line, so that each step's window is known
+        for line in proc.stdout:
+            lines.append(line)
+            m = STEP_MARK.match(line)
+            if m and m.group(1) == b"ASK":
+                answer(m.group(2).decode(), int(m.group(3) or MEASURE_TRIES))
+            elif m:
+                times.setdefault(m.group(2).decode(), [0.0, 0.0])[m.group(1) == b"END"] = time.monotonic() - t0
+                if m.group(1) == b"BEGIN":
+                    first_line[m.group(2).decode()] = len(lines)
+
+    reader = threading.Thread(target=read, name="lab-console", daemon=True)
+    reader.start()
     try:
-        raw, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)  # qemu and nothing else: its own session
-        raw, _ = proc.communicate()
+        timed_out = not _exited_by(proc, lambda: t_start + timeout_s + judging[0])
     except BaseException:  # interrupted: qemu goes with us
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
-    return raw.decode(errors="replace").replace("\r\n", "\n"), time.monotonic() - t0, timed_out
+    reader.join()
+    console = b"".join(lines).decode(errors="replace").replace("\r\n", "\n")
+    steps = {name: (b, e) for name, (b, e) in times.items() if e >= b > 0}
+    return console, time.monotonic() - t_start, timed_out, steps
+
+
+def _exited_by(proc: subprocess.Popen, deadline) -> bool:
+    """Wait for qemu until deadline() (a monotonic time it may move on); kill its process group
+    if it has not exited by then. Whether it exited by itself."""
+    while proc.poll() is None:
+        left = deadline() - time.monotonic()
+        if left <= 0:
+            os.killpg(proc.pid, signal.SIGKILL)  # qemu and nothing else: its own session
+            proc.wait()
+            return False
+        try:
+            proc.wait(timeout=min(left, 5.0))
+        except subprocess.TimeoutExpired:
+            pass
+    return True
 
 
 def died_before_start(console: str, timed_out: bool) -> bool:

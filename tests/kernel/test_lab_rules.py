@@ -1,13 +1,18 @@
 """The kernel lab's rules that need no VM, no root and no network (they run in `make check`):
 what it accepts as a kernel version or an extra module before either names a path or a
-command, what it prunes from its cache, and when it boots a kernel once more."""
+command, what it prunes from its cache, when it boots a kernel once more, and which steps it
+ran on a host whose hypervisor withheld the CPU."""
 
 import os
 import re
+import time
 
 import pytest
 
+from experiments.analysis.fidelity import STEAL_HIGH_PCT
+from experiments.run.probes.cpu import CpuSample
 from tests.conftest import REPO
+from tests.hostload import HostLoad
 from tests.kernel import kbuild, kernels, lab
 
 V73 = "7.3.4+deb13-amd64"
@@ -102,8 +107,7 @@ def recorded_sfb_pairs(pairs) -> dict:
     cross-check's step names: pairs maps xc_sfb_linux/xc_sfb_core to a recorded lN/cN."""
     with open(os.path.join(REPO, "tests", "fixtures", "vm_sfb", "pairs.txt")) as f:
         text = f.read()
-    runs = {m.group(1): (int(m.group(3)), m.group(2))
-            for m in re.finditer(r"@@BEGIN (\w+)\n(.*?)@@END \1 rc=(\d+)", text, re.S)}
+    runs = lab.Steps(output=text)
     return {step: runs[run] for step, run in pairs.items()}
 
 
@@ -141,3 +145,145 @@ def test_a_cross_check_pair_inside_its_tolerances_boots_no_second_time(monkeypat
     monkeypatch.setattr(xc, "second_boot", lambda names: pytest.fail(f"a second boot for {names}"))
     first = recorded_sfb_pairs({"xc_sfb_linux": "l1", "xc_sfb_core": "c1"})
     xc.cross_check(first, "xc_sfb_linux", "xc_sfb_core", lambda lin, core: xc.judge_drops("sfb", lin, core))
+
+
+def sampled(steal_by_second) -> HostLoad:
+    """A HostLoad holding one sample per second at the given steal %s (t_s 1, 2, ...)."""
+    load = HostLoad()
+    load._sampler.series = [CpuSample(t + 1.0, 50.0, pct, None, None, 0.0) for t, pct in enumerate(steal_by_second)]
+    return load
+
+
+def booted(step_times, steal_by_second) -> lab.Steps:
+    out = "".join(f"@@BEGIN {n}\nout\n@@END {n} rc=0\n" for n in step_times)
+    return lab.Steps(lab.LabResult(0, out, out, 1.0, False, step_times, sampled(steal_by_second)))
+
+
+def test_a_step_is_judged_by_the_steal_while_it_ran():
+    """Rule: a lab step is disturbed when the hypervisor's mean steal over the host samples taken
+    while it ran reaches the experiments' STEAL_HIGH_PCT; the steal before or after it does not
+    count, and a step too short to hold a sample is not judged."""
+    steps = booted({"quiet": (0.5, 3.5), "stolen": (3.5, 6.5), "short": (6.6, 6.8)},
+                   [0, 2, 4, STEAL_HIGH_PCT - 1, STEAL_HIGH_PCT, STEAL_HIGH_PCT + 1, 60])
+    assert steps.steal == {"quiet": 2.0, "stolen": STEAL_HIGH_PCT}
+    assert steps.disturbed() == {"stolen": STEAL_HIGH_PCT}
+    assert steps.disturbed(["quiet"]) == {}
+    assert steps["stolen"] == (0, "out\n")
+
+
+def test_the_console_marks_when_each_step_ran():
+    """Rule: the host times each step by when its markers reach it on the console, not by the
+    guest's clock (a guest starved of its CPU keeps its own time): a step that sleeps 0.3 s
+    spans about 0.3 s of host time, after the one before it."""
+    t0 = time.monotonic()
+    script = "echo '@@BEGIN a'; sleep 0.3; echo '@@END a rc=0'; echo '@@BEGIN b'; echo '@@END b rc=0'"
+    console, _, timed_out, times = lab._boot(["sh", "-c", script], 10, t0)
+    assert not timed_out and "@@END b rc=0" in console
+    (a0, a1), (b0, b1) = times["a"], times["b"]
+    assert 0.25 <= a1 - a0 <= 2.0 and a1 <= b0 <= b1, times  # 2 s: a busy CI host's scheduling
+
+
+def test_a_measured_step_runs_again_while_the_host_says_it_was_disturbed():
+    """Rule (lab.MEASURED): after a measured step the guest asks the host on the console; while
+    the host answers that the step ran on a disturbed host it runs again, at most MEASURE_TRIES
+    times in all (the last try is not judged: it stands), and its last run is the step's
+    result. A step the host keeps runs once."""
+    script = ('step() { n=$1; shift; echo "@@BEGIN $n"; "$@"; echo "@@END $n rc=$?"; }\n' + lab.MEASURED +
+              "measured a eval 'echo try $t'\nmeasured b echo once\n")
+    asked, seen = [], []
+
+    def judge(name, window, output):
+        asked.append(name)
+        seen.append(output.split("@@END")[0])
+        return name == "a"
+    # the guest's shell: busybox ash (dash, /bin/sh here, has no read -t)
+    console, _, timed_out, times = lab._boot([lab.BUSYBOX, "sh", "-c", script], 20, time.monotonic(), judge)
+    assert not timed_out
+    assert asked == ["a"] * (lab.MEASURE_TRIES - 1) + ["b"]
+    assert seen == [f"try {t}\n" for t in range(1, lab.MEASURE_TRIES)] + ["once\n"]  # each try's own output
+    steps = lab.Steps(output=console)
+    assert steps["a"] == (0, f"try {lab.MEASURE_TRIES}\n") and steps["b"] == (0, "once\n")
+    assert console.count("@@BEGIN a") == lab.MEASURE_TRIES and console.count("@@BEGIN b") == 1
+
+
+def test_the_lab_judges_a_step_by_the_steal_while_it_ran():
+    """Rule (lab.quiet_judge): the host asks for a step again when the hypervisor's mean steal
+    over its window reached STEAL_HIGH_PCT, and not otherwise (no time to wait for a quiet host
+    here: budget 0)."""
+    judge = lab.quiet_judge(sampled([0, 2, 4, STEAL_HIGH_PCT - 1, STEAL_HIGH_PCT, STEAL_HIGH_PCT + 1]), budget_s=0)
+    assert not judge("quiet", (0.5, 3.5)) and judge("stolen", (3.5, 6.5)) and not judge("unsampled", (9, 10))
+    says = lab.quiet_judge(sampled([0, 0]), budget_s=0, invalid=lambda name, out: "half" if "10 Mbit/s" in out else None)
+    assert says("filled", (0.5, 2.5), "19 Mbit/s") is False and says("half", (0.5, 2.5), "10 Mbit/s") is True
+
+
+@pytest.mark.parametrize("names", [["xc_sfb_linux", "xc_sfb_core"], ["xe_red_linux", "xe_red_core"]])
+def test_a_second_boot_sets_the_lab_up_and_runs_the_pair_as_the_first(names):
+    """Rule: the cross-check's second boot loads the module, sets up the TCP lab (and, for the
+    ECN pairs, turns ECN on) and then runs exactly the named pair, each as a measured step as
+    in the first boot; nothing else of the first boot's traffic."""
+    from tests.kernel import test_sch_ckcd as xc
+
+    script = xc.second_boot_script(names)
+    ran = re.findall(r"^(step|measured) (\w+)", script, re.M)
+    assert ran[0] == ("step", "load") and ("step", "tcp_setup") in ran
+    assert (("step", "ecn_on") in ran) == names[0].startswith("xe_")
+    assert [n for kind, n in ran if kind == "measured"] == names
+    assert lab.MEASURED in script and "leaf_add()" in script and "bbr_cubic()" in script
+
+
+def test_waiting_for_a_quiet_host_looks_at_it_under_load_and_gives_up_in_time(monkeypatch):
+    """Rule (wait_for_quiet_host): the host is looked at every QUIET_PERIOD_S until a look finds
+    its steal under STEAL_HIGH_PCT, and no longer than the time allowed; a look that finds it
+    quiet at once costs no wait."""
+    from tests import hostload
+
+    looks = iter([35.0, 22.0, 3.0])
+    monkeypatch.setattr(hostload, "steal_under_load", lambda: next(looks))
+    monkeypatch.setattr(hostload, "QUIET_PERIOD_S", 0.01)
+    assert hostload.wait_for_quiet_host(5)[0] and next(looks, None) is None  # quiet at the third look
+    monkeypatch.setattr(hostload, "steal_under_load", lambda: 40.0)
+    quiet, waited = hostload.wait_for_quiet_host(0.05)
+    assert not quiet and waited < 1
+    monkeypatch.setattr(hostload, "steal_under_load", lambda: 0.0)
+    assert hostload.wait_for_quiet_host(0)[0]
+
+
+def test_steal_under_load_leaves_no_burner_behind():
+    """Rule: the look at the host (a busy loop per core) stops its burners by PID when it ends."""
+    from tests import hostload
+
+    def burners():
+        found = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read().startswith(b"sh\0-c\0while :; do :; done"):
+                        found.add(pid)
+            except OSError:  # gone meanwhile
+                pass
+        return found
+    before = burners()
+    assert 0.0 <= hostload.steal_under_load(0.3) <= 100.0
+    assert burners() <= before
+
+
+def test_a_bbr_cubic_run_that_did_not_fill_the_class_measured_the_guest():
+    """Rule (test_sch_ckcd.unfilled): a measured BBR+CUBIC step whose two flows together carried
+    under FILLED_MBPS of the 20 Mbit/s class is run again; a filled one (a recorded SFB run) is
+    not, nor a step of another kind."""
+    from tests.kernel import test_sch_ckcd as xc
+
+    filled = recorded_sfb_pairs({"xc_sfb_linux": "l1"})["xc_sfb_linux"][1]
+    assert xc.unfilled("xc_sfb_linux", filled) is None
+    starved = ("bbr [  5]   0.00-10.06  sec  9.6 MBytes  8.12 Mbits/sec                  receiver\n"
+               "cubic [  5]   0.00-10.06  sec  6.5 MBytes  5.49 Mbits/sec                  receiver\n")
+    assert "13.6 Mbit/s" in xc.unfilled("fair_pfifo", starved)
+    assert xc.unfilled("rec_flows", starved) is None
+
+
+def test_a_boot_that_outlives_its_timeout_is_killed():
+    """Rule: qemu still running at the boot's timeout is killed with its process group and the
+    run says it timed out (here a sleep stands in for a hung guest)."""
+    t0 = time.monotonic()
+    _, seconds, timed_out, _ = lab._boot(["sleep", "30"], 0.5, t0)
+    assert timed_out and seconds < 10

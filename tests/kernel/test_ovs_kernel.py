@@ -23,6 +23,7 @@ import pytest
 from experiments.lab.net import Controller
 from experiments.lab.rest_client import CoexClient
 from tests.conftest import REPO
+from tests.hostload import HostLoad, wait_for_quiet_host
 from tests.kernel import lab, ovs_lab
 from tests.kernel.ovs_lab import DPID, LINK_BPS, OVSDB_REMOTE
 from tests.waiting import eventually
@@ -136,7 +137,9 @@ FILLED_MBPS = 0.8 * 20 * 1448 / 1514
 
 
 def bbr_cubic_under(vm, api, disc: str) -> tuple[dict, float]:
-    """Goodputs (Mbit/s) and Jain index of BBR against CUBIC for 12 s with disc on the port."""
+    """Goodputs (Mbit/s) and Jain index of BBR against CUBIC for 12 s with disc on the port (a
+    bottleneck port of LINK_BPS, as an earlier test made it: the fairness test also runs alone)."""
+    api.ok("PUT", f"/ports/{DPID}/{PORT}", {"capacity_bps": LINK_BPS})
     api.ok("PUT", f"/ports/{DPID}/{PORT}/aqm", {"discipline": disc, "params": {"limit": 16}})
     eventually(lambda: port_state(api).get("qdisc", {}).get("applied", "").startswith(f"{disc} limit=16"),
                timeout_s=APPLY_TIMEOUT_S, what=f"{disc} applied")
@@ -160,20 +163,24 @@ def test_ckcd_on_the_ovs_port_turns_starvation_into_a_fair_share(kl):
 
     The claim needs the port to be the bottleneck: a pair in which DropTail carried under
     FILLED_MBPS (the guest slowed by the host) is run once more, and a second such pair fails
-    saying the guest could not fill the port."""
+    saying the guest could not fill the port. So is a pair measured while the hypervisor
+    withheld the host's CPU (HostLoad.disturbed: the experiments' STEAL_HIGH_PCT), which then
+    measured the host, not the port: the second pair waits for the spell to pass (at most 2 min)."""
     vm, _, api = kl
     for attempt in (1, 2):
-        results = {disc: bbr_cubic_under(vm, api, disc) for disc in ("droptail", "ckcd")}
+        with HostLoad() as load:
+            results = {disc: bbr_cubic_under(vm, api, disc) for disc in ("droptail", "ckcd")}
         carried = sum(results["droptail"][0].values())
-        if carried >= FILLED_MBPS:
+        if carried >= FILLED_MBPS and not load.disturbed or attempt == 2:
             break
-        print(f"DropTail carried {carried:.2f} Mbit/s, under {FILLED_MBPS:.1f}: the guest, not the port, "
-              f"was the bottleneck (try {attempt})")
+        quiet, waited = wait_for_quiet_host(120) if load.disturbed else (True, 0.0)
+        print(f"DropTail carried {carried:.2f} Mbit/s (the port is filled from {FILLED_MBPS:.1f}); {load} "
+              f"(try {attempt}; {'quiet' if quiet else 'still disturbed'} after {waited:.0f} s)")
     assert carried >= FILLED_MBPS, f"the guest could not fill the port in two tries (the host is too busy " \
-        f"for this test): DropTail carried {carried:.2f} Mbit/s, under {FILLED_MBPS:.1f}; {results}"
+        f"for this test): DropTail carried {carried:.2f} Mbit/s, under {FILLED_MBPS:.1f}; {results}; {load}"
     (_, j_tail), (ckcd_rates, j_ckcd) = results["droptail"], results["ckcd"]
-    assert j_ckcd >= 0.9 and j_ckcd - j_tail >= 0.15, results
-    assert sum(ckcd_rates.values()) >= 0.85 * carried, results
+    assert j_ckcd >= 0.9 and j_ckcd - j_tail >= 0.15, (results, str(load))
+    assert sum(ckcd_rates.values()) >= 0.85 * carried, (results, str(load))
 
 
 def test_delete_aqm_gives_the_port_back(kl):

@@ -39,7 +39,7 @@ from ovs_config.link_daemon import (DEFAULT_BINARY, LATENESS_COUNTS, LinkDaemon,
                                     LinkDaemonError, schedule_kept)
 from linklab import HOST_A_IP, HOST_B_IP, NetLab, iperf_goodput_bps, jain  # noqa: E402
 from ovs_config.lablock import lab_lock  # noqa: E402
-from tests.hostload import HostLoad  # noqa: E402
+from tests.hostload import HostLoad, wait_for_quiet_host  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
 
 RATE_BPS = 50_000_000
@@ -314,17 +314,27 @@ def test_release_lateness_keeps_the_rate(lab, daemon_factory):
     every 242 us, some frames wait for a later-drawn one ahead, so the mean reads above D but
     a frame's hold never exceeds 2D: at most 2D plus the daemon's own lateness under load
     (150-220 us measured in experiments, docs/ckcd-link.md; 300 us allowed). Measured: 598-606
-    us, and 100 % of the ceiling, as without the option."""
-    d = daemon_factory(qdisc="droptail limit=200", release_lateness_us=RELEASE_LATENESS_US, seed=7)
-    with HostLoad(link_pids=[d.pid]) as load:
-        (res,) = run_iperf(lab, ["cubic"], seconds=8, omit=2)
+    us, and 100 % of the ceiling, as without the option. A run on a disturbed host (the
+    hypervisor withheld the CPU: HostLoad.disturbed) measured the host, not the daemon (a CI
+    run's mean was 1922 us with releases 10-50 ms late 830 times): it runs again once the
+    host is quiet (at most 2 min of waiting each time), at most three times in all, as the
+    kernel lab's measured steps: the hypervisor's steal comes in spells."""
+    for attempt in (1, 2, 3):
+        d = daemon_factory(qdisc="droptail limit=200", release_lateness_us=RELEASE_LATENESS_US, seed=7)
+        with HostLoad(link_pids=[d.pid]) as load:
+            (res,) = run_iperf(lab, ["cubic"], seconds=8, omit=2)
+        sched = d.stop()["dirs"]["ab"]["schedule"]
+        if not load.disturbed or attempt == 3:
+            break
+        quiet, waited = wait_for_quiet_host(120)
+        print(f"try {attempt} on a disturbed host: late mean {sched['late_mean_us']:.0f} us; {load}; "
+              f"{'quiet' if quiet else 'still disturbed'} after {waited:.0f} s")
     goodput = iperf_goodput_bps(res)
-    sched = d.stop()["dirs"]["ab"]["schedule"]
     print(f"\n--release-lateness {RELEASE_LATENESS_US}us: CUBIC {goodput / 1e6:.2f} Mbit/s = "
           f"{goodput / L2_CEILING_BPS:.1%} of the L2 ceiling; late mean {sched['late_mean_us']:.0f} us, "
           f"max {sched['late_max_us']:.0f} us over {sched['releases']} releases; {load}")
     assert 0.90 * L2_CEILING_BPS <= goodput <= 1.02 * L2_CEILING_BPS, f"{goodput / 1e6:.2f} Mbit/s; {load}"
-    assert 0.99 * RELEASE_LATENESS_US <= sched["late_mean_us"] <= 2 * RELEASE_LATENESS_US + 300, sched
+    assert 0.99 * RELEASE_LATENESS_US <= sched["late_mean_us"] <= 2 * RELEASE_LATENESS_US + 300, (sched, str(load))
 
 
 # `own`, per frame: its send time less the largest t_r + hold (pkt_send_at) of the frames sent so
