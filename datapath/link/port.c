@@ -264,6 +264,29 @@ static void accept_frame(struct link_dir *d, struct pkt *p, uint32_t len, int ta
 	dir_arrive(d, p, wire, t);
 }
 
+static struct tpacket2_hdr *ring_slot(const struct rx_ring *ring, uint32_t i)
+{
+	return (void *)(ring->map + (size_t)i * ring->frame_size);
+}
+
+/* How many slots from next the kernel has handed over, at most max. They are
+ * counted before the batch's clock reading, so every frame stamped with it had
+ * arrived by then: a frame the kernel writes while we walk waits for the next
+ * batch. Stamped with a reading taken before it arrived, it would leave that
+ * much early (a host that stalls us between the reading and the walk, as a
+ * hypervisor withholding the CPU does, made it milliseconds). */
+static int ring_ready(const struct rx_ring *ring, int max)
+{
+	uint32_t i = ring->next;
+	int n = 0;
+
+	while (n < max && (__atomic_load_n(&ring_slot(ring, i)->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)) {
+		n++;
+		i = i + 1 == ring->frames ? 0 : i + 1;
+	}
+	return n;
+}
+
 /* The ring: walk the slots the kernel has filled, in order, copying each
  * frame into the pool and handing the slot straight back. */
 static int receive_ring(struct link_dir *d, int budget)
@@ -273,21 +296,21 @@ static int receive_ring(struct link_dir *d, int budget)
 	int total = 0;
 
 	while (total < budget) {
-		uint64_t t = now_ns();
-		int n = 0;
+		int ready = ring_ready(ring, budget - total < RX_BATCH ? budget - total : RX_BATCH);
+		uint64_t t;
 
+		if (!ready)
+			return total;
+		t = now_ns();
 		/* Arrivals see the queue the link would have left them. */
 		dir_serve(d, t);
-		for (; n < RX_BATCH && total < budget; n++, total++) {
-			struct tpacket2_hdr *h =
-				(void *)(ring->map + (size_t)ring->next * ring->frame_size);
-			uint32_t status = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+		for (int n = 0; n < ready; n++, total++) {
+			struct tpacket2_hdr *h = ring_slot(ring, ring->next);
+			uint32_t status = h->tp_status; /* TP_STATUS_USER, read with acquire above */
 			const struct sockaddr_ll *sll;
 			struct pkt *p;
 			int tagged;
 
-			if (!(status & TP_STATUS_USER))
-				return total;
 			sll = (const void *)((uint8_t *)h + TPACKET_ALIGN(sizeof(*h)));
 			tagged = !!(status & TP_STATUS_VLAN_VALID);
 			if (sll->sll_pkttype == PACKET_OUTGOING) {

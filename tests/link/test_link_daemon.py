@@ -306,6 +306,59 @@ def test_release_lateness_reads_as_its_mean_in_the_schedule(lab, daemon_factory)
     assert below >= 0.3 * n and n - below >= 0.3 * n, hist
 
 
+STALL_SHIM = Path(__file__).resolve().parent / "stall_shim.c"
+STALL_US = 2000
+
+
+@pytest.fixture(scope="module")
+def stall_shim(tmp_path_factory) -> Path:
+    """tests/link/stall_shim.c built: ckcd-link's main thread sleeps after each clock reading."""
+    so = tmp_path_factory.mktemp("stall") / "stall_shim.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(so), str(STALL_SHIM), "-ldl"],
+                   check=True, capture_output=True, text=True)
+    return so
+
+
+ONEWAY = Path(__file__).resolve().parent / "oneway.py"
+
+
+def one_way_delays_us(lab: NetLab, count: int, interval_s: float) -> list[int]:
+    """One-way delays (us) of count datagrams from A to B, one every interval_s (oneway.py)."""
+    port = lab.next_port()
+    rx = lab.popen(lab.ns_b, sys.executable, str(ONEWAY), "recv", str(port), str(count), "3",
+                   stdout=subprocess.PIPE, text=True)
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        lab.ns(lab.ns_a, sys.executable, str(ONEWAY), "send", HOST_B_IP, str(port), str(count), str(interval_s))
+        out, _ = rx.communicate(timeout=30)
+    finally:
+        lab.stop(rx)
+    return [int(x) for x in out.split()]
+
+
+@pytest.mark.parametrize("rx_io", ["ring", "recvmmsg"])
+def test_no_frame_leaves_before_its_delay_when_the_daemon_is_stalled(lab, daemon_factory, stall_shim,
+                                                                     monkeypatch, rx_io):
+    """Rule (docs/ckcd-link.md, "Emulation model"): a frame's arrival time is read after the frame
+    arrived, so it never leaves before its delay, however late the daemon gets to it. With the
+    main thread stalled 2 ms after every clock reading (the shim), datagrams every half
+    millisecond from A to B still take 10 ms or more, one way (no tolerance: both ends read one
+    clock, the sender before its send and the kernel after the arrival). Before: the ring's batch
+    took its reading before walking the slots, and a frame the kernel wrote during the stall was
+    stamped with it, up to 2 ms before it arrived (a flow's min RTT 1.6 ms under its base was seen
+    in a run that a hypervisor stalled)."""
+    monkeypatch.setenv("LD_PRELOAD", str(stall_shim))
+    monkeypatch.setenv("CKCD_TEST_STALL_US", str(STALL_US))
+    d = daemon_factory(qdisc="droptail limit=1000", rx_io=rx_io)
+    monkeypatch.delenv("LD_PRELOAD")
+    delays = one_way_delays_us(lab, 1000, 0.0005)
+    assert d.show()["dirs"]["ab"]["rx_io"] == rx_io
+    print(f"{rx_io}: {len(delays)} datagrams, one way min {min(delays, default=None)} us, "
+          f"max {max(delays, default=None)} us")
+    assert len(delays) >= 900, len(delays)  # the stalled daemon still carries them
+    assert min(delays) >= DELAY_MS * 1000, sorted(delays)[:10]
+
+
 def test_release_lateness_keeps_the_rate(lab, daemon_factory):
     """Rule: the lateness moves releases, not the serializer, so a CUBIC flow still gets the
     rate the link gives without it (test_one_cubic_flow_fills_the_link's bounds: 90-102 % of
