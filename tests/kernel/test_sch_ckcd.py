@@ -98,14 +98,15 @@ sleep 0.5
 # Two UDP flows at 4 Mbit/s each into the 1 Mbit/s class: the leaf fills and drops. The waits
 # below return at once on a host that gives the guest its CPU; the flows last long enough for
 # them on one that does not (the leaf filled to 19 packets in 2.5 s at 39 % steal).
-backlog() { $TC -s qdisc show dev v0 parent 1:1 | grep -o 'backlog [0-9]*b [0-9]*p' | head -1 | sed 's/.* //; s/p//'; }
+# the packets queued in leaf 10: (read from show's output)
+leaf_backlog() { sed -n '/qdisc ckcd 10:/,$p' | grep -o 'backlog [0-9]*b [0-9]*p' | head -1 | sed 's/.* //; s/p//'; }
+backlog() { show | leaf_backlog; }
 # waits (0.1 s polls, at most 4 s) until the leaf holds at least $1 packets
 wait_backlog() { i=0; while [ "$(backlog)" -lt "$1" ] && [ $i -lt 40 ]; do sleep 0.1; i=$((i+1)); done; }
-iperf3 -c 10.9.0.2 -p 5201 -u -b 4M -l 1200 -t 12 >/dev/null 2>&1 &
-iperf3 -c 10.9.0.2 -p 5202 -u -b 4M -l 1200 -t 12 >/dev/null 2>&1 &
+iperf3 -c 10.9.0.2 -p 5201 -u -b 4M -l 1200 -t 15 >/dev/null 2>&1 & u1=$!
+iperf3 -c 10.9.0.2 -p 5202 -u -b 4M -l 1200 -t 15 >/dev/null 2>&1 & u2=$!
 # the snapshot that shows the standing queue, taken when it holds 21 packets or more (CKCD's
 # CHOKe-like drops keep it near 20 at times; <= 4 s): the change follows it at once
-leaf_backlog() { sed -n '/qdisc ckcd 10:/,$p' | grep -o 'backlog [0-9]*b [0-9]*p' | head -1 | sed 's/.* //; s/p//'; }
 full_show() { i=0; while out=$(show); [ "$(echo "$out" | leaf_backlog)" -lt 21 ] && [ $i -lt 40 ]; do
   sleep 0.1; i=$((i+1)); done; echo "$out"; }
 sleep 2.5
@@ -119,12 +120,15 @@ active() { show | grep -oE 'active_flows [0-9]+' | grep -oE '[0-9]+$'; }
 sleep 1; i=0; while [ "$(active)" -lt 2 ] 2>/dev/null && [ $i -lt 40 ]; do sleep 0.1; i=$((i+1)); done
 step traffic show
 step json $TC -j -s qdisc show dev v0
-# reset with packets queued (device down), then destroy with packets queued
+# reset with packets queued (device down), the senders stopped first so that between the two
+# shows packets only leave; then destroy with packets queued, the senders going on
+kill -STOP $u1 $u2
 step reset_before show
 step reset sh -c "$IP link set v0 down && $TC -s qdisc show dev v0 && $IP link set v0 up"
-sleep 1
+kill -CONT $u1 $u2
+wait_backlog 10
 step del_with_backlog $TC qdisc del dev v0 root
-wait
+kill $u1 $u2 2>/dev/null; wait
 
 # The descriptor pool grows at change: droptail limit 20 (a pool of 21) under the same
 # overload, then limit 150: the queue must grow past 21 packets. Shrink to 10 (the excess
@@ -427,6 +431,9 @@ def ckcd_stats(show_out, handle):
     st["sent_pkts"] = int(re.search(r"Sent \d+ bytes (\d+) pkt", text).group(1))
     st["dropped"] = int(re.search(r"dropped (\d+)", text).group(1))
     st["backlog_pkts"] = int(re.search(r"backlog \S+ (\d+)p", text).group(1))
+    core = re.search(r"enq_pkts (\d+) deq_pkts (\d+)", text)  # the core's own counts
+    if core:
+        st["enq_pkts"], st["deq_pkts"] = int(core.group(1)), int(core.group(2))
     drops = re.search(r"drops:((?: [\w-]+ \d+)+)", text).group(1).split()
     st["drops"] = {drops[i]: int(drops[i + 1]) for i in range(0, len(drops), 2)}
     marks = re.search(r"marks:((?: [\w-]+ \d+)+)", text).group(1).split()
@@ -1082,13 +1089,21 @@ def test_change_without_options_refused_under_load(vm):
 
 def test_reset_flushes_without_aqm_decisions(vm):
     """Rule: reset (the device going down) frees every queued packet as a flush, with no AQM
-    decision: the core's flush count grows by at least the backlog there was, and the qdisc
-    is empty. (Before: reset ran the AQM's dequeue, which counted them as sent.)"""
+    decision: the qdisc is empty, the core counted as dequeued only what Linux counted as sent,
+    and every packet the first show had queued was sent, dropped or flushed. Exact: the senders
+    are stopped, so nothing arrives between the two shows, while the class goes on sending (at
+    1 Mbit/s, a packet in 10 ms: the backlog at the reset is not the first show's). (Before:
+    reset ran the AQM's dequeue, which counted them as sent.)"""
     before = ckcd_stats(step(vm, "reset_before"), "10:")
     assert before["backlog_pkts"] > 10, before["text"]
     after = ckcd_stats(step(vm, "reset"), "10:")
+    texts = (before["text"], after["text"])
     assert after["backlog_pkts"] == 0, after["text"]
-    assert after["drops"]["flush"] >= before["drops"]["flush"] + before["backlog_pkts"], (before["text"], after["text"])
+    moved = {k: after[k] - before[k] for k in ("enq_pkts", "deq_pkts", "sent_pkts")}
+    drops = {why: n - before["drops"][why] for why, n in after["drops"].items()}
+    assert moved["deq_pkts"] == moved["sent_pkts"], texts
+    assert drops["flush"] > 0, texts
+    assert before["backlog_pkts"] + moved["enq_pkts"] == moved["deq_pkts"] + sum(drops.values()), (moved, drops, texts)
 
 
 def test_aqm_drops_of_the_arrival_count_as_overlimits(vm):
