@@ -111,21 +111,17 @@ def steal_under_load(seconds: float = QUIET_PROBE_S) -> float:
     """The hypervisor's steal (% of all cores) while a busy loop runs on every core for
     `seconds`. Steal shows only while the VM wants its CPU, so an idle moment cannot tell a
     quiet host from one whose hypervisor is giving the CPU to others."""
-    def stat():
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:9]]
-        return fields[7], sum(fields)
     burners = []
     try:
-        s0 = stat()
+        all0, _, steal0 = CpuSampler.totals()
         burners = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 1)]
         time.sleep(seconds)
-        s1 = stat()
+        all1, _, steal1 = CpuSampler.totals()
     finally:
         for p in burners:  # by PID: nothing else is ours to stop
             p.kill()
             p.wait()
-    return 100.0 * (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
+    return 100.0 * (steal1 - steal0) / max(1, all1 - all0)
 
 
 def wait_for_quiet_host(max_wait_s: float) -> tuple[bool, float]:

@@ -302,6 +302,37 @@ AGENT_STATE = "/run/ckcd-qdisc-agent"  # the agent's default; BOOT sets no CKCD_
 VICTIM = "/tmp/victim"
 
 
+def hostile_rows(vm) -> dict:
+    """{name: external_ids} of the managed Interface rows named in HOSTILE_NAMES."""
+    from ovs_config.ovsdb import _datum
+    out = json.loads(vm.check("ovs-vsctl --format=json --columns=name,external_ids "
+                              "find Interface external_ids:ckcd-qdisc-managed=true"))
+    return {_datum(n): _datum(ids) for n, ids in out["data"] if _datum(n) in HOSTILE_NAMES}
+
+
+def hostile_log_counts(vm) -> dict:
+    """How many times the agent's log says it skipped each of HOSTILE_NAMES."""
+    log = vm.check("cat /tmp/agent.log")
+    return {n: log.count(f"skipping Interface {json.dumps(n)}:") for n in HOSTILE_NAMES}
+
+
+def agent_rounds_pass(vm, rounds: int) -> None:
+    """Returns once `rounds` more rounds of the agent began, no sleeping: the agent writes
+    s1-eth3's stats every round, so each time they come back after being removed, a round
+    wrote them after the removal."""
+    for i in range(rounds):
+        vm.check("ovs-vsctl remove Interface s1-eth3 external_ids ckcd-qdisc-stats")
+        eventually(lambda: interface_ids(vm).get("ckcd-qdisc-stats"), timeout_s=APPLY_TIMEOUT_S,
+                   what=f"the agent's round {i + 1} writes s1-eth3's stats again")
+
+
+def agent_state_entries(vm) -> list:
+    """The names in the agent's state directory, hidden ones included, read "/"-separated (no
+    file name holds one)."""
+    return vm.check(f"for f in {AGENT_STATE}/* {AGENT_STATE}/.[!.]* {AGENT_STATE}/..?*; do "
+                    "[ -e \"$f\" ] && printf '%s/' \"${f##*/}\"; done; true").split("/")[:-1]
+
+
 def test_agent_skips_hostile_interface_names_and_logs_each_once(kl):
     """Rule (datapath/kernel/ckcd-qdisc-agent, "Interface names"): the agent serves only a name
     Linux can give a network device (1-15 of A-Z a-z 0-9 . _ -, not . or ..), read from OVSDB
@@ -313,7 +344,6 @@ def test_agent_skips_hostile_interface_names_and_logs_each_once(kl):
     s1-eth3, which it writes back every round after the test removes them), and s1-eth3 keeps
     the discipline the tests before left on it."""
     import shlex
-    from ovs_config.ovsdb import _datum
     vm, _, _ = kl
     before = eventually(lambda: interface_ids(vm).get("ckcd-qdisc-applied"), timeout_s=APPLY_TIMEOUT_S,
                         what="s1-eth3's discipline applied, as the tests before left it")
@@ -325,35 +355,17 @@ def test_agent_skips_hostile_interface_names_and_logs_each_once(kl):
             q = shlex.quote(name)
             vm.check(f"ovs-vsctl --no-wait add-port s1 {q} -- set Interface {q} "
                      "external_ids:ckcd-qdisc-managed=true 'external_ids:ckcd-qdisc=\"droptail limit=16\"'")
-
-        def hostile_rows() -> dict:
-            out = json.loads(vm.check("ovs-vsctl --format=json --columns=name,external_ids "
-                                      "find Interface external_ids:ckcd-qdisc-managed=true"))
-            return {_datum(n): _datum(ids) for n, ids in out["data"] if _datum(n) in HOSTILE_NAMES}
-
-        def log_counts() -> dict:
-            log = vm.check("cat /tmp/agent.log")
-            return {n: log.count(f"skipping Interface {json.dumps(n)}:") for n in HOSTILE_NAMES}
-
         # vswitchd cannot open such ports, but the rows stay: the agent does see them
-        assert set(hostile_rows()) == set(HOSTILE_NAMES), hostile_rows()
-        eventually(lambda: all(log_counts().values()), timeout_s=APPLY_TIMEOUT_S,
+        assert set(hostile_rows(vm)) == set(HOSTILE_NAMES), hostile_rows(vm)
+        eventually(lambda: all(hostile_log_counts(vm).values()), timeout_s=APPLY_TIMEOUT_S,
                    what="the agent logs every hostile name")
-        # Further rounds, no sleeping: the agent writes s1-eth3's stats every round. Each time
-        # they come back after being removed, a round wrote them after the removal; three
-        # times: at least two rounds began after the one that logged the names.
-        for i in range(3):
-            vm.check("ovs-vsctl remove Interface s1-eth3 external_ids ckcd-qdisc-stats")
-            eventually(lambda: interface_ids(vm).get("ckcd-qdisc-stats"), timeout_s=APPLY_TIMEOUT_S,
-                       what=f"the agent's round {i + 1} writes s1-eth3's stats again")
-        assert log_counts() == {n: 1 for n in HOSTILE_NAMES}, log_counts()
+        agent_rounds_pass(vm, 3)  # at least two began after the one that logged the names
+        assert hostile_log_counts(vm) == {n: 1 for n in HOSTILE_NAMES}, hostile_log_counts(vm)
         assert vm.check(f"cat {VICTIM}") == content
-        # the state directory's entries, "/"-separated (no file name holds one)
-        listing = vm.check(f"for f in {AGENT_STATE}/* {AGENT_STATE}/.[!.]* {AGENT_STATE}/..?*; do "
-                           "[ -e \"$f\" ] && printf '%s/' \"${f##*/}\"; done; true").split("/")[:-1]
+        listing = agent_state_entries(vm)
         assert "s1-eth3" in listing and not set(listing) & set(HOSTILE_NAMES), listing
         assert all(re.fullmatch(r"[A-Za-z0-9._-]{1,15}", n) for n in listing), listing
-        rows = hostile_rows()
+        rows = hostile_rows(vm)
         assert set(rows) == set(HOSTILE_NAMES), rows
         for name, ids in rows.items():
             assert "ckcd-qdisc-applied" not in ids and "ckcd-qdisc-error" not in ids, (name, ids)
@@ -363,7 +375,7 @@ def test_agent_skips_hostile_interface_names_and_logs_each_once(kl):
     finally:
         vm.sh("; ".join(f"ovs-vsctl --if-exists del-port s1 {shlex.quote(n)}" for n in HOSTILE_NAMES)
               + f"; rm -f {VICTIM}")
-    assert hostile_rows() == {}
+    assert hostile_rows(vm) == {}
 
 
 @pytest.fixture

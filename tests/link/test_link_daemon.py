@@ -516,6 +516,76 @@ def test_bbr_dominates_droptail_and_ckcd_is_fairer(lab, daemon_factory):
 
 # -- control socket ----------------------------------------------------------------
 
+# Malformed and refused commands, each with the parameter its error reply must name.
+REFUSED_COMMANDS = {
+    "this is not json": None,
+    '{"cmd": "launch"}': "cmd",
+    '{"cmd": "set_link", "rate_bps": 0}': "rate_bps",
+    '{"cmd": "set_link", "delay_ms": 20000}': "delay_ms",
+    '{"cmd": "set_link", "rate_bps": 5e7, "speed": 1}': "speed",
+    '{"cmd": "set_qdisc", "dir": "ab", "spec": "nosuch limit=5"}': "spec",
+    '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}': "spec",
+    '{"cmd": "set_qdisc", "dir": "sideways", "spec": "droptail"}': "dir",
+    '{"cmd": "stats", "max_flows": -1}': "max_flows",
+    '{"cmd": "show", "x": {"nested": 1}}': None,
+}
+
+
+def check_refusals_change_nothing(d: LinkDaemon) -> None:
+    """Every refused command gets an error reply naming its culprit; the link is as it was."""
+    for line, param in REFUSED_COMMANDS.items():
+        reply = d.request_raw(line)
+        assert reply["ok"] is False, line
+        assert reply["error"], line
+        if param:
+            assert reply.get("param") == param, (line, reply)
+    assert "limit" in d.request_raw('{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}')["error"]
+    show = d.show()
+    assert show["dirs"]["ab"]["rate_bps"] == RATE_BPS
+    assert show["dirs"]["ab"]["qdisc"].startswith("droptail limit=100")
+    with pytest.raises(LinkDaemonError) as e:
+        d.set_link(rate_bps=0)
+    assert e.value.param == "rate_bps"
+
+
+def reconfigure_while_forwarding(d: LinkDaemon, before: dict) -> None:
+    """The discipline, then the link, changed with packets in flight: forwarding goes on under
+    each, nothing lost to the change."""
+    r = d.set_qdisc("ab", CKCD_SPEC)
+    assert r["qdisc"].startswith("ckcd")
+    assert r["qlen_pkts"] <= 80  # carried over up to the new limit, the rest tail-dropped
+    mid = ab_stats_once(d, lambda ab: ab["tx_frames"] > before["tx_frames"], "frames forwarded after set_qdisc")
+    assert mid["drops"]["flush"] == 0
+    d.set_link(rate_bps=20_000_000, delay_ms=5)
+    assert d.show()["dirs"]["ba"]["delay_ms"] == 5
+    ab_stats_once(d, lambda ab: ab["tx_frames"] > mid["tx_frames"], "frames forwarded after set_link")
+    samples = d.samples("ab", 50)
+    assert len(samples) == 50 and all(len(s) == 4 for s in samples)
+
+
+def check_log_of_changes(log: Path, final: dict) -> None:
+    """The log of the run: a line per interval and direction, adding up to the final stats, each
+    carrying the discipline's state (droptail's queue, then CKCD's I, mu_f and per-flow mu_i /
+    d_th / dropping, keyed by the decimal of the flow hash that `flows` gives in hex: how a
+    run's plots join the two, docs/ckcd-link.md)."""
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert {x["dir"] for x in lines} == {"ab", "ba"}
+    ab = [x for x in lines if x["dir"] == "ab"]
+    # A line every 100 ms for the daemon's life (the 7 s flow and more): ~70. A late loop writes
+    # one line for all the intervals it missed (datapath/link/main.c), so stalls on a loaded
+    # host cost lines; 40 is 4 s of them.
+    assert len(ab) >= 40, len(ab)
+    for key in ("t", "qlen_pkts", "sojourn_us", "tx_bytes", "drops", "flows", "late_max_us"):
+        assert key in ab[0]
+    assert sum(x["tx_bytes"] for x in ab) == final["dirs"]["ab"]["tx_bytes"]
+    assert any(f["key"].startswith("tcp 10.77.0.1:") for x in ab for f in x["flows"])
+    assert ab[0]["xstats"].startswith("qlen_pkts=")
+    joined = [x for x in ab if "active_flows=" in x["xstats"] and any(
+        re.search(rf"\bflow\.{int(f['flow'], 16)}=mu_bps:\d+,dth_us:\d+,dropping:[01]", x["xstats"])
+        for f in x["flows"] if f["key"].startswith("tcp 10.77.0.1:"))]
+    assert joined, [x["xstats"] for x in ab[-3:]]
+
+
 def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     log = tmp_path / "link.jsonl"
     d = daemon_factory(qdisc="droptail limit=100", log_path=str(log), log_interval_ms=100)
@@ -526,53 +596,12 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
         try:
             # CUBIC is flowing: 1000 frames are 0.25 s at 50 Mbit/s.
             before = ab_stats_once(d, lambda ab: ab["tx_frames"] > 1000, "1000 frames of CUBIC through the link")
-
-            # Malformed and refused commands: error replies naming the culprit.
-            bad = {
-                "this is not json": None,
-                '{"cmd": "launch"}': "cmd",
-                '{"cmd": "set_link", "rate_bps": 0}': "rate_bps",
-                '{"cmd": "set_link", "delay_ms": 20000}': "delay_ms",
-                '{"cmd": "set_link", "rate_bps": 5e7, "speed": 1}': "speed",
-                '{"cmd": "set_qdisc", "dir": "ab", "spec": "nosuch limit=5"}': "spec",
-                '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}': "spec",
-                '{"cmd": "set_qdisc", "dir": "sideways", "spec": "droptail"}': "dir",
-                '{"cmd": "stats", "max_flows": -1}': "max_flows",
-                '{"cmd": "show", "x": {"nested": 1}}': None,
-            }
-            for line, param in bad.items():
-                reply = d.request_raw(line)
-                assert reply["ok"] is False, line
-                assert reply["error"], line
-                if param:
-                    assert reply.get("param") == param, (line, reply)
-            assert "limit" in d.request_raw(
-                '{"cmd": "set_qdisc", "dir": "ab", "spec": "droptail limit=0"}')["error"]
-            # Configuration unchanged by the refusals.
-            show = d.show()
-            assert show["dirs"]["ab"]["rate_bps"] == RATE_BPS
-            assert show["dirs"]["ab"]["qdisc"].startswith("droptail limit=100")
-            with pytest.raises(LinkDaemonError) as e:
-                d.set_link(rate_bps=0)
-            assert e.value.param == "rate_bps"
-
-            # Reconfigure the discipline with packets in flight, then the link.
-            r = d.set_qdisc("ab", CKCD_SPEC)
-            assert r["qdisc"].startswith("ckcd")
-            assert r["qlen_pkts"] <= 80  # carried over up to the new limit, the rest tail-dropped
-            # Forwarding goes on under the new discipline, nothing lost to the reconfiguration.
-            mid = ab_stats_once(d, lambda ab: ab["tx_frames"] > before["tx_frames"], "frames forwarded after set_qdisc")
-            assert mid["drops"]["flush"] == 0
-            d.set_link(rate_bps=20_000_000, delay_ms=5)
-            assert d.show()["dirs"]["ba"]["delay_ms"] == 5
-            ab_stats_once(d, lambda ab: ab["tx_frames"] > mid["tx_frames"], "frames forwarded after set_link")
-            samples = d.samples("ab", 50)
-            assert len(samples) == 50 and all(len(s) == 4 for s in samples)
+            check_refusals_change_nothing(d)
+            reconfigure_while_forwarding(d, before)
         finally:
             out, err = client.communicate(timeout=30)
     assert client.returncode == 0, err
-    res = json.loads(out)
-    intervals = [i["sum"]["bits_per_second"] for i in res["intervals"]]
+    intervals = [i["sum"]["bits_per_second"] for i in json.loads(out)["intervals"]]
     # Never stalled: every 1 s interval carried traffic (1 Mbit/s is 5 % of the slowest rate
     # set, 20 Mbit/s; a stall of most of a second falls below it), and the last ones follow the
     # new 20 Mbit/s rate (19.1 of goodput; the old rate was 50). These are the sender's
@@ -583,26 +612,7 @@ def test_runtime_changes_keep_forwarding(lab, daemon_factory, tmp_path):
     assert sorted(intervals[-3:])[1] < 21e6, (intervals, str(load))
     st = d.stop()
     assert st["final"] == "stats"
-
-    lines = [json.loads(x) for x in log.read_text().splitlines()]
-    assert {x["dir"] for x in lines} == {"ab", "ba"}
-    ab = [x for x in lines if x["dir"] == "ab"]
-    # A line every 100 ms for the daemon's life (the 7 s flow and more): ~70. A late loop writes
-    # one line for all the intervals it missed (datapath/link/main.c), so stalls on a loaded
-    # host cost lines; 40 is 4 s of them.
-    assert len(ab) >= 40, len(ab)
-    for key in ("t", "qlen_pkts", "sojourn_us", "tx_bytes", "drops", "flows", "late_max_us"):
-        assert key in ab[0]
-    assert sum(x["tx_bytes"] for x in ab) == st["dirs"]["ab"]["tx_bytes"]
-    assert any(f["key"].startswith("tcp 10.77.0.1:") for x in ab for f in x["flows"])
-    # Each line carries the discipline's state: droptail's queue, then (after set_qdisc)
-    # CKCD's I, mu_f and per-flow mu_i / d_th / dropping, keyed by the decimal of the flow
-    # hash that `flows` gives in hex - how a run's plots join the two (docs/ckcd-link.md).
-    assert ab[0]["xstats"].startswith("qlen_pkts=")
-    joined = [x for x in ab if "active_flows=" in x["xstats"] and any(
-        re.search(rf"\bflow\.{int(f['flow'], 16)}=mu_bps:\d+,dth_us:\d+,dropping:[01]", x["xstats"])
-        for f in x["flows"] if f["key"].startswith("tcp 10.77.0.1:"))]
-    assert joined, [x["xstats"] for x in ab[-3:]]
+    check_log_of_changes(log, st)
 
 
 def test_each_flow_logs_its_own_queueing_delay(lab, daemon_factory, tmp_path):

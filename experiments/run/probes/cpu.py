@@ -39,7 +39,8 @@ class CpuSampler:
         self.hz = os.sysconf("SC_CLK_TCK")
 
     @staticmethod
-    def _stat():
+    def totals() -> tuple[int, int, int]:
+        """(all, idle, steal) ticks of all cores since boot, from /proc/stat."""
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
         idle = fields[3] + fields[4]
@@ -57,11 +58,11 @@ class CpuSampler:
             return 0
 
     def run(self) -> None:
-        prev = self._stat()
+        prev = self.totals()
         prev_t = time.monotonic()
         prev_p = [self._proc_ticks(p) for p in self.pids]
         while not self.stop.wait(self.period_s):
-            cur, now = self._stat(), time.monotonic()
+            cur, now = self.totals(), time.monotonic()
             cur_p = [self._proc_ticks(p) for p in self.pids]
             total = cur[0] - prev[0]
             if total > 0:
