@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import ipaddress
 import json
 import re
@@ -44,12 +45,21 @@ OFPP_MAX = 0xFFFFFF00  # the highest OpenFlow 1.3 port number of a physical port
 MAX_JSON_DEPTH = 32  # the policy document itself is 5 deep (ports[].aqm.params.x)
 
 
-class PolicyError(ValueError):
-    """A policy document or change that cannot be accepted; `field` names where."""
+class Problem(enum.Enum):
+    """What kind of wrong a PolicyError is. The core says what; whoever reports it says how
+    (ryu_app.rest maps each kind to an HTTP status, the command line to a message)."""
+    MALFORMED = "malformed"      # not text, not JSON, nested too deep: nothing could be read
+    INVALID = "invalid"          # read, but a value is out of its range or of the wrong kind
+    CONFLICT = "conflict"        # each part valid, two of them cannot both hold (a name twice)
+    UNAVAILABLE = "unavailable"  # a check needs a part not reachable now (the core's checker)
 
-    def __init__(self, message: str, field: str | None = None, status: int = 422):
+
+class PolicyError(ValueError):
+    """A policy document or change that cannot be accepted; `field` names where, `kind` what."""
+
+    def __init__(self, message: str, field: str | None = None, kind: Problem = Problem.INVALID):
         super().__init__(message)
-        self.message, self.field, self.status = message, field, status
+        self.message, self.field, self.kind = message, field, kind
 
 
 # --- text in -------------------------------------------------------------------------
@@ -90,15 +100,15 @@ def load_json(data, what: str = "body"):
         try:
             data = bytes(data).decode("utf-8")
         except UnicodeDecodeError as err:
-            raise PolicyError(f"{what} is not UTF-8 (byte {err.start})", what, 400) from None
+            raise PolicyError(f"{what} is not UTF-8 (byte {err.start})", what, Problem.MALFORMED) from None
     if json_depth_exceeds(data, MAX_JSON_DEPTH):
-        raise PolicyError(f"{what} nests arrays and objects deeper than {MAX_JSON_DEPTH} levels", what, 400)
+        raise PolicyError(f"{what} nests arrays and objects deeper than {MAX_JSON_DEPTH} levels", what, Problem.MALFORMED)
     try:
         return json.loads(data)
     except RecursionError:  # not reached after the depth check; kept as the last line of defence
-        raise PolicyError(f"{what} nests too deep", what, 400) from None
+        raise PolicyError(f"{what} nests too deep", what, Problem.MALFORMED) from None
     except ValueError as err:
-        raise PolicyError(f"{what} is not JSON: {err}", what, 400) from None
+        raise PolicyError(f"{what} is not JSON: {err}", what, Problem.MALFORMED) from None
 
 
 # --- field checks ------------------------------------------------------------------
@@ -826,7 +836,7 @@ class Policy:
         seen = set()
         for i, rule in enumerate(self.rules):
             if rule.name in seen:
-                raise PolicyError(f"rule name {rule.name!r} is used twice", f"rules[{i}].name", 409)
+                raise PolicyError(f"rule name {rule.name!r} is used twice", f"rules[{i}].name", Problem.CONFLICT)
             seen.add(rule.name)
             if rule.aggregate not in agg_names:
                 raise PolicyError(f"aggregate {rule.aggregate!r} does not exist", f"rules[{i}].aggregate")
@@ -836,7 +846,7 @@ class Policy:
                     raise PolicyError(
                         f"rule {rule.name!r} overlaps rule {other.name!r} at the same priority "
                         f"but puts packets into {rule.aggregate!r}, not {other.aggregate!r}; "
-                        "give one a higher priority or narrow its match", f"rules[{i}].match", 409)
+                        "give one a higher priority or narrow its match", f"rules[{i}].match", Problem.CONFLICT)
         lq = self.approaches.limited_queue
         if lq.aggregate not in agg_names:
             raise PolicyError(f"aggregate {lq.aggregate!r} does not exist",
@@ -870,19 +880,19 @@ class Policy:
         dpids = set()
         for i, host in enumerate(self.switches):
             if host.dpid in dpids:
-                raise PolicyError(f"switch {host.dpid:#x} is listed twice", f"switches[{i}]", 409)
+                raise PolicyError(f"switch {host.dpid:#x} is listed twice", f"switches[{i}]", Problem.CONFLICT)
             dpids.add(host.dpid)
         ports = set()
         for i, port in enumerate(self.ports):
             if (port.dpid, port.port) in ports:
-                raise PolicyError(f"port {port.dpid}:{port.port} is listed twice", f"ports[{i}]", 409)
+                raise PolicyError(f"port {port.dpid}:{port.port} is listed twice", f"ports[{i}]", Problem.CONFLICT)
             ports.add((port.dpid, port.port))
         dscps = {}
         for agg in self.aggregates:
             if agg.dscp in dscps and self.approaches.separate_queues:
                 raise PolicyError(f"aggregates {dscps[agg.dscp]!r} and {agg.name!r} share DSCP {agg.dscp}; "
                                   "Separate Queues needs one DSCP per aggregate",
-                                  f"aggregates.{agg.name}.dscp", 409)
+                                  f"aggregates.{agg.name}.dscp", Problem.CONFLICT)
             dscps[agg.dscp] = agg.name
 
     def to_dict(self) -> dict:

@@ -18,9 +18,11 @@ Forwarding model (docs/architecture.md has the details):
 - IPv4 is forwarded on its destination: per (aggregate, destination host) one flow on every
   switch joined to the host, along the aggregate's tree toward it (coex.forwarding), so a
   switch holds O(hosts x aggregates) flows, not O(host pairs);
-- one function, _sync_switch(), brings a switch to the state the policy and the known
-  paths ask for; it runs on connect, on reconnect and after every policy change, so a
-  reconnecting switch, a restarted controller and a REST change all converge the same way.
+- what a switch should hold is data (coex.switch_state.desired); ryu_app.switch_sync sends
+  only the difference from what it holds: read back from its tables when it connects (a
+  reconnecting switch or a restarted controller reconciles, and flows that did not change
+  keep their age and counters), then kept as each change is written. A REST change waits for
+  the switches' barriers and reports a switch's refusal as a 502 naming it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import platform
 import sys
 import time
 
+from coex import switch_state
 from coex.forwarding import DEFAULT, PENALIZED, PRIO_COUNT, PRIO_STEER, ForwardingPlan, Tree
 from coex.policy import Policy, PolicyError
 from coex.recent import Recent
@@ -42,6 +45,7 @@ from ryu_app.framework import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCH
 from ryu_app.config import CoexConfig
 from ryu_app.framework_choice import chosen_version
 from ryu_app.heavy_hitters import HeavyHitterService
+from ryu_app.switch_sync import SwitchSync
 from ryu_app.view import ControllerView, PolicyInForce
 
 LLDP_INTERVAL_S = 1.0
@@ -78,6 +82,7 @@ class CoexController(App):
         self._recent_floods = Recent(FLOOD_DEDUP_S)       # frames the controller flooded
         self._probed = Recent(PROBE_INTERVAL_S)           # addresses we sent an ARP probe for
         self.steered: set = set()                          # flow keys steered into 'penalized'
+        self.sync = SwitchSync(self.logger)                # what each switch holds of ours; writes to it
         self._flow_stats_wait: dict[int, tuple] = {}       # xid -> (hub.Event, entries), flow_stats()
         self.switch_hosts = SwitchHostConfigurator(self.port_names, self.config.queue_backend, self.logger)
         self.store = PolicyStore(self.config.db_path)
@@ -86,7 +91,8 @@ class CoexController(App):
         self.view = ControllerView(in_force=self.in_force, net=self.net, datapaths=self.datapaths,
                                    port_names=self.port_names, trees=self.trees, switch_hosts=self.switch_hosts,
                                    store=self.store, read_path_counters=self.flow_stats,
-                                   links=LinkStatsReader())
+                                   links=LinkStatsReader(), switch_errors=self.sync.error_counts,
+                                   switch_writes=self.sync.write_counts)
         self.heavy_hitters = HeavyHitterService(self.view, self, self.logger)
         rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
                                                    self.config.token, self.logger))
@@ -138,15 +144,24 @@ class CoexController(App):
         self.trees.clear()
         for agg, dst_ip in old:  # replanned here, installed by _sync_switch below
             dst = self.net.host_by_ip(dst_ip)
-            if self.plan.knows(agg) and dst is not None:
-                try:
-                    self.trees[(agg, dst_ip)] = self.plan.tree(self.net, agg, dst)
-                except NoPath:
-                    pass
+            if not self.plan.knows(agg):
+                continue
+            if dst is None:  # adopted from the switches after a restart: kept until the host shows
+                self.trees[(agg, dst_ip)] = old[(agg, dst_ip)]
+                continue
+            try:
+                self.trees[(agg, dst_ip)] = self.plan.tree(self.net, agg, dst)
+            except NoPath:
+                pass
         self.switch_hosts.configure_ports(new)  # queues exist before flows send into them
-        for dp in list(self.datapaths.values()):
-            self._sync_switch(dp)
+        writes = [self._sync_switch(dp) for dp in list(self.datapaths.values())]
         self._configure_heavy_hitters()
+        errors, late = self.sync.wait(writes)
+        if errors or late:
+            raise rest.ApiError(502, f"policy version {version} is stored and in force, but not on every switch: "
+                                + "; ".join([str(e) for e in errors[:5]] + [f"switch {d:016x} did not confirm the "
+                                                                           "change in time" for d in late]),
+                                "switch")
         return version
 
     def _configure_heavy_hitters(self) -> None:
@@ -171,15 +186,12 @@ class CoexController(App):
             except NoPath as err:  # packet-ins for the flow will say so again
                 self.logger.warning("no penalized path %s -> %s: %s", key.src_ip, key.dst_ip, err)
         for dp in list(self.datapaths.values()):
-            self._install_steering(dp, key)
+            self.sync.change(dp, add=[switch_state.classify_flow(self.plan.steer_flow(key))])
 
     def unsteer(self, key) -> None:
         self.steered.discard(key)
         for dp in list(self.datapaths.values()):
-            flows.delete_our_flows(dp, flows.TABLE_CLASSIFY, flows.five_tuple_match(dp.ofproto_parser, key))
-
-    def _install_steering(self, dp, key) -> None:
-        flows.add_classify_flow(dp, self.plan.steer_flow(key))
+            self.sync.change(dp, delete=[switch_state.classify_flow(self.plan.steer_flow(key))])
 
     def install_counting(self, dpid: int, key) -> bool:
         """A counting flow for one suspect (coex/counting.py) on switch dpid; False if the switch
@@ -187,13 +199,15 @@ class CoexController(App):
         dp, flow = self.datapaths.get(dpid), self.plan.count_flow(key)
         if dp is None or flow is None:
             return False
-        flows.add_classify_flow(dp, flow, counting=True)
+        self.sync.change(dp, add=[switch_state.classify_flow(flow, counting=True)])
         return True
 
     def remove_counting(self, dpid: int, key) -> None:
         dp = self.datapaths.get(dpid)
-        if dp is not None:
-            flows.delete_counting_flow(dp, key)
+        if dp is not None:  # by its key and cookie alone: what it did may have changed with the policy
+            self.sync.change(dp, delete=[switch_state.Flow(switch_state.TABLE_CLASSIFY, PRIO_COUNT,
+                                                           switch_state.five_tuple_match(key),
+                                                           cookie=switch_state.COUNT_COOKIE)])
 
     def classify_counters(self, dpid: int, timeout_s: float) -> list | None:
         """(priority, flow key, bytes) of the switch's counting and steering flows, read now;
@@ -220,28 +234,60 @@ class CoexController(App):
         if ev.state == MAIN_DISPATCHER:
             self.datapaths[dp.id] = dp
             self.net.add_switch(dp.id)
-            self._sync_switch(dp)
+            self.sync.forget(dp.id)
+            # its tables are read and answered through this event loop: wait for them elsewhere
+            hub.spawn(self.sync.reconcile, dp, lambda: self._wanted(dp.id), self._adopt_hops)
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
             # Keep its links, hosts and paths: a switch that comes back gets them
             # re-installed; one that stays away loses its links to LLDP expiry,
             # which reroutes the paths through it.
             del self.datapaths[dp.id]
+            self.sync.forget(dp.id)
             self.logger.info("switch %016x disconnected", dp.id)
 
-    def _sync_switch(self, dp) -> None:
-        """Make the switch hold exactly what policy and known paths ask of it."""
-        flows.delete_our_flows(dp)
-        flows.set_meters(dp, [m for m in self.plan.meters if m.dpid == dp.id])
-        flows.install_base_flows(dp, self.policy.packet_in)
-        for flow in self.plan.classify_flows():
-            flows.add_classify_flow(dp, flow)
-        for key in self.steered:
-            self._install_steering(dp, key)
-        for key in self.heavy_hitters.counted_on(dp.id):
-            self.install_counting(dp.id, key)
-        for (agg, dst_ip), tree in self.trees.items():
-            if dp.id in tree:
-                self._install_hop(agg, dst_ip, dp.id, tree[dp.id])
+    def _wanted(self, dpid: int) -> switch_state.SwitchState:
+        """Everything of ours switch dpid should hold now (coex.switch_state.desired)."""
+        return switch_state.desired(self.plan, self.policy.packet_in, dpid, self.trees, self.steered,
+                                    self.heavy_hitters.counted_on(dpid), self.switch_hosts.port_state)
+
+    def _sync_switch(self, dp):
+        """Bring the switch to what policy and known paths ask of it, sending only what differs;
+        a switch whose tables are not known (or that refused a message since) is read first.
+        Blocks for that read: call it where waiting is allowed (not in an event handler)."""
+        if self.sync.fresh(dp.id):
+            return self.sync.converge(dp, self._wanted(dp.id))
+        return self.sync.reconcile(dp, lambda: self._wanted(dp.id), self._adopt_hops)
+
+    def _adopt_hops(self, dpid: int, held: switch_state.SwitchState) -> None:
+        """A restarted controller knows no trees while the switches still forward along them:
+        each hop flow a switch holds toward a destination we have no tree for becomes part of
+        that tree (coex.switch_state.hop_of), so the reconcile keeps it and established pairs
+        are not touched. A host learned again gets its planned tree, which replaces what was
+        adopted; an aggregate the policy no longer has is not adopted (its flows go)."""
+        for flow in held.flows:
+            hop = switch_state.hop_of(flow)
+            if hop is None or hop.agg_id not in (0, *self.plan.agg_ids.values()):
+                continue
+            key = (self.plan.aggregate_of(hop.agg_id), hop.dst_ip)
+            tree = self.trees.setdefault(key, {})
+            tree.setdefault(dpid, hop.out_port)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _on_error(self, ev):
+        msg = ev.msg
+        ofp = msg.datapath.ofproto
+        names = {v: k for k, v in vars(ofp).items() if k.startswith("OFPET_") and isinstance(v, int)}
+        if self.sync.on_error(msg.datapath.id, msg, names.get(msg.type, f"type {msg.type}")) is None:
+            self.logger.warning("switch %016x sent an error for none of our writes: type %d code %d",
+                                msg.datapath.id or 0, msg.type, msg.code)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _on_barrier(self, ev):
+        self.sync.on_barrier(ev.msg.datapath.id, ev.msg.xid)
+
+    @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
+    def _on_meter_config(self, ev):
+        self.sync.on_reply(ev.msg.datapath.id, ev.msg)
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _on_port_desc(self, ev):
@@ -272,11 +318,12 @@ class CoexController(App):
         down = (ev.msg.reason == ofp.OFPPR_DELETE or port.state & ofp.OFPPS_LINK_DOWN
                 or port.config & ofp.OFPPC_PORT_DOWN)
         if down:
+            known = {h.ipv4 for h in self.net.hosts.values()}
             gone = self.net.remove_port(dp.id, port.port_no)
             if gone:
                 self.logger.info("link down at %016x port %d", dp.id, port.port_no)
                 self._reroute_after_link_loss(gone)
-            self._forget_trees_of_lost_hosts()
+            self._forget_trees_of_lost_hosts(known)
         else:
             self._learn_port(dp.id, port)
             self._send_lldp(dp)
@@ -395,7 +442,7 @@ class CoexController(App):
             if old.get(dpid) != out_port or dpid == resend_to:
                 self._install_hop(agg, dst.ipv4, dpid, out_port)
         for dpid in old.keys() - tree.keys():
-            self._remove_hop(agg, dst.ipv4, dpid)
+            self._remove_hop(agg, dst.ipv4, dpid, old[dpid])
         self.trees[key] = tree
         if old != tree:
             self.logger.info("tree %s -> %s (%016x:%d): %d switches%s", agg, dst.ipv4, dst.dpid, dst.port,
@@ -404,20 +451,21 @@ class CoexController(App):
 
     def _install_hop(self, agg: str, dst_ip: str, dpid: int, out_port: int) -> None:
         dp = self.datapaths.get(dpid)
-        if dp is None:
-            return
-        flows.add_hop_flow(dp, self.plan.hop_flow(agg, dst_ip, dpid, out_port,
-                                                  self.switch_hosts.port_state.get((dpid, out_port))))
+        if dp is not None:
+            self.sync.change(dp, add=[self._hop(agg, dst_ip, dpid, out_port)])
 
-    def _remove_hop(self, agg: str, dst_ip: str, dpid: int) -> None:
+    def _remove_hop(self, agg: str, dst_ip: str, dpid: int, out_port: int) -> None:
         dp = self.datapaths.get(dpid)
         if dp is not None:
-            agg_id = self.plan.agg_ids.get(agg)  # None (metadata 0) for the default
-            flows.delete_our_flows(dp, flows.TABLE_FORWARD, flows.dest_match(dp.ofproto_parser, dst_ip, agg_id))
+            self.sync.change(dp, delete=[self._hop(agg, dst_ip, dpid, out_port)])
+
+    def _hop(self, agg: str, dst_ip: str, dpid: int, out_port: int) -> switch_state.Flow:
+        return switch_state.hop_flow(self.plan.hop_flow(agg, dst_ip, dpid, out_port,
+                                                        self.switch_hosts.port_state.get((dpid, out_port))))
 
     def _drop_tree(self, key) -> None:
-        for dpid in self.trees.pop(key, {}):
-            self._remove_hop(*key, dpid)
+        for dpid, out_port in self.trees.pop(key, {}).items():
+            self._remove_hop(*key, dpid, out_port)
 
     def _reroute_after_link_loss(self, gone_links):
         """Replan every tree that sent packets into a link that went; a switch cut off from
@@ -433,9 +481,10 @@ class CoexController(App):
                 self.logger.warning("no path left toward %s for %s", key[1], key[0])
                 self._drop_tree(key)
 
-    def _forget_trees_of_lost_hosts(self) -> None:
-        """A host whose port went down is forgotten (NetworkMap.remove_port); so are the flows toward it."""
-        for key in [k for k in self.trees if self.net.host_by_ip(k[1]) is None]:
+    def _forget_trees_of_lost_hosts(self, known: set) -> None:
+        """A host whose port went down is forgotten (NetworkMap.remove_port); so are the flows
+        toward it. Only toward hosts `known` before: an adopted tree's host is not known yet."""
+        for key in [k for k in self.trees if k[1] in known and self.net.host_by_ip(k[1]) is None]:
             self._drop_tree(key)
 
     # --- controller-driven flooding -------------------------------------------------
@@ -493,6 +542,8 @@ class CoexController(App):
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _on_flow_stats(self, ev):
         msg = ev.msg
+        if self.sync.on_reply(msg.datapath.id, msg):
+            return
         wait = self._flow_stats_wait.get(msg.xid)
         if wait is None:
             return

@@ -7,172 +7,147 @@ Pipeline:
       aggregate's tree toward the host, matching the metadata and ipv4_dst (PRIO_AGG_PATH,
       PRIO_PATH for the default aggregate); a meter on the hop that leaves through a
       Limited Queue port; miss -> controller. coex.forwarding plans the flows of both
-      tables (their priorities too); add_classify_flow() and add_hop_flow() only write them.
+      tables (their priorities too), coex.switch_state makes them plain values (Flow, Meter)
+      and the difference between two states; here they become flow-mods and meter-mods
+      (flow_mod, meter_mod), and switches' flow and meter tables become values again
+      (flow_of, meter_of).
 
-Every flow we install carries COOKIE, so on (re)connect we delete exactly our own flows
-and leave anything an operator installed by hand.
+Every flow we install carries a cookie under COOKIE_MASK, so we read back and delete exactly
+our own flows and leave anything an operator installed by hand. Meters have no cookie: the
+controller owns every meter of a switch it manages.
 """
 
 from __future__ import annotations
 
-from coex.forwarding import ClassifyFlow, HopFlow
-from coex.policy import Match
 from coex.sflow import FlowKey
+from coex.switch_state import (COOKIE, COOKIE_MASK, COUNT_COOKIE, METADATA_MASK,  # noqa: F401 (re-exported)
+                               OFPP_CONTROLLER, PACKET_IN_METER_ID, TABLE_CLASSIFY, TABLE_FORWARD, Flow, Meter,
+                               match_of)
 
-COOKIE = 0xC0E0_0000_0000_0000
-COOKIE_MASK = 0xFFFF_0000_0000_0000
-COUNT_COOKIE = COOKIE | 1    # a heavy-hitter suspect's counting flow: removed by its own cookie
-COUNT_IDLE_TIMEOUT_S = 2     # a suspect that ends leaves no counting flow behind
+EXACT_COOKIE = 0xFFFF_FFFF_FFFF_FFFF   # a cookie mask that takes one cookie only
+def flow_mod(dp, flow: Flow, command: str):
+    """The flow-mod for one of Delta.steps' flow commands: add_flow, modify_flow (strict: this
+    flow only, its age and counters kept) or delete_flow (strict, and only with its own cookie:
+    an operator's flow of the same match and priority stays)."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    match = parser.OFPMatch(**dict(flow.match))
+    if command == "delete_flow":
+        return parser.OFPFlowMod(datapath=dp, cookie=flow.cookie, cookie_mask=EXACT_COOKIE, table_id=flow.table,
+                                 command=ofp.OFPFC_DELETE_STRICT, priority=flow.priority, out_port=ofp.OFPP_ANY,
+                                 out_group=ofp.OFPG_ANY, match=match)
+    modify = command == "modify_flow"
+    return parser.OFPFlowMod(datapath=dp, cookie=flow.cookie, cookie_mask=EXACT_COOKIE if modify else 0,
+                             table_id=flow.table, command=ofp.OFPFC_MODIFY_STRICT if modify else ofp.OFPFC_ADD,
+                             priority=flow.priority, match=match, instructions=_instructions(dp, flow),
+                             idle_timeout=flow.idle_timeout)
 
-TABLE_CLASSIFY = 0
-TABLE_FORWARD = 1
 
-PRIO_MISS = 0
-PRIO_LLDP = 65000
-
-# The packet-in limit's meter (coex.policy.PacketIn), far above Limited Queue's ids (1, 2, ...
-# per switch: one per bottleneck port).
-PACKET_IN_METER_ID = 0xFFFF
-
-METADATA_MASK = 0xFF         # the aggregate id lives in the low byte
-
-
-def add_flow(dp, table_id: int, priority: int, match, actions=(), goto=None, meter_id=None,
-             metadata=None, idle_timeout: int = 0, cookie: int = COOKIE) -> None:
+def _instructions(dp, flow: Flow) -> list:
     ofp, parser = dp.ofproto, dp.ofproto_parser
     inst = []
-    if meter_id is not None:
-        inst.append(parser.OFPInstructionMeter(meter_id, ofp.OFPIT_METER))
-    if actions:
-        inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, list(actions)))
-    if metadata is not None:
-        inst.append(parser.OFPInstructionWriteMetadata(metadata, METADATA_MASK))
-    if goto is not None:
-        inst.append(parser.OFPInstructionGotoTable(goto))
-    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=cookie, table_id=table_id, priority=priority,
-                                  match=match, instructions=inst, idle_timeout=idle_timeout))
+    if flow.meter is not None:
+        inst.append(parser.OFPInstructionMeter(flow.meter, ofp.OFPIT_METER))
+    if flow.actions:
+        inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [_action(dp, a) for a in flow.actions]))
+    if flow.metadata is not None:
+        inst.append(parser.OFPInstructionWriteMetadata(flow.metadata, METADATA_MASK))
+    if flow.goto is not None:
+        inst.append(parser.OFPInstructionGotoTable(flow.goto))
+    return inst
 
 
-def delete_our_flows(dp, table_id=None, match=None) -> None:
-    """Delete every flow with our cookie (in one table, matching `match`, if given)."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=COOKIE, cookie_mask=COOKIE_MASK,
-                                  table_id=ofp.OFPTT_ALL if table_id is None else table_id,
-                                  command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
-                                  out_group=ofp.OFPG_ANY, match=match or parser.OFPMatch()))
-
-
-def install_base_flows(dp, packet_in) -> None:
-    """LLDP to the controller; table 0 falls through to table 1; table 1 misses go up,
-    through the packet-in meter when the policy sets a limit (`packet_in`, a
-    coex.policy.PacketIn). LLDP stays outside the meter: a storm of new flows must not
-    starve discovery and expire the links."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    to_ctrl = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-    meter_id = None
-    if packet_in.limit_pps is not None:
-        band = parser.OFPMeterBandDrop(rate=packet_in.limit_pps, burst_size=packet_in.burst)
-        dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_ADD,
-                                       flags=ofp.OFPMF_PKTPS | ofp.OFPMF_BURST | ofp.OFPMF_STATS,
-                                       meter_id=PACKET_IN_METER_ID, bands=[band]))
-        meter_id = PACKET_IN_METER_ID
-    add_flow(dp, TABLE_CLASSIFY, PRIO_LLDP, parser.OFPMatch(eth_type=0x88CC), to_ctrl)
-    add_flow(dp, TABLE_CLASSIFY, PRIO_MISS, parser.OFPMatch(), goto=TABLE_FORWARD)
-    add_flow(dp, TABLE_FORWARD, PRIO_MISS, parser.OFPMatch(), to_ctrl, meter_id=meter_id)
-
-
-def rule_match(parser, match) -> object:
-    """OpenFlow match for a coex.policy.Match (always IPv4)."""
-    fields = {"eth_type": 0x0800}
-    for key in ("ipv4_src", "ipv4_dst"):
-        value = getattr(match, key)
-        if value is not None:
-            addr, plen = value.split("/")
-            fields[key] = addr if plen == "32" else (addr, _mask(int(plen)))
-    if match.ip_proto is not None:
-        fields["ip_proto"] = match.ip_proto
-    if match.dscp is not None:
-        fields["ip_dscp"] = match.dscp
-    if match.eth_src is not None:
-        fields["eth_src"] = match.eth_src
-    proto = {6: "tcp", 17: "udp"}.get(match.ip_proto)
-    if match.tp_src is not None:
-        fields[f"{proto}_src"] = match.tp_src
-    if match.tp_dst is not None:
-        fields[f"{proto}_dst"] = match.tp_dst
-    return parser.OFPMatch(**fields)
-
-
-def add_classify_flow(dp, flow: ClassifyFlow, counting: bool = False) -> None:
-    """A table-0 flow as coex.forwarding planned it: [set DSCP] [write metadata], go to 1.
-    counting: a suspect's counting flow (its cookie, an idle timeout)."""
+def _action(dp, action: tuple):
     parser = dp.ofproto_parser
-    actions = [] if flow.dscp is None else [parser.OFPActionSetField(ip_dscp=flow.dscp)]
-    add_flow(dp, TABLE_CLASSIFY, flow.priority, _classify_match(parser, flow.match), actions,
-             goto=TABLE_FORWARD, metadata=flow.agg_id, idle_timeout=COUNT_IDLE_TIMEOUT_S if counting else 0,
-             cookie=COUNT_COOKIE if counting else COOKIE)
+    kind, *args = action
+    if kind == "output":
+        return parser.OFPActionOutput(*args)
+    if kind == "set_queue":
+        return parser.OFPActionSetQueue(args[0])
+    if kind == "set_field":
+        return parser.OFPActionSetField(**{args[0]: args[1]})
+    raise ValueError(f"no such action: {action!r}")
 
 
-def delete_counting_flow(dp, key) -> None:
-    """Remove one suspect's counting flow, and only it (the steering flow of the same
-    5-tuple has another cookie)."""
+def meter_mod(dp, meter: Meter, command: str):
+    """The meter-mod for one of Delta.steps' meter commands (add_meter, modify_meter,
+    delete_meter): one drop band, with burst and statistics."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    dp.send_msg(parser.OFPFlowMod(datapath=dp, cookie=COUNT_COOKIE, cookie_mask=0xFFFF_FFFF_FFFF_FFFF,
-                                  table_id=TABLE_CLASSIFY, command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
-                                  out_group=ofp.OFPG_ANY, match=five_tuple_match(parser, key)))
+    if command == "delete_meter":
+        return parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_DELETE, meter_id=meter.meter_id)
+    unit = ofp.OFPMF_PKTPS if meter.unit == "pktps" else ofp.OFPMF_KBPS
+    return parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_ADD if command == "add_meter" else ofp.OFPMC_MODIFY,
+                              flags=unit | ofp.OFPMF_BURST | ofp.OFPMF_STATS, meter_id=meter.meter_id,
+                              bands=[parser.OFPMeterBandDrop(rate=meter.rate, burst_size=meter.burst)])
 
 
-def _classify_match(parser, match) -> object:
-    if match is None:
-        return parser.OFPMatch(eth_type=0x0800)
-    if isinstance(match, Match):
-        return rule_match(parser, match)
-    return five_tuple_match(parser, match)
+def message(dp, command: str, value):
+    """The OpenFlow message of one (command, value) of Delta.steps."""
+    return meter_mod(dp, value, command) if command.endswith("_meter") else flow_mod(dp, value, command)
 
 
-def five_tuple_match(parser, key) -> object:
-    """Exact match on one flow (a coex.sflow.FlowKey: src/dst IP, protocol, ports)."""
-    fields = {"eth_type": 0x0800, "ipv4_src": key.src_ip, "ipv4_dst": key.dst_ip, "ip_proto": key.protocol}
-    proto = {6: "tcp", 17: "udp"}.get(key.protocol)
-    if proto:
-        fields[f"{proto}_src"] = key.src_port
-        fields[f"{proto}_dst"] = key.dst_port
-    return parser.OFPMatch(**fields)
+# --- what a switch holds, read back ---------------------------------------------------------
 
-
-def _mask(plen: int) -> str:
-    bits = (0xFFFFFFFF << (32 - plen)) & 0xFFFFFFFF
-    return ".".join(str((bits >> s) & 0xFF) for s in (24, 16, 8, 0))
-
-
-def dest_match(parser, dst_ip: str, agg_id: int | None):
-    """Forwarding flows always match the aggregate id: a default flow (id 0) must not carry
-    packets that table 0 put into another aggregate, or they would never reach the
-    controller to get their own tree."""
-    return parser.OFPMatch(metadata=(agg_id or 0, METADATA_MASK), eth_type=0x0800, ipv4_dst=dst_ip)
-
-
-def add_hop_flow(dp, hop: HopFlow) -> None:
-    """A forwarding flow as coex.forwarding planned it: [set_queue] output, under its meter."""
-    parser = dp.ofproto_parser
-    actions = [] if hop.queue_index is None else [parser.OFPActionSetQueue(hop.queue_index)]
-    actions.append(parser.OFPActionOutput(hop.out_port))
-    add_flow(dp, TABLE_FORWARD, hop.priority, dest_match(parser, hop.dst_ip, hop.agg_id),
-             actions, meter_id=hop.meter_id)
-
-
-def set_meters(dp, plans) -> None:
-    """Replace every meter on the switch with the planned Limited Queue ones (drop band at
-    the rate). Deleting every meter deletes the flows that use them too: call it before
-    install_base_flows (the packet-in meter) and the forwarding flows."""
+def our_flows_request(dp):
+    """Every flow of ours in every table (cookie-masked), for flow_of."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_DELETE, meter_id=ofp.OFPM_ALL))
-    for m in plans:
-        band = parser.OFPMeterBandDrop(rate=m.rate_kbps, burst_size=m.burst_kbit)
-        dp.send_msg(parser.OFPMeterMod(datapath=dp, command=ofp.OFPMC_ADD,
-                                       flags=ofp.OFPMF_KBPS | ofp.OFPMF_BURST | ofp.OFPMF_STATS,
-                                       meter_id=m.meter_id, bands=[band]))
+    return parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE, COOKIE_MASK,
+                                      parser.OFPMatch())
 
+
+def meters_request(dp):
+    """Every meter's configuration, for meter_of."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    return parser.OFPMeterConfigStatsRequest(dp, 0, ofp.OFPM_ALL)
+
+
+def flow_of(dp, entry) -> Flow:
+    """A flow-stats entry as the Flow that would have installed it. An output's max_len
+    counts only toward the controller (switches echo whatever was sent for other ports)."""
+    ofp = dp.ofproto
+    actions, goto, metadata, meter = (), None, None, None
+    for inst in entry.instructions:
+        if inst.type == ofp.OFPIT_APPLY_ACTIONS:
+            actions = tuple(_action_of(dp, a) for a in inst.actions)
+        elif inst.type == ofp.OFPIT_GOTO_TABLE:
+            goto = inst.table_id
+        elif inst.type == ofp.OFPIT_WRITE_METADATA:
+            # a mask other than ours is not a value of ours: it must not compare equal to one
+            metadata = inst.metadata if inst.metadata_mask == METADATA_MASK else (inst.metadata, inst.metadata_mask)
+        elif inst.type == ofp.OFPIT_METER:
+            meter = inst.meter_id
+        else:
+            actions += (("instruction", inst.type),)
+    return Flow(entry.table_id, entry.priority, match_of(dict(entry.match.items())), actions, goto, metadata, meter,
+                entry.cookie, entry.idle_timeout)
+
+
+def _action_of(dp, a) -> tuple:
+    ofp = dp.ofproto
+    if a.type == ofp.OFPAT_OUTPUT:
+        return ("output", a.port, a.max_len) if a.port == OFPP_CONTROLLER else ("output", a.port)
+    if a.type == ofp.OFPAT_SET_QUEUE:
+        return ("set_queue", a.queue_id)
+    if a.type == ofp.OFPAT_SET_FIELD:
+        return ("set_field", a.key, a.value)
+    return ("action", a.type)  # none of ours: it makes the flow differ from what we want
+
+
+def meter_of(dp, entry) -> Meter:
+    """A meter-config entry as a Meter; one that is not a single drop band is given rate -1,
+    so that it differs from every meter of ours and is replaced."""
+    ofp = dp.ofproto
+    unit = "pktps" if entry.flags & ofp.OFPMF_PKTPS else "kbps"
+    bands = entry.bands
+    if len(bands) != 1 or bands[0].type != ofp.OFPMBT_DROP:
+        return Meter(entry.meter_id, unit, -1, -1)
+    return Meter(entry.meter_id, unit, bands[0].rate, bands[0].burst_size)
+
+
+def barrier(dp):
+    return dp.ofproto_parser.OFPBarrierRequest(dp)
+
+
+# --- packets, counters ---------------------------------------------------------------------
 
 def packet_out(dp, out_ports, data: bytes) -> None:
     ofp, parser = dp.ofproto, dp.ofproto_parser

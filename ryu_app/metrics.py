@@ -116,6 +116,16 @@ class CoexCollector:
         for code, n in sorted(self.rest_errors.items()):
             errors.add_metric([str(code)], n)
         yield errors
+        refused = CounterMetricFamily("coex_switch_errors", "OFPT_ERROR replies switches sent for the controller's "
+                                      "flow-mods and meter-mods, by switch and error type", labels=["dpid", "type"])
+        for (dpid, kind), n in sorted(view.switch_errors().items()):
+            refused.add_metric([f"{dpid:016x}", kind], n)
+        yield refused
+        writes = CounterMetricFamily("coex_switch_writes", "Flow-mods and meter-mods the controller sent, by switch "
+                                     "and command", labels=["dpid", "command"])
+        for (dpid, command), n in sorted(view.switch_writes().items()):
+            writes.add_metric([f"{dpid:016x}", command], n)
+        yield writes
 
     # --- bottleneck ports ----------------------------------------------------------------
 

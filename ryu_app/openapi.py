@@ -135,6 +135,10 @@ def build_openapi() -> dict:
                 "schema": {"$ref": f"#/components/schemas/{REQUEST_BODIES[handler]}"}}}}
         if mutating:
             op["security"] = [{"bearer": []}, {}]
+            op["responses"]["502"] = {
+                "description": "Stored and in force, but a switch refused part of it or did not confirm it in time "
+                               "(field 'switch'; the message names the switch and what it refused)",
+                "content": {"application/json": {"schema": _ref("Error")}}}
         paths.setdefault(PREFIX + template, {})[method.lower()] = op
     for method, template, handler, summary in PLAIN_ROUTES:
         op = {"operationId": handler, "summary": summary, "responses": {

@@ -24,13 +24,17 @@ from pathlib import Path
 
 import webob
 
-from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, Policy, PolicyError, load_json, parse_uint
+from coex.policy import BUILTIN_AGGREGATES, OFPP_MAX, Policy, PolicyError, Problem, load_json, parse_uint
 from ovs_config import aqm
 from ryu_app.framework import ControllerBase, hub, route
 from ryu_app.view import ControllerView
 
 PREFIX = "/coex/v1"
 MAX_BODY_BYTES = 1 << 20
+# How each kind of policy problem answers a request (RFC 9110: 400 for what could not be read,
+# 422 for content that was read and is wrong, 409 for parts that contradict each other, 503
+# for a check that cannot run now).
+HTTP_STATUS = {Problem.MALFORMED: 400, Problem.INVALID: 422, Problem.CONFLICT: 409, Problem.UNAVAILABLE: 503}
 DRAIN_BYTES = 16 * MAX_BODY_BYTES
 
 
@@ -111,7 +115,7 @@ def check_port_disciplines(policy, current=None) -> None:
             where = f"ports[{i}].aqm" + (f".params.{err.param}" if err.param else "")
             raise PolicyError(err.message, where) from None
         except aqm.AqmBackendError as err:
-            raise PolicyError(str(err), f"ports[{i}].aqm", status=503) from None
+            raise PolicyError(str(err), f"ports[{i}].aqm", Problem.UNAVAILABLE) from None
 
 
 def _compile(template: str) -> re.Pattern:  # used with fullmatch ("$" would let "\n" end a path)
@@ -224,7 +228,7 @@ class CoexApi:
         except ApiError as err:
             return err.status, {"error": err.message, "field": err.field}, err.headers
         except PolicyError as err:
-            return err.status, {"error": err.message, "field": err.field}, {}
+            return HTTP_STATUS[err.kind], {"error": err.message, "field": err.field}, {}
         except Exception as err:  # a bug of ours: say so in JSON, keep the trace in the log
             self.logger.error("REST %s %s failed: %s", method, path, traceback.format_exc())
             return 500, {"error": f"internal error: {type(err).__name__}; see the controller log",

@@ -41,13 +41,19 @@ class ControllerView:
     def __init__(self, *, in_force: PolicyInForce, net: NetworkMap, datapaths: Mapping[int, object],
                  port_names: Mapping[PortRef, str], trees: Mapping[tuple[str, str], Tree],
                  switch_hosts: SwitchHostConfigurator, store: PolicyStore,
-                 read_path_counters: Callable[[], dict[int, list]], links: LinkStatsReader):
+                 read_path_counters: Callable[[], dict[int, list]], links: LinkStatsReader,
+                 switch_errors: Mapping[tuple[int, str], int] | None = None,
+                 switch_writes: Mapping[tuple[int, str], int] | None = None):
         """read_path_counters: the switches' counters of their table-1 forwarding flows, asked
         now (dpid -> OFPFlowStats entries; a switch that did not answer in time is left out).
-        links: the ckcd-link daemons' counters, read when asked."""
+        links: the ckcd-link daemons' counters, read when asked. switch_errors: the OFPT_ERRORs
+        switches sent for our messages, by (dpid, OFPET name); switch_writes: the flow-mods and
+        meter-mods sent, by (dpid, command) (both ryu_app.switch_sync)."""
         self._in_force, self._net, self._datapaths = in_force, net, datapaths
         self._port_names, self._trees, self._switch_hosts = port_names, trees, switch_hosts
         self._store, self._read_path_counters, self._links = store, read_path_counters, links
+        self._switch_errors = switch_errors if switch_errors is not None else {}
+        self._switch_writes = switch_writes if switch_writes is not None else {}
 
     # --- the policy ---------------------------------------------------------------------------
 
@@ -72,6 +78,15 @@ class ControllerView:
 
     def switches_connected(self) -> int:
         return len(self._datapaths)
+
+    def switch_errors(self) -> dict[tuple[int, str], int]:
+        """OFPT_ERRORs the switches sent for our messages since start, by (dpid, OFPET name)."""
+        return dict(self._switch_errors)
+
+    def switch_writes(self) -> dict[tuple[int, str], int]:
+        """Flow-mods and meter-mods sent since start, by (dpid, command: add_flow, modify_flow,
+        delete_flow, add_meter, modify_meter, delete_meter)."""
+        return dict(self._switch_writes)
 
     def is_connected(self, dpid: int) -> bool:
         return dpid in self._datapaths

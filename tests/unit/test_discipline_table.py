@@ -17,7 +17,7 @@ import pytest
 
 from coex.disciplines import DISCIPLINES, PORT_DISCIPLINES, spec_text
 from controller_parts import ControllerParts
-from coex.policy import Policy, PolicyError
+from coex.policy import Policy, PolicyError, Problem
 from experiments.scenario.disciplines import KNOWN_PARAMS, discipline_spec
 from ovs_config.aqm import AqmSpecError, check_spec
 from ryu_app.openapi import build_openapi
@@ -59,7 +59,7 @@ def port_with(aqm: dict) -> dict:
 def test_a_parameter_the_core_refuses_is_refused_naming_it(aqm, field):
     with pytest.raises(PolicyError) as e:
         Policy.from_dict(port_with(aqm))
-    assert e.value.field == field and e.value.status == 422
+    assert e.value.field == field and e.value.kind is Problem.INVALID
 
 
 @pytest.mark.parametrize("spec,param", [

@@ -123,3 +123,16 @@ def test_a_non_ascii_token_matches_the_bytes_the_client_sent():
     ("/coex/v1/health\n", 404), ("/coex/v1/rules/a\n", 404), ("/coex/v1/ports/66/1\n", 400)])
 def test_a_path_ending_in_a_newline_is_not_the_route_without_it(api, path, status):
     rejected(api, "GET", path, status=status)
+
+
+@pytest.mark.parametrize("raw, status, field", [
+    (b"{not json", 400, "body"),                                                     # Problem.MALFORMED
+    (json.dumps({"heavy_hitters": {"threshold_bps": -1}}).encode(), 422, "heavy_hitters.threshold_bps"),  # INVALID
+    (json.dumps({"rules": [{"name": "a", "match": {"ip_proto": 6, "tp_dst": 80}, "aggregate": "low_delay"},
+                           {"name": "a", "match": {"ip_proto": 6, "tp_dst": 81}, "aggregate": "low_delay"}]}).encode(),
+     409, "rules[1].name"),                                                          # CONFLICT
+])
+def test_each_kind_of_policy_problem_answers_with_its_own_status(api, raw, status, field):
+    """Rule: the core names the kind of problem (coex.policy.Problem), never an HTTP status; the
+    REST layer answers MALFORMED with 400, INVALID with 422 and CONFLICT with 409."""
+    rejected(api, "PUT", "/coex/v1/policy", raw=raw, status=status, field=field)

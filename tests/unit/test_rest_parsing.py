@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from coex.policy import MAX_JSON_DEPTH, PolicyError, json_depth_exceeds, load_json
+from coex.policy import MAX_JSON_DEPTH, PolicyError, Problem, json_depth_exceeds, load_json
 
 
 @pytest.mark.parametrize("data", [
@@ -19,7 +19,7 @@ from coex.policy import MAX_JSON_DEPTH, PolicyError, json_depth_exceeds, load_js
 def test_deep_nesting_is_a_400_naming_the_body(data):
     with pytest.raises(PolicyError) as err:
         load_json(data)
-    assert err.value.status == 400 and err.value.field == "body"
+    assert err.value.kind is Problem.MALFORMED and err.value.field == "body"
     assert "deeper" in err.value.message
 
 
@@ -41,4 +41,4 @@ def test_brackets_inside_strings_do_not_count():
 def test_malformed_bodies_are_400(data, word):
     with pytest.raises(PolicyError) as err:
         load_json(data, "body")
-    assert err.value.status == 400 and err.value.field == "body" and word in err.value.message
+    assert err.value.kind is Problem.MALFORMED and err.value.field == "body" and word in err.value.message

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from coex.policy import Policy, PolicyError
+from coex.policy import Policy, PolicyError, Problem
 from controller_parts import DPID, ControllerParts
 from ovs_config.ovsdb import Ovsdb, OvsdbError
 
@@ -42,7 +42,7 @@ def test_a_remote_ovs_vsctl_cannot_use_is_refused_naming_the_field(remote):
 def test_a_switch_listed_twice_a_bad_collector_and_unknown_keys_are_refused():
     with pytest.raises(PolicyError) as err:
         Policy.from_dict({"switches": [{"dpid": 1, "ovsdb": "tcp:a:6640"}, {"dpid": 1, "ovsdb": "tcp:b:6640"}]})
-    assert err.value.field == "switches[1]" and err.value.status == 409
+    assert err.value.field == "switches[1]" and err.value.kind is Problem.CONFLICT
     with pytest.raises(PolicyError) as err:
         Policy.from_dict({"switches": [{"dpid": 1, "ovsdb": "tcp:a:6640", "collector": "a"}]})
     assert err.value.field == "switches[0].collector"
