@@ -5,9 +5,9 @@ bash in an environment without the session's private-OVS variables, the way a us
 What the test adds to the user's typing, and why:
 - the controller runs in the background (the README gives it a terminal of its own) and gets
   SIGINT, the README's Ctrl-C, by the PID of its process group;
-- mn gets a `--pre` script that waits until the controller has found the topology's links, as a
-  user reading the CLI's prompt would before typing `pingall`, and the README's `mininet>` lines on
-  its stdin;
+- mn gets on its stdin, before the README's `mininet>` lines, one that waits until the controller
+  has found the topology's links, as a user reading the CLI's prompt would before typing `pingall`
+  (not a `--pre` script: mn runs that before the network starts, when no switch can connect);
 - CKCD_COEX_DB points at the test's directory, so the user's stored policy (state/) is untouched.
 Everything it started (controller, mn, the manual OVS) is stopped by PID if the README's own
 stop commands did not; the lab lock is held while any of it exists.
@@ -37,11 +37,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 STATE_URL = f"http://127.0.0.1:{RYU_DEFAULT_REST_PORT}/coex/v1/state"
 # The controller imports Ryu and opens both ports within a few seconds; 30 s for a loaded VM.
 CONTROLLER_START_S = 30
-# mn's whole session: build (~5 s), the switches connecting and LLDP (--pre waits up to 20 s),
+# mn's whole session: build (~5 s), the switches connecting and LLDP (the wait takes up to 20 s),
 # pingall (12 pings), iperf (the client's connect retries, 5 s of TCP), exit. Bounds a hang.
 MN_SESSION_S = 150
 
-# --pre: wait, in mn's own Python, for the controller's LLDP discovery of every link.
+# The first CLI line: wait, in mn's own Python, for the controller's LLDP discovery of every link.
 WAIT_FOR_LINKS = """
 import json, sys, urllib.request
 sys.path.insert(0, {repo!r})
@@ -140,22 +140,21 @@ def readme_lab(lab_ready):
 
 
 def run_mn_session(session: str, cli: str, env: dict, tmp_path) -> str:
-    """The README's OVS start and mn command in one bash, mn fed the README's CLI lines."""
+    """The README's OVS start and mn command in one bash, mn fed the wait for the links and then
+    the README's CLI lines."""
     wait = tmp_path / "wait_for_links.py"
     wait.write_text(WAIT_FOR_LINKS.format(repo=REPO, url=STATE_URL, links=1))
-    pre = tmp_path / "pre.cli"
-    pre.write_text(f"py exec(open({str(wait)!r}).read(), {{}})\n")
-    script = f'mn() {{ command mn "$@" --pre {pre}; }}\n{session}'  # the block itself, unchanged
-    proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=REPO, env=env, stdin=subprocess.PIPE,
+    proc = subprocess.Popen(["bash", "-e", "-c", session], cwd=REPO, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        out, _ = proc.communicate(cli, timeout=MN_SESSION_S)
+        out, _ = proc.communicate(f"py exec(open({str(wait)!r}).read(), {{}})\n" + cli, timeout=MN_SESSION_S)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # bash and mn; the fixture's `mn -c` removes mn's net
         out, _ = proc.communicate()
         pytest.fail(f"the README's Mininet session did not end in {MN_SESSION_S} s (iperf hung: TCP does "
                     f"not pass?):\n{out}")
     assert proc.returncode == 0, out
+    assert "not true after" not in out, out  # the links were found before the README's lines ran
     return out
 
 
