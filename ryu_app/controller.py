@@ -92,7 +92,8 @@ class CoexController(App):
                                    port_names=self.port_names, trees=self.trees, switch_hosts=self.switch_hosts,
                                    store=self.store, read_path_counters=self.flow_stats,
                                    links=LinkStatsReader(), switch_errors=self.sync.error_counts,
-                                   switch_writes=self.sync.write_counts)
+                                   switch_writes=self.sync.write_counts,
+                                   in_sync=self.sync.fresh)
         self.heavy_hitters = HeavyHitterService(self.view, self, self.logger)
         rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
                                                    self.config.token, self.logger))

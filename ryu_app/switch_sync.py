@@ -159,8 +159,8 @@ class SwitchSync:
         wanted() (asked after the read, so it includes what changed meanwhile). Blocks for the
         read; a switch that does not answer keeps its flows, and is read again on its next
         connect."""
-        flow_entries = self._read(dp, flows.our_flows_request(dp))
-        meter_entries = self._read(dp, flows.meters_request(dp))
+        # both asked at once: until they are answered the switch holds none of what we send it
+        flow_entries, meter_entries = self._read(dp, flows.our_flows_request(dp), flows.meters_request(dp))
         if flow_entries is None or meter_entries is None:
             self.logger.warning("switch %016x did not send its tables within %.0f s: not reconciled",
                                 dp.id, READ_TIMEOUT_S)
@@ -176,14 +176,22 @@ class SwitchSync:
                          dp.id, len(held.flows), len(held.meters), changes)
         return self.converge(dp, target)
 
-    def _read(self, dp, request) -> list | None:
-        dp.set_xid(request)
-        done, entries = self._reads[(dp.id, request.xid)] = (hub.Event(), [])
-        dp.send_msg(request)
+    def _read(self, dp, *requests) -> list[list | None]:
+        """Send the multipart requests together and wait for their replies: one list of entries
+        per request, None for one not answered within READ_TIMEOUT_S."""
+        reads = []
+        for request in requests:
+            dp.set_xid(request)
+            reads.append((request.xid, *self._reads.setdefault((dp.id, request.xid), (hub.Event(), []))))
+            dp.send_msg(request)
+        deadline, got = time.monotonic() + READ_TIMEOUT_S, []
         try:
-            return entries if done.wait(READ_TIMEOUT_S) else None
+            for _, done, entries in reads:
+                got.append(entries if done.wait(max(0.0, deadline - time.monotonic())) else None)
+            return got
         finally:
-            self._reads.pop((dp.id, request.xid), None)
+            for xid, _, _ in reads:
+                self._reads.pop((dp.id, xid), None)
 
     def on_reply(self, dpid: int, msg) -> bool:
         """A multipart reply to one of our reads; False if it was not ours."""

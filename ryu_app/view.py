@@ -43,17 +43,20 @@ class ControllerView:
                  switch_hosts: SwitchHostConfigurator, store: PolicyStore,
                  read_path_counters: Callable[[], dict[int, list]], links: LinkStatsReader,
                  switch_errors: Mapping[tuple[int, str], int] | None = None,
-                 switch_writes: Mapping[tuple[int, str], int] | None = None):
+                 switch_writes: Mapping[tuple[int, str], int] | None = None,
+                 in_sync: Callable[[int], bool] = lambda dpid: False):
         """read_path_counters: the switches' counters of their table-1 forwarding flows, asked
         now (dpid -> OFPFlowStats entries; a switch that did not answer in time is left out).
         links: the ckcd-link daemons' counters, read when asked. switch_errors: the OFPT_ERRORs
         switches sent for our messages, by (dpid, OFPET name); switch_writes: the flow-mods and
-        meter-mods sent, by (dpid, command) (both ryu_app.switch_sync)."""
+        meter-mods sent, by (dpid, command); in_sync(dpid): whether the switch's tables were read
+        and hold what was sent since (all three ryu_app.switch_sync)."""
         self._in_force, self._net, self._datapaths = in_force, net, datapaths
         self._port_names, self._trees, self._switch_hosts = port_names, trees, switch_hosts
         self._store, self._read_path_counters, self._links = store, read_path_counters, links
         self._switch_errors = switch_errors if switch_errors is not None else {}
         self._switch_writes = switch_writes if switch_writes is not None else {}
+        self._in_sync = in_sync
 
     # --- the policy ---------------------------------------------------------------------------
 
@@ -137,7 +140,8 @@ class ControllerView:
         for dpid in sorted(set(net.ports) | set(self._datapaths)):
             error = switch_hosts.ovsdb_errors.get(dpid)
             switches.append({
-                "dpid": dpid, "connected": dpid in self._datapaths, "ovsdb": switch_hosts.ovsdb_of(dpid).where,
+                "dpid": dpid, "connected": dpid in self._datapaths,
+                "in_sync": dpid in self._datapaths and self._in_sync(dpid), "ovsdb": switch_hosts.ovsdb_of(dpid).where,
                 **({"ovsdb_error": error} if error is not None else {}),
                 "ports": sorted(net.ports.get(dpid, ())),
                 "meters": [dict(vars(m)) for m in plan.meters if m.dpid == dpid],

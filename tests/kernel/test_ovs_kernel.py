@@ -67,6 +67,11 @@ def connected(api) -> bool:
     return any(s["dpid"] == DPID and s["connected"] for s in api.ok("GET", "/state")["switches"])
 
 
+def in_sync(api) -> bool:
+    """The switch connected and its tables read and brought to the policy (a moment after it connects)."""
+    return any(s["dpid"] == DPID and s["in_sync"] for s in api.ok("GET", "/state")["switches"])
+
+
 def port_state(api) -> dict:
     for p in api.ok("GET", "/state")["ports"]:
         if (p["dpid"], p["port"]) == (DPID, PORT):
@@ -272,7 +277,7 @@ def test_controller_restart_reapplies_everything_over_the_network(kl):
     eventually(lambda: "ckcd" not in ovs_lab.tc_show(vm), timeout_s=APPLY_TIMEOUT_S, what="released")
     vm.check("ovs-ofctl -O OpenFlow13 del-flows s1")
     ctl.start()
-    eventually(lambda: connected(api), timeout_s=30, what="switch reconnects to the new controller")
+    eventually(lambda: in_sync(api), timeout_s=30, what="switch reconnects to the new controller, which syncs it")
     eventually(lambda: "qdisc ckcd 10:" in ovs_lab.tc_show(vm), timeout_s=APPLY_TIMEOUT_S,
                what="the restarted controller re-attaches ckcd")
     assert "goto_table" in ovs_lab.flows(vm)
@@ -288,7 +293,7 @@ def test_switch_reconnect_reapplies_everything(kl):
     eventually(lambda: not connected(api), what="the controller sees the switch go")
     eventually(lambda: "ckcd" not in ovs_lab.tc_show(vm), timeout_s=APPLY_TIMEOUT_S, what="released")
     vm.check(f"ovs-vsctl set-controller s1 tcp:{lab.HOST_FROM_GUEST}:{ovs_lab.OF_PORT}")
-    eventually(lambda: connected(api), timeout_s=30, what="switch reconnects")
+    eventually(lambda: in_sync(api), timeout_s=30, what="switch reconnects and is synced")
     eventually(lambda: "qdisc ckcd 10:" in ovs_lab.tc_show(vm), timeout_s=APPLY_TIMEOUT_S,
                what="ckcd re-attached after the reconnect")
     assert " 0% packet loss" in ping(vm)
