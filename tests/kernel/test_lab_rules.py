@@ -281,6 +281,30 @@ def test_a_bbr_cubic_run_that_did_not_fill_the_class_measured_the_guest():
     assert xc.unfilled("rec_flows", starved) is None
 
 
+def synthetic_record(packets: int, marked: int) -> str:
+    """A record in sch_ckcd's format as test_sch_ckcd.kernel_verdicts reads it: each packet
+    enqueued (e) and dequeued (d), the first `marked` of them marked (m) for delay."""
+    lines = []
+    for seq in range(1, packets + 1):
+        lines += [f"e {seq} 1514", f"d 0 {seq}"] + ([f"m {seq} delay"] if seq <= marked else [])
+    return "\n".join(lines)
+
+
+def test_a_record_step_with_too_few_decisions_measured_the_guest():
+    """Rule (test_sch_ckcd.too_few_decisions): a baseline's measured record step whose record
+    holds no more than 1000 packets or 20 marks is run again (a CI run's PIE record marked 19);
+    one with enough is not, nor a step of another kind."""
+    from tests.kernel import test_sch_ckcd as xc
+
+    head = '[{"kind": "ckcd"}]\n'
+    verdicts = xc.kernel_verdicts(synthetic_record(1500, 21))  # the record reads as meant
+    assert len(verdicts) == 1500 and sum(v == "sent, marked delay" for v in verdicts.values()) == 21
+    assert xc.not_measured("rec_pie", head + synthetic_record(1500, 21)) is None
+    assert "19 marks" in xc.not_measured("rec_pie", head + synthetic_record(1500, 19))
+    assert "900 packets" in xc.not_measured("rec_dualpi2", head + synthetic_record(900, 50))
+    assert xc.not_measured("rec_flows", head + synthetic_record(900, 0)) is None
+
+
 def test_a_boot_that_outlives_its_timeout_is_killed():
     """Rule: qemu still running at the boot's timeout is killed with its process group and the
     run says it timed out (here a sleep stands in for a hung guest)."""
