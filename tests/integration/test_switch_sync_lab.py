@@ -213,7 +213,10 @@ def test_a_restarted_controller_keeps_pairs_and_answers_new_ones_soon(private_ov
     finally:
         ctl.stop()
     sent, got = map(int, re.search(r"(\d+) packets transmitted, (\d+) received", established).groups())
-    print(f"established pair: {got}/{sent} answered across the restart; a new pair's first ping went "
-          f"{pinging:.2f} s after the restart and was answered {answered} s later")
-    assert sent > 500 and got == sent, established[-300:]
+    lost = set(range(1, sent + 1)) - {int(seq) for seq in re.findall(r"icmp_seq=(\d+)", established)}
+    print(f"established pair: {got}/{sent} answered across the restart (unanswered: {sorted(lost)}); a new "
+          f"pair's first ping went {pinging:.2f} s after the restart and was answered {answered} s later")
+    # Every ping answered but perhaps the last: ping's 12 s deadline can fall while its reply is on
+    # the way (a run: 792 of 793, the one unanswered being the last, 11 s after the restart).
+    assert sent > 500 and lost <= {sent}, established[-300:]
     assert answered is not None and answered <= NEW_PAIR_BOUND_S, (pinging, answered)
