@@ -13,23 +13,35 @@
 #include <time.h>
 #include <unistd.h>
 
-static int (*real_clock_gettime)(clockid_t, struct timespec *);
 static long stall_ns;
+static pid_t main_tid;
 
 __attribute__((constructor)) static void stall_init(void)
 {
 	const char *us = getenv("CKCD_TEST_STALL_US");
 
-	real_clock_gettime = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
-	if (us && strcmp(program_invocation_short_name, "ckcd-link") == 0)
+	if (us && strcmp(program_invocation_short_name, "ckcd-link") == 0) {
 		stall_ns = strtol(us, NULL, 10) * 1000L;
+		main_tid = getpid();
+	}
+}
+
+/* libc's clock_gettime, found at the first call (a constructor of another
+ * library may call before ours ran); the system call if it cannot be found. */
+static int real_clock_gettime(clockid_t clk, struct timespec *ts)
+{
+	static int (*real)(clockid_t, struct timespec *);
+
+	if (!real)
+		real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+	return real ? real(clk, ts) : (int)syscall(SYS_clock_gettime, clk, ts);
 }
 
 int clock_gettime(clockid_t clk, struct timespec *ts)
 {
 	int r = real_clock_gettime(clk, ts);
 
-	if (r == 0 && clk == CLOCK_MONOTONIC && stall_ns > 0 && syscall(SYS_gettid) == getpid()) {
+	if (r == 0 && clk == CLOCK_MONOTONIC && stall_ns > 0 && syscall(SYS_gettid) == main_tid) {
 		struct timespec d = { stall_ns / 1000000000L, stall_ns % 1000000000L };
 		int saved = errno;
 
