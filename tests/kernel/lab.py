@@ -478,6 +478,19 @@ def run(script: str, files: dict[str, str] | None = None, timeout_s: float = 240
 QUIET_WAIT_BUDGET_S = 240.0
 
 
+def _invalid_or_none(invalid, name: str, output: str) -> str | None:
+    """invalid(name, output), or None when there is none or it could not read the output: it
+    runs on the console's reader thread, which must never die (qemu's console would no longer be
+    drained, and the boot would end as a timeout); the step's own test reads the output again."""
+    if invalid is None:
+        return None
+    try:
+        return invalid(name, output)
+    except Exception as err:  # noqa: BLE001 - any reader's error, said and survived
+        say(f"{name}: its output could not be judged ({type(err).__name__}: {err}); it stands")
+        return None
+
+
 def quiet_judge(load: HostLoad, budget_s: float = QUIET_WAIT_BUDGET_S, invalid=None):
     """The host's answer to a measured step: run it again if the hypervisor withheld the CPU
     while it ran (the experiments' STEAL_HIGH_PCT) or invalid(step, output) names another sign
@@ -489,7 +502,7 @@ def quiet_judge(load: HostLoad, budget_s: float = QUIET_WAIT_BUDGET_S, invalid=N
     def judge(name: str, window: tuple[float, float], output: str = "") -> bool:
         pct = load.steal_pct(*window)
         why = f"the hypervisor stole {pct:.0f} % of the CPU" if is_disturbed(pct) else \
-            invalid(name, output) if invalid else None
+            _invalid_or_none(invalid, name, output)
         if not why:
             return False
         quiet, waited = wait_for_quiet_host(left[0]) if left[0] > 0 else (False, 0.0)

@@ -216,6 +216,25 @@ def test_the_lab_judges_a_step_by_the_steal_while_it_ran():
     assert says("filled", (0.5, 2.5), "19 Mbit/s") is False and says("half", (0.5, 2.5), "10 Mbit/s") is True
 
 
+def test_a_judge_that_cannot_read_a_step_lets_it_stand():
+    """Rule (lab._invalid_or_none): the judge runs on the console's reader thread, so a rule that
+    cannot read a step's output (here it raises, as a record rule did on a blank line) leaves
+    the step standing instead of raising and killing the reader."""
+    def unreadable(name, out):
+        raise ValueError("not enough values to unpack")
+    says = lab.quiet_judge(sampled([0, 0]), budget_s=0, invalid=unreadable)
+    assert says("rec_pie", (0.5, 2.5), "\n") is False
+
+
+def test_a_failed_record_step_is_not_judged_for_its_decisions():
+    """Rule (test_sch_ckcd.too_few_decisions): a record step's output without a record (the
+    step failed: its test says why) is not run again for too few decisions, and a blank line in
+    it does not trip the reader."""
+    from tests.kernel import test_sch_ckcd as xc
+
+    assert xc.not_measured("rec_pie", "Error: Specified qdisc not found.\n\n") is None
+
+
 @pytest.mark.parametrize("names", [["xc_sfb_linux", "xc_sfb_core"], ["xe_red_linux", "xe_red_core"]])
 def test_a_second_boot_sets_the_lab_up_and_runs_the_pair_as_the_first(names):
     """Rule: the cross-check's second boot loads the module, sets up the TCP lab (and, for the
@@ -284,7 +303,7 @@ def test_a_bbr_cubic_run_that_did_not_fill_the_class_measured_the_guest():
 def synthetic_record(packets: int, marked: int) -> str:
     """A record in sch_ckcd's format as test_sch_ckcd.kernel_verdicts reads it: each packet
     enqueued (e) and dequeued (d), the first `marked` of them marked (m) for delay."""
-    lines = []
+    lines = [f"# events {3 * packets} of 200000"]
     for seq in range(1, packets + 1):
         lines += [f"e {seq} 1514", f"d 0 {seq}"] + ([f"m {seq} delay"] if seq <= marked else [])
     return "\n".join(lines)
