@@ -11,7 +11,8 @@ a CUBIC flow first through the Vegas runs' FIFO, the queue a loss-based sender b
   CUBIC's is the buffer.
 
 SCRIPT is a part of the boot's script (its step function, $IP, $TC, $R and the a-r-b
-namespaces); run() parses one step's output.
+namespaces); run() parses one flow's output, run_twins() a twins step's (Linux's control, then
+ours, measured as one step so that the host judges the pair's steal together).
 """
 
 from __future__ import annotations
@@ -69,11 +70,16 @@ flow_through() {  # PORT SECONDS
   $R -s qdisc show dev rb parent 1:1; cat /tmp/one.json
   return $r
 }
+# LINUX_CC PORT OURS PORT SECONDS LEAF...: the twins one after the other, in one measured step, so
+# that the host judges them as a pair: a spell of steal during either runs both again (two
+# steps judged apart could compare a run at 29 % steal with one at 21 %)
+twins() {
+  lin=$1; lp=$2; ours=$3; op=$4; t=$5; shift 5
+  one_flow $lin $lp $t "$@"; tr=$?; echo "@@TWIN"; one_flow $ours $op $t "$@" && return $tr  # one_flow sets r
+}
 measured cc_cubic one_flow cubic 5311 @@SECONDS@@ @@FIFO@@
-measured cc_dctcp one_flow dctcp 5312 @@SECONDS@@ @@DCTCP@@
-measured cc_bpf_dctcp one_flow bpf_dctcp 5313 @@SECONDS@@ @@DCTCP@@
-measured cc_vegas one_flow vegas 5314 @@SECONDS@@ @@FIFO@@
-measured cc_bpf_vegas one_flow bpf_vegas 5315 @@SECONDS@@ @@FIFO@@
+measured cc_dctcp_twins twins dctcp 5312 bpf_dctcp 5313 @@SECONDS@@ @@DCTCP@@
+measured cc_vegas_twins twins vegas 5314 bpf_vegas 5315 @@SECONDS@@ @@FIFO@@
 step cc_unregister sh -c "$BPFTOOL struct_ops unregister name ckcd_bpf_dctcp &&
   $BPFTOOL struct_ops unregister name ckcd_bpf_vegas && cat /proc/sys/net/ipv4/tcp_available_congestion_control"
 """
@@ -108,6 +114,12 @@ def run(out: str) -> dict:
             "retransmits": sender["retransmits"], "rtt_ms": sender["mean_rtt"] / 1000,
             "sent": int(sent.group(1)), "dropped": int(sent.group(2)), "ce": int(ce.group(1)) if ce else 0,
             "backlog": (sum(backlog) / len(backlog), max(backlog))}
+
+
+def run_twins(out: str) -> tuple[dict, dict]:
+    """One twins step: run() of Linux's control and of ours."""
+    lin, ours = out.split("\n@@TWIN\n", 1)
+    return run(lin), run(ours)
 
 
 def line(r: dict) -> str:

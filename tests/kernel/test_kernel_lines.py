@@ -683,7 +683,7 @@ def test_bpf_dctcp_matches_linux_dctcp(vm, line):
     - fq_codel's backlog sampled about twice a second: means 2.5-3.4 and 2.0-2.7 packets; within 2
       packets of each other, and both under K (6.6 packets);
     - drops: 0 in every run of both; at most 2 (a drop-tail 10240 packets away cannot drop)."""
-    lin, ours = bpf_twins.run(step(vm, "cc_dctcp")), bpf_twins.run(step(vm, "cc_bpf_dctcp"))
+    lin, ours = bpf_twins.run_twins(step(vm, "cc_dctcp_twins"))
     print(f"\ndctcp:     {bpf_twins.line(lin)}\nbpf_dctcp: {bpf_twins.line(ours)}")
     assert abs(ours["mbps"] - lin["mbps"]) <= 0.15 * lin["mbps"], (lin, ours)
     frac = {k: r["ce"] / r["sent"] for k, r in (("linux", lin), ("ours", ours))}
@@ -707,7 +707,7 @@ def test_bpf_vegas_matches_linux_vegas(vm, line):
       each other, and both under 12: Vegas's alpha-beta of 2-4 packets and TCG's timing noise.
       CUBIC's mean over its 10 s must be at least twice the larger (it fills toward the 100)."""
     cubic = bpf_twins.run(step(vm, "cc_cubic"))
-    lin, ours = bpf_twins.run(step(vm, "cc_vegas")), bpf_twins.run(step(vm, "cc_bpf_vegas"))
+    lin, ours = bpf_twins.run_twins(step(vm, "cc_vegas_twins"))
     print(f"\ncubic:     {bpf_twins.line(cubic)}\nvegas:     {bpf_twins.line(lin)}\n"
           f"bpf_vegas: {bpf_twins.line(ours)}")
     assert abs(ours["mbps"] - lin["mbps"]) <= 0.10 * lin["mbps"], (lin, ours)
