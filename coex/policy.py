@@ -831,7 +831,13 @@ class Policy:
         return policy
 
     def check(self) -> None:
-        """Cross-field consistency: names unique, references exist, no conflicting overlaps."""
+        """Cross-field consistency: names unique, references exist, no conflicting overlaps,
+        no rate above the capacity it shapes. The first problem found is the one reported."""
+        self._check_rules()
+        self._check_rates()
+        self._check_listed_once()
+
+    def _check_rules(self) -> None:
         agg_names = {a.name for a in self.aggregates}
         seen = set()
         for i, rule in enumerate(self.rules):
@@ -847,8 +853,10 @@ class Policy:
                         f"rule {rule.name!r} overlaps rule {other.name!r} at the same priority "
                         f"but puts packets into {rule.aggregate!r}, not {other.aggregate!r}; "
                         "give one a higher priority or narrow its match", f"rules[{i}].match", Problem.CONFLICT)
+
+    def _check_rates(self) -> None:
         lq = self.approaches.limited_queue
-        if lq.aggregate not in agg_names:
+        if lq.aggregate not in {a.name for a in self.aggregates}:
             raise PolicyError(f"aggregate {lq.aggregate!r} does not exist",
                               "approaches.limited_queue.aggregate")
         if lq.rate_bps is not None:
@@ -877,6 +885,8 @@ class Policy:
         if self.heavy_hitters.enabled and not self.ports:
             raise PolicyError("heavy-hitter detection watches bottleneck ports: declare one first "
                               "(PUT /ports/{dpid}/{port})", "heavy_hitters.enabled")
+
+    def _check_listed_once(self) -> None:
         dpids = set()
         for i, host in enumerate(self.switches):
             if host.dpid in dpids:

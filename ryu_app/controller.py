@@ -46,6 +46,7 @@ from ryu_app.framework import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCH
                                ofp_event, ofproto_v1_3, set_ev_cls)
 from ryu_app.config import CoexConfig
 from ryu_app.flow_counters import FlowCounters
+from ryu_app.multipart import MultipartReads
 from ryu_app.framework_choice import chosen_version
 from ryu_app.heavy_hitters import HeavyHitterService
 from ryu_app.packet_in import PacketIn
@@ -75,8 +76,9 @@ class CoexController(App):
         self.datapaths: dict[int, object] = {}
         self.port_hw: dict[tuple[int, int], str] = {}     # (dpid, port) -> MAC, for LLDP
         self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
-        self.sync = SwitchSync(self.logger)                # what each switch holds of ours; writes to it
-        self.counters = FlowCounters(self.datapaths)
+        self.reads = MultipartReads()                      # table reads in flight, by (dpid, xid)
+        self.sync = SwitchSync(self.logger, self.reads)    # what each switch holds of ours; writes to it
+        self.counters = FlowCounters(self.datapaths, self.reads)
         self.switch_hosts = SwitchHostConfigurator(self.port_names, self.config.queue_backend, self.logger)
         self.store = PolicyStore(self.config.db_path)
         self.in_force = PolicyInForce(*self.store.load())
@@ -210,7 +212,7 @@ class CoexController(App):
 
     @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
     def _on_meter_config(self, ev):
-        self.sync.on_reply(ev.msg.datapath.id, ev.msg)
+        self.reads.on_reply(ev.msg.datapath.id, ev.msg)
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def _on_port_desc(self, ev):
@@ -278,5 +280,4 @@ class CoexController(App):
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _on_flow_stats(self, ev):
-        if not self.sync.on_reply(ev.msg.datapath.id, ev.msg):
-            self.counters.on_reply(ev.msg)
+        self.reads.on_reply(ev.msg.datapath.id, ev.msg)

@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 from coex.switch_state import Delta, Flow, Meter, SwitchState, diff
 from ryu_app import flows
 from ryu_app.framework import hub
+from ryu_app.multipart import MultipartReads
 
 READ_TIMEOUT_S = 5.0     # a connecting switch's flow and meter tables
 WRITE_TIMEOUT_S = 5.0    # a REST change waits this long for the switches' last barrier
@@ -50,15 +51,15 @@ class Write:
 
 
 class SwitchSync:
-    def __init__(self, logger):
+    def __init__(self, logger, reads: MultipartReads | None = None):
         self.logger = logger
+        self.reads = reads if reads is not None else MultipartReads()   # shared with FlowCounters
         self.held: dict[int, SwitchState] = {}          # dpid -> ours on the switch, once read
         self.stale: set[int] = set()                     # switches that refused a message: read them again
         self.error_counts: Counter = Counter()           # (dpid, OFPET name) -> errors
         self.write_counts: Counter = Counter()           # (dpid, command) -> flow-mods and meter-mods sent
         self._sent: dict[tuple[int, int], tuple[str, object, Write]] = {}   # (dpid, xid) -> message
         self._barriers: dict[tuple[int, int], Write] = {}
-        self._reads: dict[tuple[int, int], tuple] = {}   # (dpid, xid) -> (hub.Event, entries)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -146,9 +147,10 @@ class SwitchSync:
         """A switch that went away: what it holds must be read again when it comes back."""
         self.held.pop(dpid, None)
         self.stale.discard(dpid)
-        for table in (self._sent, self._barriers, self._reads):
+        for table in (self._sent, self._barriers):
             for key in [k for k in table if k[0] == dpid]:
                 table.pop(key)
+        self.reads.forget(dpid)
 
     # --- reading what a switch holds -------------------------------------------------------------
 
@@ -179,29 +181,7 @@ class SwitchSync:
     def _read(self, dp, *requests) -> list[list | None]:
         """Send the multipart requests together and wait for their replies: one list of entries
         per request, None for one not answered within READ_TIMEOUT_S."""
-        reads = []
-        for request in requests:
-            dp.set_xid(request)
-            reads.append((request.xid, *self._reads.setdefault((dp.id, request.xid), (hub.Event(), []))))
-            dp.send_msg(request)
-        deadline, got = time.monotonic() + READ_TIMEOUT_S, []
-        try:
-            for _, done, entries in reads:
-                got.append(entries if done.wait(max(0.0, deadline - time.monotonic())) else None)
-            return got
-        finally:
-            for xid, _, _ in reads:
-                self._reads.pop((dp.id, xid), None)
-
-    def on_reply(self, dpid: int, msg) -> bool:
-        """A multipart reply to one of our reads; False if it was not ours."""
-        read = self._reads.get((dpid, msg.xid))
-        if read is None:
-            return False
-        read[1].extend(msg.body)
-        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
-            read[0].set()
-        return True
+        return self.reads.gather([self.reads.send(dp, r) for r in requests], READ_TIMEOUT_S)
 
 
 def describe(value) -> str:
