@@ -272,6 +272,12 @@ class SteeringBook:
                                                now, wall_s))
         return decisions
 
+    def adopt(self, flow, port: tuple[int, int], record: dict, now: float) -> None:
+        """A steering the previous leader made (its record, from the shared store) is in force
+        here as if this book had made it. Its monotonic time was the other process's clock:
+        here it counts from now."""
+        self._steered[(flow, port)] = dict(record, monotonic_s=now)
+
     def release_all(self, reason: str, now: float, wall_s: float) -> list[Decision]:
         """Free every steered flow (detection stops), with their steering estimates."""
         return [self._release(key, record["estimate_bps"], None, reason, now, wall_s)

@@ -4,10 +4,16 @@ One row holds the current document and its version; every accepted change also
 appends to `changes` (what, when, by whom) so an operator can see how the policy
 got where it is. save() commits before it returns: a change the REST API has
 acknowledged survives a controller crash right after.
+
+Two instances on one host share this file (docs/ha.md): a save names the version it
+was made from and is refused if another instance saved since (compare-and-swap); the
+leader's term (its epoch and OpenFlow generation id) and the heavy hitters it steers
+are kept here too, for whoever leads next.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -27,11 +33,47 @@ CREATE TABLE IF NOT EXISTS changes (
     at REAL NOT NULL,
     summary TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS term (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    epoch INTEGER NOT NULL,
+    generation_id INTEGER NOT NULL,
+    leader TEXT NOT NULL,
+    since REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steered (
+    flow TEXT NOT NULL,
+    dpid INTEGER NOT NULL,
+    port INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (flow, dpid, port)
+);
 """
+
+# OpenFlow compares generation ids as signed 64-bit differences: one is stale when it is
+# behind the last one the switch saw. Ids are kept below 2^63 so that never wraps.
+GENERATION_MAX = 2**63 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """A leader's term: its number, the OpenFlow generation id it claims MASTER with, who."""
+    epoch: int
+    generation_id: int
+    leader: str
+    since: float
 
 
 class StoreError(RuntimeError):
     pass
+
+
+class StaleVersion(StoreError):
+    """A save made from a version that is no longer the stored one."""
+
+    def __init__(self, based_on: int, stored: int):
+        super().__init__(f"the policy changed meanwhile: this change was made from version {based_on}, "
+                         f"the stored policy is version {stored} (another instance?); read it and try again")
+        self.based_on, self.stored = based_on, stored
 
 
 class PolicyStore:
@@ -42,6 +84,9 @@ class PolicyStore:
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA synchronous=FULL")
+            # Instances sharing the file (docs/ha.md) poll it: in WAL mode a reader never
+            # waits for a writer, so one instance's save cannot stall another's event loop.
+            self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as err:
             raise StoreError(f"policy store {path} is not usable: {err}") from None
@@ -58,18 +103,64 @@ class PolicyStore:
             raise StoreError(f"stored policy in {self.path} (version {version}) does not validate: {err}; "
                              "fix or move the file away to start from the default policy") from None
 
-    def save(self, policy: Policy, summary: str) -> int:
-        """Store a validated policy as the next version; committed when this returns."""
+    def run(self) -> None:
+        """Nothing to take in: SQLite is read when asked (coex.ovsdb_state.OvsdbStore's IDL is not)."""
+
+    def version(self) -> int:
+        """The stored policy's version (0 when none): a cheap read, polled by every instance."""
+        row = self._db.execute("SELECT version FROM policy WHERE id = 1").fetchone()
+        return row[0] if row else 0
+
+    def save(self, policy: Policy, summary: str, based_on: int | None = None) -> int:
+        """Store a validated policy as the next version; committed when this returns. With
+        `based_on`, only if that is still the stored version (else StaleVersion, nothing saved)."""
         now = time.time()
         doc = json.dumps(policy.to_dict(), sort_keys=True)
         with self._transaction():
             row = self._db.execute("SELECT version FROM policy WHERE id = 1").fetchone()
-            version = (row[0] if row else 0) + 1
+            stored = row[0] if row else 0
+            if based_on is not None and based_on != stored:
+                raise StaleVersion(based_on, stored)
+            version = stored + 1
             self._db.execute("INSERT OR REPLACE INTO policy (id, version, doc, updated_at) VALUES (1, ?, ?, ?)",
                              (version, doc, now))
             self._db.execute("INSERT INTO changes (version, at, summary) VALUES (?, ?, ?)",
                              (version, now, summary))
         return version
+
+    # --- the leader's term and what it steers ---------------------------------------------
+
+    def term(self) -> Term | None:
+        row = self._db.execute("SELECT epoch, generation_id, leader, since FROM term WHERE id = 1").fetchone()
+        return Term(*row) if row else None
+
+    def begin_term(self, leader: str, now_ms: int) -> Term:
+        """The next term, for the instance that just took the leader's lock: epoch one more
+        than the last, and a generation id above the last one and at least the wall clock in
+        milliseconds, so it also outruns ids a switch saw before this file was (re)made."""
+        with self._transaction():
+            last = self.term()
+            epoch = (last.epoch if last else 0) + 1
+            gen = min(max((last.generation_id if last else 0) + 1, now_ms), GENERATION_MAX)
+            term = Term(epoch, gen, leader, time.time())
+            self._db.execute("INSERT OR REPLACE INTO term (id, epoch, generation_id, leader, since) "
+                             "VALUES (1, ?, ?, ?, ?)", dataclasses.astuple(term))
+        return term
+
+    def steered(self) -> list[tuple[dict, int, int, dict]]:
+        """The heavy hitters the leader steers: (flow, dpid, port, the record that steered it)."""
+        rows = self._db.execute("SELECT flow, dpid, port, record FROM steered").fetchall()
+        return [(json.loads(f), d, p, json.loads(r)) for f, d, p, r in rows]
+
+    def set_steered(self, flow: dict, dpid: int, port: int, record: dict | None) -> None:
+        """A flow steered at (dpid, port) with its record, or released there (record None)."""
+        key = json.dumps(flow, sort_keys=True)
+        with self._transaction():
+            if record is None:
+                self._db.execute("DELETE FROM steered WHERE flow = ? AND dpid = ? AND port = ?", (key, dpid, port))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO steered (flow, dpid, port, record) VALUES (?, ?, ?, ?)",
+                                 (key, dpid, port, json.dumps(record, sort_keys=True)))
 
     def changes(self, limit: int = 50) -> list[dict]:
         rows = self._db.execute("SELECT version, at, summary FROM changes ORDER BY version DESC LIMIT ?",

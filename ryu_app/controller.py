@@ -31,13 +31,16 @@ Forwarding model (docs/architecture.md has the details):
 
 from __future__ import annotations
 
+import os
 import platform
+import socket
 import sys
 import time
 
 from coex import switch_state
 from coex.policy import Policy, PolicyError
-from coex.store import PolicyStore
+from coex.election import LeaderLock
+from coex.store import PolicyStore, StaleVersion, StoreError
 from coex.topology import NetworkMap
 from ovs_config.link_stats import LinkStatsReader
 from ovs_config.switch_host import SwitchHostConfigurator
@@ -48,9 +51,11 @@ from ryu_app.config import CoexConfig
 from ryu_app.flow_counters import FlowCounters
 from ryu_app.multipart import MultipartReads
 from ryu_app.framework_choice import chosen_version
+from ryu_app.election import Election
 from ryu_app.heavy_hitters import HeavyHitterService
 from ryu_app.packet_in import PacketIn
 from ryu_app.steering_actions import SteeringActions
+from ryu_app.roles import MASTER, Roles
 from ryu_app.switch_sync import SwitchSync
 from ryu_app.trees import Trees
 from ryu_app.view import ControllerView, PolicyInForce
@@ -77,10 +82,12 @@ class CoexController(App):
         self.port_hw: dict[tuple[int, int], str] = {}     # (dpid, port) -> MAC, for LLDP
         self.port_names: dict[tuple[int, int], str] = {}  # (dpid, port) -> interface name
         self.reads = MultipartReads()                      # table reads in flight, by (dpid, xid)
-        self.sync = SwitchSync(self.logger, self.reads)    # what each switch holds of ours; writes to it
+        self.roles = Roles(self.logger)                    # our role on each switch; leading or not
+        self.sync = SwitchSync(self.logger, self.reads, self.roles.may_write)  # what switches hold; writes
         self.counters = FlowCounters(self.datapaths, self.reads)
         self.switch_hosts = SwitchHostConfigurator(self.port_names, self.config.queue_backend, self.logger)
-        self.store = PolicyStore(self.config.db_path)
+        self.store, self.lock = self._open_store()
+        self.identity = f"{socket.gethostname()} pid {os.getpid()}, REST port {cfg.CONF.wsapi_port}"
         self.in_force = PolicyInForce(*self.store.load())
         self._apply_policy_file()
         self.trees = Trees(net=self.net, datapaths=self.datapaths, sync=self.sync, in_force=self.in_force,
@@ -94,23 +101,37 @@ class CoexController(App):
                                    switch_hosts=self.switch_hosts, store=self.store,
                                    read_path_counters=self.counters.read, links=LinkStatsReader(),
                                    switch_errors=self.sync.error_counts, switch_writes=self.sync.write_counts,
-                                   in_sync=self.sync.fresh)
-        self.heavy_hitters = HeavyHitterService(self.view, self.steering, self.logger)
+                                   in_sync=self.sync.fresh, roles=self.roles)
+        self.heavy_hitters = HeavyHitterService(self.view, self.steering, self.logger, self._remember_steering)
         rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
                                                    self.config.token, self.logger))
-        # Detection as the policy says from the start (its collector listening), not only once a
-        # bottleneck port's switch connects: GET /heavy-hitters says what it waits for.
-        self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
+        self.election = Election(self)
+        self.election.try_to_lead()  # alone, we lead before the first switch connects
         fw = chosen_version()
         self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3, %s %s, Python %s); policy version %d "
                          "from %s; REST on http://%s:%s/coex/v1", fw["name"], fw["version"],
                          platform.python_version(), self.in_force.version, self.config.db_path,
                          cfg.CONF.wsapi_host, cfg.CONF.wsapi_port)
         hub.spawn(self._discovery_loop)
+        hub.spawn(self.election.run_forever)
         # Its own green thread: a switch host's OVSDB that does not answer costs its timeout
         # there, never LLDP's rhythm (links would expire) nor a packet-in's answer.
-        hub.spawn(self.switch_hosts.run_forever, hub.sleep, lambda: self.datapaths.keys(),
-                  self._configure_heavy_hitters)
+        hub.spawn(self.switch_hosts.run_forever, hub.sleep,
+                  lambda: self.datapaths.keys() if self.roles.leading else (), self.configure_heavy_hitters)
+
+    def _open_store(self):
+        """The policy store and the leader's lock: an OVSDB cluster's when CKCD_COEX_CLUSTER
+        names one, else the SQLite file and a lock file beside it (docs/ha.md). One that cannot
+        be opened stops the controller with one line."""
+        try:
+            if self.config.cluster is not None:
+                from coex.ovsdb_state import OvsdbStore  # needs python3-openvswitch only here
+                store = OvsdbStore(self.config.cluster)
+                return store, store
+            return PolicyStore(self.config.db_path), LeaderLock(self.config.db_path + ".leader")
+        except (StoreError, OSError) as err:
+            self.logger.error("the policy store cannot be opened: %s", err)
+            raise SystemExit(2) from None
 
     @property
     def policy(self) -> Policy:
@@ -134,25 +155,49 @@ class CoexController(App):
             self.in_force.replace(wanted, self.store.save(wanted, f"policy file {self.config.policy_path}"))
 
     def apply_policy(self, new: Policy, summary: str) -> int:
-        """Store a validated policy (committed before this returns) and enforce it everywhere."""
-        version = self.store.save(new, summary)
+        """Store a validated policy (committed before this returns) and, leading, enforce it
+        everywhere; a standby leaves that to the leader, which reads the store (docs/ha.md).
+        Refused (409) if another instance stored a version since ours."""
+        try:
+            version = self.store.save(new, summary, based_on=self.in_force.version)
+        except StaleVersion as err:
+            raise rest.ApiError(409, str(err), "version") from None
+        except StoreError as err:  # the state cluster without a majority: nothing was stored
+            raise rest.ApiError(503, f"the policy store is unavailable, nothing changed: {err}", "store") from None
         self.in_force.replace(new, version)
         self.logger.info("policy version %d: %s", version, summary)
+        if self.roles.leading:
+            self.enforce_policy()
+        return version
+
+    def enforce_policy(self) -> None:
+        """The policy in force on every switch, its ports and heavy-hitter detection; blocks
+        until the switches confirmed it (or a timeout). ApiError 502 naming a switch that
+        refused or did not answer."""
+        version = self.in_force.version
         self.trees.replan()  # installed by _sync_switch below
-        self.switch_hosts.configure_ports(new)  # queues exist before flows send into them
+        self.switch_hosts.configure_ports(self.policy)  # queues exist before flows send into them
         writes = [self._sync_switch(dp) for dp in list(self.datapaths.values())]
-        self._configure_heavy_hitters()
+        self.configure_heavy_hitters()
         errors, late = self.sync.wait(writes)
         if errors or late:
             raise rest.ApiError(502, f"policy version {version} is stored and in force, but not on every switch: "
                                 + "; ".join([str(e) for e in errors[:5]] + [f"switch {d:016x} did not confirm the "
                                                                            "change in time" for d in late]),
                                 "switch")
-        return version
 
-    def _configure_heavy_hitters(self) -> None:
+    def _remember_steering(self, flow: dict, dpid: int, port: int, record: dict | None) -> None:
+        if self.roles.leading:  # a leader stepping down releases nothing for its successor
+            try:
+                self.store.set_steered(flow, dpid, port, record)
+            except StoreError as err:  # our successor may then release or steer it anew
+                self.logger.error("heavy hitter %s at %s:%s not stored for the next leader: %s", flow, dpid, port, err)
+
+    def configure_heavy_hitters(self) -> None:
         """The bridges' sFlow agents and counter refresh (ovs_config.switch_host), then the
-        detectors on the ports."""
+        detectors on the ports. The leader's alone: a standby changes no switch."""
+        if not self.roles.leading:
+            return
         self.switch_hosts.configure_sampling(self.policy)
         self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
 
@@ -173,14 +218,15 @@ class CoexController(App):
             self.datapaths[dp.id] = dp
             self.net.add_switch(dp.id)
             self.sync.forget(dp.id)
-            # its tables are read and answered through this event loop: wait for them elsewhere
-            hub.spawn(self.sync.reconcile, dp, lambda: self._wanted(dp.id), self.trees.adopt)
+            self.roles.forget(dp.id)
+            self.election.ask_role(dp)  # nothing is written to it before it answers
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dp.id) is dp:
             # Keep its links, hosts and paths: a switch that comes back gets them
             # re-installed; one that stays away loses its links to LLDP expiry,
             # which reroutes the paths through it.
             del self.datapaths[dp.id]
             self.sync.forget(dp.id)
+            self.roles.forget(dp.id)
             self.logger.info("switch %016x disconnected", dp.id)
 
     def _wanted(self, dpid: int) -> switch_state.SwitchState:
@@ -201,10 +247,28 @@ class CoexController(App):
     def _on_error(self, ev):
         msg = ev.msg
         ofp = msg.datapath.ofproto
+        if msg.type == ofp.OFPET_ROLE_REQUEST_FAILED:
+            self.election.on_role_refused(msg.datapath, self.roles.on_error(msg.datapath.id, msg), msg.code)
+            return
         names = {v: k for k, v in vars(ofp).items() if k.startswith("OFPET_") and isinstance(v, int)}
         if self.sync.on_error(msg.datapath.id, msg, names.get(msg.type, f"type {msg.type}")) is None:
             self.logger.warning("switch %016x sent an error for none of our writes: type %d code %d",
                                 msg.datapath.id or 0, msg.type, msg.code)
+
+    @set_ev_cls(ofp_event.EventOFPRoleReply, MAIN_DISPATCHER)
+    def _on_role_reply(self, ev):
+        dp = ev.msg.datapath
+        if self.roles.on_reply(dp.id, ev.msg) == MASTER:
+            # its tables are read and answered through this event loop: wait for them elsewhere
+            hub.spawn(self._take_switch, dp)
+
+    def _take_switch(self, dp) -> None:
+        """A switch that just confirmed us as MASTER: what it holds read and adopted, brought
+        to what we want, its links probed. (Its ports are configured through OVSDB by
+        leadership, not by role: when its port list comes, or when we take over.)"""
+        self.sync.forget(dp.id)
+        self.sync.reconcile(dp, lambda: self._wanted(dp.id), self.trees.adopt)
+        self._send_lldp(dp)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _on_barrier(self, ev):
@@ -224,9 +288,9 @@ class CoexController(App):
                 name = port.name.decode() if isinstance(port.name, bytes) else port.name
                 self.switch_hosts.bridge_named(dp.id, name)
         self._send_lldp(dp)
-        if any(p.dpid == dp.id for p in self.policy.ports):
+        if self.roles.leading and any(p.dpid == dp.id for p in self.policy.ports):
             self.switch_hosts.configure_ports(self.policy)
-            self._configure_heavy_hitters()
+            self.configure_heavy_hitters()
 
     def _learn_port(self, dpid: int, port) -> None:
         self.net.add_port(dpid, port.port_no)
@@ -266,6 +330,8 @@ class CoexController(App):
             hub.sleep(LLDP_INTERVAL_S)
 
     def _send_lldp(self, dp):
+        if not self.roles.may_write(dp.id):  # a standby learns links from the leader's probes
+            return
         for port in sorted(self.net.ports.get(dp.id, ())):
             hw = self.port_hw.get((dp.id, port), "00:00:00:00:00:00")
             flows.packet_out(dp, [port], discovery.build_lldp(dp.id, port, hw))
@@ -276,7 +342,8 @@ class CoexController(App):
     def _on_packet_in(self, ev):
         msg = ev.msg
         # The switch already classified the packet: its aggregate id is in the metadata.
-        self.packet_in.handle(msg.datapath, msg.match["in_port"], msg.data, msg.match.get("metadata", 0))
+        self.packet_in.handle(msg.datapath, msg.match["in_port"], msg.data, msg.match.get("metadata", 0),
+                              act=self.roles.may_write(msg.datapath.id))
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _on_flow_stats(self, ev):

@@ -26,7 +26,7 @@ import ipaddress
 import logging
 import time
 import urllib.parse
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 from coex.counting import READ_INTERVAL_S, CountingBook, Verdict
@@ -84,10 +84,14 @@ class SwitchActions(Protocol):
 
 
 class HeavyHitterService:
-    def __init__(self, view: ControllerView, switches: SwitchActions, logger: logging.Logger):
+    def __init__(self, view: ControllerView, switches: SwitchActions, logger: logging.Logger,
+                 remember: Callable[[dict, int, int, dict | None], None] = lambda *_: None):
         self.view = view  # port names and which switches are connected
         self.switches = switches
         self.logger = logger
+        # remember(flow, dpid, port, record or None): each steering and release, for whoever
+        # leads next (the shared store, docs/ha.md)
+        self.remember = remember
         self.settings: HeavyHitters | None = None
         self.ports: list = []  # the policy's bottleneck ports: detection waits for those not watched yet
         self.watches: dict[tuple[int, int], PortWatch] = {}
@@ -100,12 +104,20 @@ class HeavyHitterService:
         self.counting: CountingBook | None = None  # suspects and steered flows' counters, confirming by counting
         self._threads = []
         self._generation = 0
+        self._configured = None  # (settings, ports, their names) detection last started for
 
     # --- configuration ------------------------------------------------------------
 
     def configure(self, hh: HeavyHitters, ports) -> None:
-        """(Re)start detection for the policy's settings and bottleneck ports."""
+        """(Re)start detection for the policy's settings and bottleneck ports. Nothing is
+        restarted (nor any flow released) when they, and which of the ports' names are known,
+        are as last time: a policy edit elsewhere (a rule, an approach) leaves steering alone."""
+        names = self.view.port_names()
+        wanted = (hh, tuple(ports), tuple(names.get((p.dpid, p.port)) for p in ports))
+        if wanted == self._configured:
+            return
         self.stop()
+        self._configured = wanted
         self.settings = hh
         self.ports = list(ports)
         self.sampling = bridge_sampling(hh, self.ports)
@@ -180,6 +192,7 @@ class HeavyHitterService:
             pass  # a host name in the URL: nothing to compare without a lookup
 
     def stop(self) -> None:
+        self._configured = None
         self._generation += 1  # loops of an older generation end by themselves
         if self.listener is not None:
             self.listener.stop()
@@ -317,6 +330,21 @@ class HeavyHitterService:
             self._carry_out(self.book.apply(v.port, [ev], now, time.time()))
             watch.detector.forget(v.key)
 
+    def adopt(self, steered) -> None:
+        """The previous leader's steerings ((flow, dpid, port, record) from the shared store),
+        taken over as they are: the flows stay steered, and counting (if it confirms) goes on
+        reading their steering flows to release them."""
+        now = time.monotonic()
+        for flow, dpid, port, record in steered:
+            key = FlowKey(flow["src_ip"], flow["dst_ip"], flow["protocol"], flow["src_port"], flow["dst_port"])
+            if self.book.is_steered(key, (dpid, port)):
+                continue
+            self.book.adopt(key, (dpid, port), record, now)
+            if self.counting is not None:
+                self.counting.steering(dpid, key, (dpid, port), now)
+            self.switches.steer(key)
+            self.logger.info("heavy hitter %s at %s:%s: steered by the previous leader, kept", key, dpid, port)
+
     def counted_on(self, dpid: int) -> list:
         """The suspects counted on switch dpid (their counting flows go back in on a reconnect)."""
         return [key for d, key in (self.counting.suspects if self.counting else ()) if d == dpid]
@@ -330,6 +358,7 @@ class HeavyHitterService:
                     self.counting.steering(r["dpid"], d.flow, (r["dpid"], r["port"]), r["monotonic_s"])
                 else:
                     self.counting.unsteered(r["dpid"], d.flow)
+            self.remember(r["flow"], r["dpid"], r["port"], r if r["decision"] == "steered" else None)
             if r["decision"] == "steered":
                 self.logger.info("heavy hitter steered: %s at %s:%s, %.1f Mbit/s over %.1f (%s)", r["flow"],
                                      r["dpid"], r["port"], r["estimate_bps"] / 1e6,

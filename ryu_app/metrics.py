@@ -106,6 +106,11 @@ class CoexCollector:
         view = self.view
         yield GaugeMetricFamily("coex_switches_connected", "OpenFlow switches connected now",
                                 value=view.switches_connected())
+        lead = view.leadership()
+        yield GaugeMetricFamily("coex_leader", "1 while this instance leads, 0 while it stands by (docs/ha.md)",
+                                value=1 if lead["role"] == "leader" else 0)
+        yield GaugeMetricFamily("coex_switches_master", "Connected switches that confirmed this instance as MASTER",
+                                value=lead["switches_master"])
         yield GaugeMetricFamily("coex_links", "Switch-to-switch links known from LLDP", value=view.link_count())
         yield GaugeMetricFamily("coex_hosts", "Hosts learned", value=view.host_count())
         yield GaugeMetricFamily("coex_policy_version",

@@ -66,7 +66,9 @@ def _answer(**properties) -> dict:
 _CHANGED = _answer(version=VERSION)
 RESPONSES = {  # handler -> schema of its 2xx answer
     "health": _answer(status={"const": "ok"}, policy_version=VERSION,
-                      switches_connected={"type": "integer", "minimum": 0}, uptime_s={"type": "number"}),
+                      switches_connected={"type": "integer", "minimum": 0}, uptime_s={"type": "number"},
+                      role={"enum": ["leader", "standby"]}, term={"type": ["integer", "null"], "minimum": 1},
+                      switches_master={"type": "integer", "minimum": 0}),
     "openapi": {"type": "object", "required": ["openapi", "paths"]},
     "get_policy": _answer(version=VERSION, policy=_ref("Policy")),
     "put_policy": _answer(version=VERSION, policy=_ref("Policy")),

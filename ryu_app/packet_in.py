@@ -33,9 +33,10 @@ class PacketIn:
         self._recent_floods = Recent(FLOOD_DEDUP_S)  # frames the controller flooded
         self._probed = Recent(PROBE_INTERVAL_S)      # addresses we sent an ARP probe for
 
-    def handle(self, dp, in_port: int, data: bytes, metadata: int) -> None:
+    def handle(self, dp, in_port: int, data: bytes, metadata: int, act: bool = True) -> None:
         """One packet-in from switch dp's port in_port; metadata is what the switch's
-        classification wrote (the packet's aggregate id)."""
+        classification wrote (the packet's aggregate id). With act False (a standby,
+        docs/ha.md) only links and hosts are learned: no answer, no tree."""
         pkt = packet.Packet(data)
         eth = pkt.get_protocol(ethernet.ethernet)
         if eth is None:
@@ -48,7 +49,11 @@ class PacketIn:
         now = time.monotonic()
         arp_pkt = pkt.get_protocol(arp.arp)
         ip_pkt = pkt.get_protocol(ipv4.ipv4)
-        if arp_pkt is not None:
+        if not act:
+            src_ip = arp_pkt.src_ip if arp_pkt is not None else ip_pkt.src if ip_pkt is not None else None
+            if src_ip is not None:
+                self.net.learn_host(eth.src, src_ip, dp.id, in_port, now)
+        elif arp_pkt is not None:
             self._learn_host(eth.src, arp_pkt.src_ip, dp.id, in_port, now)
             if eth.dst != PROBE_MAC:  # an answer to our probe has taught us all it had to
                 self._arp(dp, in_port, eth, arp_pkt, data)

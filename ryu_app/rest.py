@@ -271,7 +271,7 @@ class CoexApi:
     def health(self, _):
         return 200, {"status": "ok", "policy_version": self.view.policy_version,
                      "switches_connected": self.view.switches_connected(),
-                     "uptime_s": round(time.time() - self.started, 1)}
+                     "uptime_s": round(time.time() - self.started, 1), **self.view.leadership()}
 
     def metrics(self, _):
         from ryu_app import metrics

@@ -51,8 +51,10 @@ class Write:
 
 
 class SwitchSync:
-    def __init__(self, logger, reads: MultipartReads | None = None):
+    def __init__(self, logger, reads: MultipartReads | None = None,
+                 may_write: Callable[[int], bool] = lambda dpid: True):
         self.logger = logger
+        self.may_write = may_write  # whether we are the switch's confirmed MASTER (ryu_app.roles)
         self.reads = reads if reads is not None else MultipartReads()   # shared with FlowCounters
         self.held: dict[int, SwitchState] = {}          # dpid -> ours on the switch, once read
         self.stale: set[int] = set()                     # switches that refused a message: read them again
@@ -69,9 +71,10 @@ class SwitchSync:
 
     def converge(self, dp, wanted: SwitchState) -> Write | None:
         """Send what takes the switch from what it holds to `wanted`; None when its state was
-        never read (its reconcile, still under way, will converge it) or nothing changes."""
+        never read (its reconcile, still under way, will converge it), we may not write to it
+        (not its MASTER) or nothing changes."""
         held = self.held.get(dp.id)
-        if held is None:
+        if held is None or not self.may_write(dp.id):
             return None
         self.held[dp.id] = wanted
         delta = diff(held, wanted)
@@ -80,6 +83,8 @@ class SwitchSync:
     def change(self, dp, add: Iterable[Flow] = (), delete: Iterable[Flow] = ()) -> Write | None:
         """A few flows in or out (a tree's hops, a steered flow), sent as one step. A switch
         whose state is still being read gets them too: the reconcile's read may predate them."""
+        if not self.may_write(dp.id):  # its reconcile, once it confirms us, sends what is wanted
+            return None
         add, delete = tuple(add), tuple(delete)
         held = self.held.get(dp.id)
         if held is not None:

@@ -44,13 +44,15 @@ class ControllerView:
                  read_path_counters: Callable[[], dict[int, list]], links: LinkStatsReader,
                  switch_errors: Mapping[tuple[int, str], int] | None = None,
                  switch_writes: Mapping[tuple[int, str], int] | None = None,
-                 in_sync: Callable[[int], bool] = lambda dpid: False):
+                 in_sync: Callable[[int], bool] = lambda dpid: False, roles=None):
         """read_path_counters: the switches' counters of their table-1 forwarding flows, asked
         now (dpid -> OFPFlowStats entries; a switch that did not answer in time is left out).
         links: the ckcd-link daemons' counters, read when asked. switch_errors: the OFPT_ERRORs
         switches sent for our messages, by (dpid, OFPET name); switch_writes: the flow-mods and
         meter-mods sent, by (dpid, command); in_sync(dpid): whether the switch's tables were read
-        and hold what was sent since (all three ryu_app.switch_sync)."""
+        and hold what was sent since (all three ryu_app.switch_sync). roles: ours on each switch,
+        and whether we lead (ryu_app.roles.Roles; None: a single instance that leads)."""
+        self._roles = roles
         self._in_force, self._net, self._datapaths = in_force, net, datapaths
         self._port_names, self._trees, self._switch_hosts = port_names, trees, switch_hosts
         self._store, self._read_path_counters, self._links = store, read_path_counters, links
@@ -129,6 +131,16 @@ class ControllerView:
     def link_stats(self, where: LinkDirection) -> DirectionStats | None:
         """That direction's counters now (asks the daemon); None when it does not answer."""
         return self._links.read(where)
+
+    def leadership(self) -> dict:
+        """GET /health's part on leading (docs/ha.md): leader or standby, the term (its epoch)
+        while leading, and how many connected switches confirmed us as their MASTER."""
+        roles = self._roles
+        if roles is None:
+            return {"role": "leader", "term": None, "switches_master": len(self._datapaths)}
+        return {"role": "leader" if roles.leading else "standby",
+                "term": roles.term.epoch if roles.term else None,
+                "switches_master": sum(1 for d in self._datapaths if roles.may_write(d))}
 
     # --- GET /state ---------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from coex.policy import Policy
-from coex.store import PolicyStore, StoreError
+from coex.store import PolicyStore, StaleVersion, StoreError
 
 
 def test_empty_store_gives_the_default_policy(tmp_path):
@@ -58,3 +58,43 @@ def test_a_file_that_is_not_sqlite_is_reported(tmp_path):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match="not usable"):
         PolicyStore(str(path)).load()
+
+
+def test_a_save_from_an_older_version_is_refused_and_changes_nothing(tmp_path):
+    """Rule (two instances share the store, docs/ha.md): a save names the version it was made
+    from; if another instance stored one since, it is refused and the stored policy stays."""
+    path = str(tmp_path / "p.sqlite")
+    one, two = PolicyStore(path), PolicyStore(path)
+    queues = Policy.from_dict({"approaches": {"separate_queues": True}})
+    assert one.save(queues, "one", based_on=0) == 1
+    with pytest.raises(StaleVersion) as err:
+        two.save(Policy.from_dict({"approaches": {"separate_paths": True}}), "two", based_on=0)
+    assert (err.value.based_on, err.value.stored) == (0, 1) and "version 1" in str(err.value)
+    assert two.load() == (queues, 1) and two.version() == 1
+    assert two.save(queues, "two again", based_on=1) == 2
+
+
+def test_each_term_outruns_the_last_and_the_clock(tmp_path):
+    """Rule: a new term's epoch is the last one's plus one, and its generation id is above the
+    last one's and at least the wall clock in ms (so it also outruns ids a switch saw before
+    the file was made), below 2^63 (OpenFlow compares them as signed differences)."""
+    path = str(tmp_path / "p.sqlite")
+    store = PolicyStore(path)
+    assert store.term() is None
+    first = store.begin_term("a", now_ms=1_000)
+    assert (first.epoch, first.generation_id, first.leader) == (1, 1_000, "a")
+    second = PolicyStore(path).begin_term("b", now_ms=500)  # a clock that went back
+    assert (second.epoch, second.generation_id) == (2, 1_001)
+    assert store.term() == second
+    assert store.begin_term("c", now_ms=2**64).generation_id == 2**63 - 1
+
+
+def test_steered_flows_are_kept_for_the_next_leader(tmp_path):
+    """Rule: a steering is stored with its record until it is released at that port."""
+    path = str(tmp_path / "p.sqlite")
+    store = PolicyStore(path)
+    flow = {"src_ip": "10.0.0.1", "dst_ip": "10.0.0.3", "protocol": 6, "src_port": 40000, "dst_port": 5201}
+    store.set_steered(flow, 1, 3, {"decision": "steered", "estimate_bps": 9e6})
+    store.set_steered(flow, 2, 1, {"decision": "steered", "estimate_bps": 8e6})
+    store.set_steered(flow, 1, 3, None)
+    assert PolicyStore(path).steered() == [(flow, 2, 1, {"decision": "steered", "estimate_bps": 8e6})]

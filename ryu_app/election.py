@@ -1,0 +1,134 @@
+"""Leading, standing by, and the change between them (docs/ha.md).
+
+Instances that share one policy store run one election: the holder of the store's lock
+(coex.election.LeaderLock) leads. Taking the lock, an instance begins a term in the store
+(a new epoch and generation id), reads the policy and the heavy hitters its predecessor
+steered, and asks every switch for MASTER; each switch that confirms is read and reconciled
+(ryu_app.controller._take_switch): what it holds stays, so traffic is not touched. A
+standby tries the lock every ELECTION_INTERVAL_S and keeps its map warm meanwhile (ryu_app.roles).
+
+Every instance follows the store: a policy version stored by another instance becomes the
+one in force here, and the leader enforces it.
+
+A leader whose MASTER request a switch refuses as stale (another instance claimed a newer
+term) steps down at once: it releases the lock, forgets what switches hold, asks SLAVE, and
+does not try to lead again for STEP_DOWN_HOLD_S.
+"""
+
+from __future__ import annotations
+
+import time
+
+from coex.store import StoreError
+from ryu_app import rest
+from ryu_app.framework import hub
+from ryu_app.roles import MASTER, SLAVE
+
+ELECTION_INTERVAL_S = 0.2   # how often a standby tries the lock: the bulk of a takeover's time
+FOLLOW_INTERVAL_S = 0.5     # how often every instance looks for a policy another one stored
+STALE_RETRY_S = 1.0         # a refused SLAVE request is asked again after this
+STEP_DOWN_HOLD_S = 5.0      # a leader that stepped down waits this long before trying again
+
+
+class Election:
+    def __init__(self, ctl):
+        self.ctl = ctl
+        self._hold_until = 0.0
+
+    def try_to_lead(self) -> bool:
+        """Take the lock if free and lead; True while we lead."""
+        ctl = self.ctl
+        if ctl.roles.leading:
+            return True
+        if time.monotonic() < self._hold_until or not ctl.lock.try_take():
+            return False
+        try:
+            self._take_over()
+        except StoreError as err:  # the lock went again before our term was stored (the cluster's leader moved)
+            ctl.logger.warning("could not begin a term: %s", err)
+            ctl.roles.term = None
+            ctl.lock.release()
+            return False
+        return True
+
+    def _take_over(self) -> None:
+        """Lead: the term begun in the store, and everything we want of the switches known
+        (the newest policy, the steerings of our predecessor) before any switch is asked for
+        MASTER. A switch may confirm while we still talk to OVSDB below; its reconcile must
+        then find nothing to change, or it would send again what the switch holds."""
+        ctl = self.ctl
+        ctl.roles.term = term = ctl.store.begin_term(ctl.identity, int(time.time() * 1000))
+        ctl.logger.info("leading: term %d, generation id %d (%s)", term.epoch, term.generation_id, ctl.identity)
+        ctl.in_force.replace(*ctl.store.load())  # the newest, whoever stored it
+        ctl.trees.replan()
+        # detection as the policy says from the start (its collector listening), not only once a
+        # bottleneck port's switch connects: GET /heavy-hitters says what it waits for
+        ctl.configure_heavy_hitters()
+        ctl.heavy_hitters.adopt(ctl.store.steered())
+        for dp in list(ctl.datapaths.values()):
+            ctl.sync.forget(dp.id)
+            self.ask_role(dp)
+        if ctl.datapaths:  # ports of switches already connected (at start none are)
+            ctl.switch_hosts.configure_ports(ctl.policy)
+
+    def step_down(self, why: str, hold: bool = True) -> None:
+        """Stand by at once. With hold, do not try to lead again for STEP_DOWN_HOLD_S (another
+        instance leads); without, try at the next round (the lock was lost with the cluster
+        leader it was held on, and goes to whoever asks the new one first)."""
+        ctl = self.ctl
+        if not ctl.roles.leading:
+            return
+        ctl.logger.warning("stepping down: %s", why)
+        ctl.roles.term = None  # first: nothing below writes to a switch or the store's steering
+        ctl.lock.release()
+        if hold:
+            self._hold_until = time.monotonic() + STEP_DOWN_HOLD_S
+        ctl.heavy_hitters.stop()
+        for dp in list(ctl.datapaths.values()):
+            ctl.sync.forget(dp.id)
+            self.ask_role(dp)
+
+    def ask_role(self, dp) -> None:
+        term = self.ctl.store.term()
+        self.ctl.roles.ask(dp, term.generation_id if term else 0)
+
+    def on_role_refused(self, dp, asked: str | None, code: int) -> None:
+        """A switch refused our role request (`asked`, None if it was none of ours)."""
+        if asked == MASTER and code == dp.ofproto.OFPRRFC_STALE:
+            self.step_down(f"switch {dp.id:016x} holds a newer generation id than our term's")
+        elif asked == SLAVE:  # a newer term began while we asked: ask again with its id
+            hub.spawn(self._ask_again, dp)
+
+    def _ask_again(self, dp) -> None:
+        hub.sleep(STALE_RETRY_S)
+        if self.ctl.datapaths.get(dp.id) is dp and not self.ctl.roles.leading:
+            self.ask_role(dp)
+
+    def run_forever(self) -> None:
+        last_follow = 0.0
+        while True:
+            hub.sleep(ELECTION_INTERVAL_S)
+            try:
+                self.ctl.store.run()
+                if self.ctl.roles.leading and not self.ctl.lock.held:
+                    self.step_down("the leader's lock is lost (its cluster server went away?)", hold=False)
+                self.try_to_lead()
+                if time.monotonic() - last_follow >= FOLLOW_INTERVAL_S:
+                    last_follow = time.monotonic()
+                    self.follow_store()
+            except StoreError as err:  # the state cluster without a leader: the next round asks again
+                self.ctl.logger.warning("policy store: %s", err)
+
+    def follow_store(self) -> None:
+        """A policy another instance stored becomes ours; leading, we enforce it."""
+        ctl = self.ctl
+        if ctl.store.version() == ctl.in_force.version:
+            return
+        policy, version = ctl.store.load()
+        ctl.in_force.replace(policy, version)
+        ctl.logger.info("policy version %d, stored by another instance, is in force", version)
+        if ctl.roles.leading:
+            try:
+                ctl.enforce_policy()
+            except rest.ApiError as err:  # nobody waits for this answer: the log and /metrics say it
+                ctl.logger.error("policy version %d: %s", version, err)
