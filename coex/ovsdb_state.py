@@ -25,9 +25,10 @@ import os
 import time
 
 import ovs.db.idl
+import ovs.stream
 
 from coex.policy import Policy, PolicyError
-from coex.store import GENERATION_MAX, StaleVersion, StoreError, Term
+from coex.store import StaleVersion, StoreError, Term, checked_steerings, next_term
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ckcd_coex.ovsschema")
 LOCK = "ckcd_coex_leader"
@@ -36,7 +37,19 @@ COMMIT_TIMEOUT_S = 5.0     # one transaction (a Raft commit needs a majority)
 RECONNECT_MIN_MS, RECONNECT_MAX_MS = 100, 500   # between tries of the cluster's servers
 
 
-def _connect(remotes: str, lock: str | None) -> ovs.db.idl.Idl:
+def use_ssl(key: str | None, cert: str | None, ca: str | None) -> None:
+    """The private key, certificate and CA the IDL's ssl: connections use (process-wide, as
+    Open vSwitch's stream library keeps them); StoreError naming what is missing."""
+    missing = [name for name, v in (("CKCD_COEX_OVSDB_SSL_KEY", key), ("CKCD_COEX_OVSDB_SSL_CERT", cert),
+                                    ("CKCD_COEX_OVSDB_SSL_CA", ca)) if not v]
+    if missing:
+        raise StoreError(f"ssl: remotes of the state cluster need {', '.join(missing)}")
+    ovs.stream.Stream.ssl_set_private_key_file(key)
+    ovs.stream.Stream.ssl_set_certificate_file(cert)
+    ovs.stream.Stream.ssl_set_ca_cert_file(ca)
+
+
+def _open(remotes: str) -> ovs.db.idl.Idl:
     helper = ovs.db.idl.SchemaHelper(location=SCHEMA)
     helper.register_all()
     idl = ovs.db.idl.Idl(remotes, helper, leader_only=True)
@@ -45,12 +58,16 @@ def _connect(remotes: str, lock: str | None) -> ovs.db.idl.Idl:
     # without the lock, and without a leader, that long. Every server is tried at once.
     idl._session.reconnect.set_backoff(RECONNECT_MIN_MS, RECONNECT_MAX_MS)
     idl._session.reconnect.set_backoff_free_tries(remotes.count(",") + 1)
-    if lock is not None:
-        idl.set_lock(lock)
+    return idl
+
+
+def _connect(remotes: str) -> ovs.db.idl.Idl:
+    """A connection with the first copy of the database in; StoreError after CONNECT_TIMEOUT_S."""
+    idl = _open(remotes)
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
     while True:
         idl.run()
-        if idl.state == idl.IDL_S_MONITORING:  # the first copy of the database is in
+        if idl.state == idl.IDL_S_MONITORING:
             return idl
         if time.monotonic() > deadline:
             idl.close()
@@ -90,11 +107,14 @@ def status_text(status: int) -> str:
 
 
 class OvsdbStore:
-    def __init__(self, remotes: str):
+    def __init__(self, remotes: str, ssl: tuple[str | None, str | None, str | None] = (None, None, None)):
+        """ssl: the private key, certificate and CA files for ssl: remotes."""
         self.path = f"ovsdb cluster {remotes}"  # what logs and GET /changes name as the store
         self.remotes = remotes
-        self._data = _connect(remotes, None)
-        self._locked = _connect(remotes, LOCK)
+        if any(r.startswith("ssl:") for r in remotes.split(",")):
+            use_ssl(*ssl)
+        self._data = _connect(remotes)
+        self._locked = _connect(remotes)  # asks for the lock when we try to lead
 
     def run(self) -> None:
         """Take in what the cluster sent (the election loop calls this often)."""
@@ -140,10 +160,14 @@ class OvsdbStore:
             change.version, change.at, change.summary = stored + 1, time.time(), summary
             saved[:] = [stored + 1]
 
-        status = _transact(self._data, build)
-        if status != ovs.db.idl.Transaction.SUCCESS:
-            raise StoreError(f"{self.path}: the policy was not saved ({status_text(status)})")
-        return saved[0]
+        for _ in range(3):
+            status = _transact(self._data, build)
+            if status == ovs.db.idl.Transaction.SUCCESS:
+                return saved[0]
+            if not (status == ovs.db.idl.Transaction.ERROR and saved[0] == 1):
+                break
+            # two first saves at once: the other's row broke maxRows; look again (a StaleVersion now)
+        raise StoreError(f"{self.path}: the policy was not saved ({status_text(status)})")
 
     def changes(self, limit: int = 50) -> list[dict]:
         rows = sorted(self._rows(self._data, "Change"), key=lambda r: r.version, reverse=True)[:limit]
@@ -162,9 +186,8 @@ class OvsdbStore:
         def build(txn):
             rows = list(idl.tables["Term"].rows.values())
             last = rows[0] if rows else None
-            term = Term((last.epoch if last else 0) + 1,
-                        min(max((last.generation_id if last else 0) + 1, now_ms), GENERATION_MAX), leader,
-                        time.time())
+            term = next_term(Term(last.epoch, last.generation_id, last.leader, last.since) if last else None,
+                             leader, now_ms)
             if last is not None:
                 last.verify("epoch")
             row = last or txn.insert(idl.tables["Term"])
@@ -177,8 +200,7 @@ class OvsdbStore:
         return made[0]
 
     def steered(self) -> list[tuple[dict, int, int, dict]]:
-        return [(json.loads(r.flow), int(r.dpid, 16), r.port, json.loads(r.record))
-                for r in self._rows(self._data, "Steered")]
+        return checked_steerings((r.flow, r.dpid, r.port, r.record) for r in self._rows(self._data, "Steered"))
 
     def set_steered(self, flow: dict, dpid: int, port: int, record: dict | None) -> None:
         idl, key, where = self._locked, json.dumps(flow, sort_keys=True), f"{dpid:016x}"
@@ -207,14 +229,24 @@ class OvsdbStore:
         idl.run()
         return idl.has_lock and idl.state == idl.IDL_S_MONITORING
 
+    @property
+    def contended(self) -> bool:
+        """We asked for the lock and another holds it."""
+        self._locked.run()
+        return self._locked.is_lock_contended
+
     def try_take(self) -> bool:
+        """Ask for the lock (once: the server grants it when it is free) and say if we hold it."""
         if self._locked.lock_name is None:
             self._locked.set_lock(LOCK)
         return self.held
 
     def release(self) -> None:
-        self._locked.set_lock(None)
-        self._locked.run()
+        """Give the lock up by closing its connection, and open a new one that does not ask for
+        it until try_take. (Unlocking on the same connection is not allowed while one of its
+        transactions is still outstanding, as after a commit that timed out.)"""
+        self._locked.close()
+        self._locked = _open(self.remotes)
 
     def close(self) -> None:
         self._data.close()

@@ -14,6 +14,7 @@ are kept here too, for whoever leads next.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import os
 import sqlite3
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS term (
 );
 CREATE TABLE IF NOT EXISTS steered (
     flow TEXT NOT NULL,
-    dpid INTEGER NOT NULL,
+    dpid TEXT NOT NULL,
     port INTEGER NOT NULL,
     record TEXT NOT NULL,
     PRIMARY KEY (flow, dpid, port)
@@ -61,6 +62,46 @@ class Term:
     generation_id: int
     leader: str
     since: float
+
+
+def next_term(last: Term | None, leader: str, now_ms: int) -> Term:
+    """The term after `last`: epoch one more, and a generation id above the last one and at
+    least the wall clock in ms (so it also outruns ids a switch saw before the store was made).
+    StoreError rather than an id that would not be above the last: at the top of the range a
+    switch would take the same id again, and an old leader's requests would not be stale."""
+    gen = max((last.generation_id if last else 0) + 1, now_ms)
+    if gen > GENERATION_MAX:
+        raise StoreError(f"the stored term's generation id ({last.generation_id if last else 0}) leaves no "
+                         "newer one below 2^63: someone wrote it by hand? set it to the time in ms")
+    return Term((last.epoch if last else 0) + 1, gen, leader, time.time())
+
+
+def steered_entry(flow, dpid, port, record) -> tuple[dict, int, int, dict] | None:
+    """A stored steering, checked: the store is shared, and its rows steer flows on our switches.
+    None for one that is not (skipped, not trusted)."""
+    try:
+        key = {k: flow[k] for k in ("src_ip", "dst_ip", "protocol", "src_port", "dst_port")}
+        ipaddress.IPv4Address(key["src_ip"]), ipaddress.IPv4Address(key["dst_ip"])
+        ok = (all(type(key[k]) is int and 0 <= key[k] <= 65535 for k in ("src_port", "dst_port"))
+              and type(key["protocol"]) is int and 0 <= key["protocol"] <= 255
+              and type(dpid) is int and 0 < dpid < 2**64 and type(port) is int and 0 < port <= 0xFFFFFF00
+              and isinstance(record, dict))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (key, dpid, port, record) if ok else None
+
+
+def checked_steerings(rows) -> list[tuple[dict, int, int, dict]]:
+    """Stored steerings (flow JSON, dpid hex, port, record JSON), those that check out."""
+    out = []
+    for flow, dpid, port, record in rows:
+        try:
+            entry = steered_entry(json.loads(flow), int(dpid, 16), port, json.loads(record))
+        except (TypeError, ValueError):
+            entry = None
+        if entry is not None:
+            out.append(entry)
+    return out
 
 
 class StoreError(RuntimeError):
@@ -135,32 +176,27 @@ class PolicyStore:
         return Term(*row) if row else None
 
     def begin_term(self, leader: str, now_ms: int) -> Term:
-        """The next term, for the instance that just took the leader's lock: epoch one more
-        than the last, and a generation id above the last one and at least the wall clock in
-        milliseconds, so it also outruns ids a switch saw before this file was (re)made."""
+        """The next term (next_term), for the instance that just took the leader's lock."""
         with self._transaction():
-            last = self.term()
-            epoch = (last.epoch if last else 0) + 1
-            gen = min(max((last.generation_id if last else 0) + 1, now_ms), GENERATION_MAX)
-            term = Term(epoch, gen, leader, time.time())
+            term = next_term(self.term(), leader, now_ms)
             self._db.execute("INSERT OR REPLACE INTO term (id, epoch, generation_id, leader, since) "
                              "VALUES (1, ?, ?, ?, ?)", dataclasses.astuple(term))
         return term
 
     def steered(self) -> list[tuple[dict, int, int, dict]]:
         """The heavy hitters the leader steers: (flow, dpid, port, the record that steered it)."""
-        rows = self._db.execute("SELECT flow, dpid, port, record FROM steered").fetchall()
-        return [(json.loads(f), d, p, json.loads(r)) for f, d, p, r in rows]
+        return checked_steerings(self._db.execute("SELECT flow, dpid, port, record FROM steered").fetchall())
 
     def set_steered(self, flow: dict, dpid: int, port: int, record: dict | None) -> None:
         """A flow steered at (dpid, port) with its record, or released there (record None)."""
         key = json.dumps(flow, sort_keys=True)
         with self._transaction():
             if record is None:
-                self._db.execute("DELETE FROM steered WHERE flow = ? AND dpid = ? AND port = ?", (key, dpid, port))
+                self._db.execute("DELETE FROM steered WHERE flow = ? AND dpid = ? AND port = ?",
+                                 (key, f"{dpid:016x}", port))
             else:
                 self._db.execute("INSERT OR REPLACE INTO steered (flow, dpid, port, record) VALUES (?, ?, ?, ?)",
-                                 (key, dpid, port, json.dumps(record, sort_keys=True)))
+                                 (key, f"{dpid:016x}", port, json.dumps(record, sort_keys=True)))
 
     def changes(self, limit: int = 50) -> list[dict]:
         rows = self._db.execute("SELECT version, at, summary FROM changes ORDER BY version DESC LIMIT ?",

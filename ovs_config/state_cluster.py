@@ -3,7 +3,7 @@ and the tests' (docs/ha.md shows the same commands across three hosts).
 
 Each server has its own directory entry under `workdir`: a database file made by
 `ovsdb-tool create-cluster` (the first) or `join-cluster` (the others, which learn the rest
-from the first when they start), a Raft address on loopback TCP, a client socket
+from the first when they start), a Raft address on a free loopback TCP port, a client socket
 (`unix:<workdir>/sN.sock`) and a control socket. The servers are our children, stopped by
 their PIDs; none is left running.
 """
@@ -12,19 +12,32 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
 from coex.ovsdb_state import SCHEMA
 
 DB_NAME = "CKCD_Coex"
-RAFT_BASE_PORT = 16641  # servers' Raft ports: 16641, 16642, 16643
+
+
+def free_tcp_ports(n: int) -> list[int]:
+    """n loopback TCP ports free now (the kernel's choice): two clusters started at once, or one
+    a crashed run left behind, must not join each other's Raft."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class StateCluster:
-    def __init__(self, workdir: str, size: int = 3, raft_base_port: int = RAFT_BASE_PORT):
+    def __init__(self, workdir: str, size: int = 3):
         self.workdir, self.size = workdir, size
-        self.raft = [f"tcp:127.0.0.1:{raft_base_port + i}" for i in range(size)]
+        self.raft = [f"tcp:127.0.0.1:{port}" for port in free_tcp_ports(size)]
         self.procs: list[subprocess.Popen | None] = [None] * size
 
     def path(self, i: int, suffix: str) -> str:

@@ -10,7 +10,7 @@ before it imports our app, so app options cannot be command-line flags).
 | CKCD_COEX_POLICY | (none) | a policy document (JSON, as GET /coex/v1/policy shows it) applied at start |
 | CKCD_COEX_QUEUE_BACKEND | auto | Separate Queues on ports without ckcd-link: auto (tc-htb on a userspace bridge, ovsdb-queue otherwise), tc-htb or ovsdb-queue |
 | CKCD_COEX_CLUSTER | (none) | the OVSDB cluster that holds the policy and elects the leader when instances run on several hosts (comma-separated `tcp:HOST:PORT`, `ssl:HOST:PORT` or `unix:/PATH`; docs/ha.md); unset: the SQLite file of CKCD_COEX_DB and a lock file beside it |
-| CKCD_COEX_OVSDB_SSL_KEY, _CERT, _CA | (none) | the controller's private key, certificate and the switch hosts' CA, for `ssl:` OVSDB remotes (policy `switches`, docs/real-switches.md) |
+| CKCD_COEX_OVSDB_SSL_KEY, _CERT, _CA | (none) | the controller's private key, certificate and the switch hosts' CA, for `ssl:` OVSDB remotes (policy `switches`, docs/real-switches.md) and the state cluster's `ssl:` servers |
 
 CKCD_COEX_POLICY is the configuration-file way to set policy (e.g. heavy-hitter
 detection, or the sFlow-RT backend) without REST: at start the controller validates

@@ -87,13 +87,14 @@ class CoexController(App):
         self.counters = FlowCounters(self.datapaths, self.reads)
         self.switch_hosts = SwitchHostConfigurator(self.port_names, self.config.queue_backend, self.logger)
         self.store, self.lock = self._open_store()
+        self.saving = 0  # REST saves under way
         self.identity = f"{socket.gethostname()} pid {os.getpid()}, REST port {cfg.CONF.wsapi_port}"
         self.in_force = PolicyInForce(*self.store.load())
         self._apply_policy_file()
         self.trees = Trees(net=self.net, datapaths=self.datapaths, sync=self.sync, in_force=self.in_force,
                            switch_hosts=self.switch_hosts, logger=self.logger)
         self.packet_in = PacketIn(net=self.net, datapaths=self.datapaths, trees=self.trees,
-                                  in_force=self.in_force, logger=self.logger)
+                                  in_force=self.in_force, logger=self.logger, may_write=self.roles.may_write)
         self.steering = SteeringActions(net=self.net, datapaths=self.datapaths, sync=self.sync, trees=self.trees,
                                         in_force=self.in_force, counters=self.counters, logger=self.logger)
         self.view = ControllerView(in_force=self.in_force, net=self.net, datapaths=self.datapaths,
@@ -106,7 +107,11 @@ class CoexController(App):
         rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
                                                    self.config.token, self.logger))
         self.election = Election(self)
-        self.election.try_to_lead()  # alone, we lead before the first switch connects
+        try:
+            self.election.try_to_lead()  # alone, we lead before the first switch connects
+        except OSError as err:  # the leader's lock file cannot be trusted
+            self.logger.error("%s", err)
+            raise SystemExit(2) from None
         fw = chosen_version()
         self.logger.info("ckcd-coex controller loaded (OpenFlow 1.3, %s %s, Python %s); policy version %d "
                          "from %s; REST on http://%s:%s/coex/v1", fw["name"], fw["version"],
@@ -126,7 +131,8 @@ class CoexController(App):
         try:
             if self.config.cluster is not None:
                 from coex.ovsdb_state import OvsdbStore  # needs python3-openvswitch only here
-                store = OvsdbStore(self.config.cluster)
+                store = OvsdbStore(self.config.cluster, tuple(os.environ.get(f"CKCD_COEX_OVSDB_SSL_{k}")
+                                                              for k in ("KEY", "CERT", "CA")))
                 return store, store
             return PolicyStore(self.config.db_path), LeaderLock(self.config.db_path + ".leader")
         except (StoreError, OSError) as err:
@@ -158,12 +164,16 @@ class CoexController(App):
         """Store a validated policy (committed before this returns) and, leading, enforce it
         everywhere; a standby leaves that to the leader, which reads the store (docs/ha.md).
         Refused (409) if another instance stored a version since ours."""
+        self.saving += 1  # the election loop's follow_store leaves the version we save to us
         try:
             version = self.store.save(new, summary, based_on=self.in_force.version)
         except StaleVersion as err:
             raise rest.ApiError(409, str(err), "version") from None
-        except StoreError as err:  # the state cluster without a majority: nothing was stored
-            raise rest.ApiError(503, f"the policy store is unavailable, nothing changed: {err}", "store") from None
+        except StoreError as err:  # the state cluster without a majority: stored or not, we cannot say
+            raise rest.ApiError(503, f"the policy store did not confirm the change, which may or may not be "
+                                     f"stored (GET /policy says): {err}", "store") from None
+        finally:
+            self.saving -= 1
         self.in_force.replace(new, version)
         self.logger.info("policy version %d: %s", version, summary)
         if self.roles.leading:
@@ -250,6 +260,12 @@ class CoexController(App):
         if msg.type == ofp.OFPET_ROLE_REQUEST_FAILED:
             self.election.on_role_refused(msg.datapath, self.roles.on_error(msg.datapath.id, msg), msg.code)
             return
+        if (msg.type, msg.code) == (ofp.OFPET_BAD_REQUEST, ofp.OFPBRC_IS_SLAVE) and self.roles.leading:
+            # In OpenFlow 1.3 a switch demotes its master without a word when another claims
+            # MASTER: a newer term began elsewhere.
+            self.roles.forget(msg.datapath.id)
+            self.election.step_down(f"switch {msg.datapath.id:016x} took us for a SLAVE: another instance "
+                                    "claimed MASTER")
         names = {v: k for k, v in vars(ofp).items() if k.startswith("OFPET_") and isinstance(v, int)}
         if self.sync.on_error(msg.datapath.id, msg, names.get(msg.type, f"type {msg.type}")) is None:
             self.logger.warning("switch %016x sent an error for none of our writes: type %d code %d",

@@ -36,7 +36,9 @@ class Election:
         self._hold_until = 0.0
 
     def try_to_lead(self) -> bool:
-        """Take the lock if free and lead; True while we lead."""
+        """Take the lock if free and lead; True while we lead. A takeover that fails half way
+        (the lock lost before our term was stored, a store that does not answer) leaves us
+        standing by, the lock released, to try again after STALE_RETRY_S."""
         ctl = self.ctl
         if ctl.roles.leading:
             return True
@@ -44,31 +46,45 @@ class Election:
             return False
         try:
             self._take_over()
-        except StoreError as err:  # the lock went again before our term was stored (the cluster's leader moved)
-            ctl.logger.warning("could not begin a term: %s", err)
+        except Exception as err:  # noqa: BLE001 - whatever it was, we must not lead half way
+            ctl.logger.error("could not take over: %s: %s", type(err).__name__, err)
             ctl.roles.term = None
             ctl.lock.release()
+            self._hold_until = time.monotonic() + STALE_RETRY_S
             return False
         return True
 
     def _take_over(self) -> None:
-        """Lead: the term begun in the store, and everything we want of the switches known
-        (the newest policy, the steerings of our predecessor) before any switch is asked for
-        MASTER. A switch may confirm while we still talk to OVSDB below; its reconcile must
-        then find nothing to change, or it would send again what the switch holds."""
+        """Lead. Everything a switch's reconcile needs (the term, the newest policy, the
+        steerings of our predecessor) is read before we call ourselves leader: from then on a
+        switch that connects is asked for MASTER and reconciled at once, and its reconcile must
+        find nothing to change, or it would send again what the switch holds. Nothing between
+        leading and asking yields. OVSDB's slow configuration runs apart (the election loop
+        watches the lock)."""
         ctl = self.ctl
-        ctl.roles.term = term = ctl.store.begin_term(ctl.identity, int(time.time() * 1000))
-        ctl.logger.info("leading: term %d, generation id %d (%s)", term.epoch, term.generation_id, ctl.identity)
-        ctl.in_force.replace(*ctl.store.load())  # the newest, whoever stored it
+        term = ctl.store.begin_term(ctl.identity, int(time.time() * 1000))
+        policy, version = ctl.store.load()  # the newest, whoever stored it
+        steered = ctl.store.steered()
+        ctl.in_force.replace(policy, version)
         ctl.trees.replan()
         # detection as the policy says from the start (its collector listening), not only once a
         # bottleneck port's switch connects: GET /heavy-hitters says what it waits for
-        ctl.configure_heavy_hitters()
-        ctl.heavy_hitters.adopt(ctl.store.steered())
+        ctl.heavy_hitters.configure(policy.heavy_hitters, policy.ports)
+        ctl.roles.term = term
+        ctl.logger.info("leading: term %d, generation id %d (%s)", term.epoch, term.generation_id, ctl.identity)
+        ctl.heavy_hitters.adopt(steered)
         for dp in list(ctl.datapaths.values()):
             ctl.sync.forget(dp.id)
             self.ask_role(dp)
-        if ctl.datapaths:  # ports of switches already connected (at start none are)
+        hub.spawn(self._configure_switch_hosts, term)
+
+    def _configure_switch_hosts(self, term) -> None:
+        """The bridges' sFlow agents and the bottleneck ports' queues and disciplines, through
+        OVSDB, as the leader of `term` (not if we stopped leading meanwhile)."""
+        ctl = self.ctl
+        if ctl.roles.term is term:
+            ctl.switch_hosts.configure_sampling(ctl.policy)
+        if ctl.roles.term is term and ctl.datapaths:  # ports of switches already connected
             ctl.switch_hosts.configure_ports(ctl.policy)
 
     def step_down(self, why: str, hold: bool = True) -> None:
@@ -118,17 +134,23 @@ class Election:
                     self.follow_store()
             except StoreError as err:  # the state cluster without a leader: the next round asks again
                 self.ctl.logger.warning("policy store: %s", err)
+            except Exception:  # noqa: BLE001 - this loop must outlive anything: it alone watches the lock
+                self.ctl.logger.exception("election round failed")
 
     def follow_store(self) -> None:
-        """A policy another instance stored becomes ours; leading, we enforce it."""
+        """A policy another instance stored becomes ours; leading, we enforce it (apart: it
+        waits for the switches, and this loop watches the lock)."""
         ctl = self.ctl
-        if ctl.store.version() == ctl.in_force.version:
+        if ctl.saving or ctl.store.version() == ctl.in_force.version:  # our own save is still on its way
             return
         policy, version = ctl.store.load()
         ctl.in_force.replace(policy, version)
         ctl.logger.info("policy version %d, stored by another instance, is in force", version)
         if ctl.roles.leading:
-            try:
-                ctl.enforce_policy()
-            except rest.ApiError as err:  # nobody waits for this answer: the log and /metrics say it
-                ctl.logger.error("policy version %d: %s", version, err)
+            hub.spawn(self._enforce, version)
+
+    def _enforce(self, version: int) -> None:
+        try:
+            self.ctl.enforce_policy()
+        except rest.ApiError as err:  # nobody waits for this answer: the log and /metrics say it
+            self.ctl.logger.error("policy version %d: %s", version, err)

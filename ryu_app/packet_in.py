@@ -27,9 +27,10 @@ LLDP_ETHERTYPE = 0x88CC
 
 
 class PacketIn:
-    def __init__(self, *, net, datapaths, trees, in_force, logger):
+    def __init__(self, *, net, datapaths, trees, in_force, logger, may_write=lambda dpid: True):
         self.net, self.datapaths, self.trees = net, datapaths, trees
         self.in_force, self.logger = in_force, logger
+        self.may_write = may_write  # a packet-out goes only to a switch that confirmed us MASTER
         self._recent_floods = Recent(FLOOD_DEDUP_S)  # frames the controller flooded
         self._probed = Recent(PROBE_INTERVAL_S)      # addresses we sent an ARP probe for
 
@@ -109,7 +110,7 @@ class PacketIn:
 
     def _output_at_host(self, host: HostLocation, data: bytes):
         dp = self.datapaths.get(host.dpid)
-        if dp is not None:
+        if dp is not None and self.may_write(dp.id):
             flows.packet_out(dp, [host.port], data)
 
     def _probe(self, ip: str) -> None:
@@ -129,4 +130,5 @@ class PacketIn:
             return  # a copy that came back around: never flood it twice
         for dpid, dp in self.datapaths.items():
             ports = [p for p in self.net.edge_ports(dpid) if (dpid, p) != exclude]
-            flows.packet_out(dp, ports, data)
+            if self.may_write(dpid):
+                flows.packet_out(dp, ports, data)

@@ -18,7 +18,9 @@ import signal
 import subprocess
 import sys
 
-from coex.election import LeaderLock
+import pytest
+
+from coex.election import LeaderError, LeaderLock
 from coex.store import Term
 from ryu_app.framework import ofproto_v1_3
 from ryu_app.roles import MASTER, SLAVE, Roles
@@ -103,7 +105,7 @@ def test_the_leaders_lock_is_exclusive_and_freed_by_the_holders_death(tmp_path):
     """Rule: one holder at a time; a holder killed with SIGKILL frees the lock (the kernel
     drops it with the process's files), so a standby's next try takes it."""
     path = str(tmp_path / "policy.sqlite.leader")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from coex.election import LeaderLock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from coex.election import LeaderError, LeaderLock\n"
                                f"assert LeaderLock({path!r}).try_take(); print('held', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     try:
@@ -119,3 +121,31 @@ def test_the_leaders_lock_is_exclusive_and_freed_by_the_holders_death(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_lock_file_that_cannot_be_trusted_is_refused(tmp_path):
+    """Rule (the controller runs as root): a link at the lock's name, or a file others may
+    write, is refused with an error naming it; nothing is locked."""
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    link = tmp_path / "policy.sqlite.leader"
+    link.symlink_to(target)
+    with pytest.raises(LeaderError, match="policy.sqlite.leader"):
+        LeaderLock(str(link)).try_take()
+    shared = tmp_path / "shared.leader"
+    shared.write_text("")
+    shared.chmod(0o666)
+    with pytest.raises(LeaderError, match="only we may write"):
+        LeaderLock(str(shared)).try_take()
+
+
+def test_a_lock_whose_file_was_replaced_is_not_held(tmp_path):
+    """Rule: the lock is held on the file at its name now; once that file is removed (another
+    instance would lock a new one there) the holder no longer holds it, and the new one can."""
+    path = str(tmp_path / "policy.sqlite.leader")
+    first = LeaderLock(path)
+    assert first.try_take() and first.held
+    os.unlink(path)
+    assert not first.held
+    second = LeaderLock(path)
+    assert second.try_take() and second.held and not first.held

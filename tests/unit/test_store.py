@@ -77,7 +77,8 @@ def test_a_save_from_an_older_version_is_refused_and_changes_nothing(tmp_path):
 def test_each_term_outruns_the_last_and_the_clock(tmp_path):
     """Rule: a new term's epoch is the last one's plus one, and its generation id is above the
     last one's and at least the wall clock in ms (so it also outruns ids a switch saw before
-    the file was made), below 2^63 (OpenFlow compares them as signed differences)."""
+    the file was made), below 2^63 (OpenFlow compares them as signed differences); with none
+    left above the last one, an error, never the same id again."""
     path = str(tmp_path / "p.sqlite")
     store = PolicyStore(path)
     assert store.term() is None
@@ -86,7 +87,10 @@ def test_each_term_outruns_the_last_and_the_clock(tmp_path):
     second = PolicyStore(path).begin_term("b", now_ms=500)  # a clock that went back
     assert (second.epoch, second.generation_id) == (2, 1_001)
     assert store.term() == second
-    assert store.begin_term("c", now_ms=2**64).generation_id == 2**63 - 1
+    assert store.begin_term("c", now_ms=2**63 - 1).generation_id == 2**63 - 1
+    with pytest.raises(StoreError, match="no newer one"):  # never the same id again (no clamping)
+        store.begin_term("d", now_ms=0)
+    assert store.term().leader == "c"
 
 
 def test_steered_flows_are_kept_for_the_next_leader(tmp_path):
@@ -97,4 +101,28 @@ def test_steered_flows_are_kept_for_the_next_leader(tmp_path):
     store.set_steered(flow, 1, 3, {"decision": "steered", "estimate_bps": 9e6})
     store.set_steered(flow, 2, 1, {"decision": "steered", "estimate_bps": 8e6})
     store.set_steered(flow, 1, 3, None)
-    assert PolicyStore(path).steered() == [(flow, 2, 1, {"decision": "steered", "estimate_bps": 8e6})]
+    store.set_steered(flow, 2**64 - 1, 1, {"decision": "steered"})  # any datapath id
+    assert sorted(PolicyStore(path).steered(), key=lambda e: e[1]) == [
+        (flow, 2, 1, {"decision": "steered", "estimate_bps": 8e6}), (flow, 2**64 - 1, 1, {"decision": "steered"})]
+
+
+GOOD_FLOW = '{"src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "protocol": 6, "src_port": 1, "dst_port": 2}'
+
+
+@pytest.mark.parametrize("flow, dpid, port, record", [
+    ('{"src_ip": "10.0.0.1", "dst_ip": "x", "protocol": 6, "src_port": 1, "dst_port": 2}', "1", 1, "{}"),
+    ('{"src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "protocol": 6, "src_port": -1, "dst_port": 2}', "1", 1, "{}"),
+    ('{"src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "protocol": 6, "src_port": 1}', "1", 1, "{}"),
+    ("[]", "1", 1, "{}"), ("not json", "1", 1, "{}"), (GOOD_FLOW, "zz", 1, "{}"), (GOOD_FLOW, "0", 1, "{}"),
+    (GOOD_FLOW, "1", 0, "{}"), (GOOD_FLOW, "1", 1, "[]"),
+])
+def test_a_stored_steering_that_does_not_check_out_is_skipped(tmp_path, flow, dpid, port, record):
+    """Rule: the store is shared (other instances, whoever can write the file): a steering row
+    that is not a 5-tuple, a datapath id and a port is skipped, never steered."""
+    path = str(tmp_path / "p.sqlite")
+    store = PolicyStore(path)
+    good = {"src_ip": "10.0.0.1", "dst_ip": "10.0.0.3", "protocol": 6, "src_port": 40000, "dst_port": 5201}
+    store.set_steered(good, 1, 3, {"decision": "steered"})
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO steered (flow, dpid, port, record) VALUES (?, ?, ?, ?)", (flow, dpid, port, record))
+    assert store.steered() == [(good, 1, 3, {"decision": "steered"})]
