@@ -62,15 +62,17 @@ class Param:
 
     def json_schema(self) -> dict:
         """The JSON Schema of what problem() accepts (the REST API's OpenAPI document), but
-        for the decimals, which the schema says in words."""
+        for a count of decimals above 0, which the schema says in words."""
         if self.kind == "text":
             return {"type": "string", "pattern": f"^{_TEXT_RE.pattern}$", "description": self.unit,
                     "default": self.default}
         desc = self.unit + (f", at most {self.decimals} decimals" if self.decimals else ", an integer")
         if self.name == "rate_bps":
             desc += "; at most the port's capacity_bps, which it defaults to"
-        number = {"type": "number", "minimum": self.min, "maximum": self.max, "default": self.default,
-                  "description": desc}
+        # No decimals: an integer, which JSON Schema and problem() both take as any number with
+        # nothing after the point (3.0 too). Some decimals: a number, the count said in words.
+        number = {"type": "integer" if self.decimals == 0 else "number", "minimum": self.min, "maximum": self.max,
+                  "default": self.default, "description": desc}
         if self.unit == "key":
             return {"oneOf": [number, {"type": "string", "pattern": _HOST_PAIR_PATTERN,
                                        "description": "a host pair, sender>receiver: 10.0.0.1>10.0.0.3"}]}

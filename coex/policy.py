@@ -37,6 +37,11 @@ _URL_RE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?")
 _DECIMAL_RE = re.compile(r"[0-9]{1,20}")
 _OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _DOTTED = _OCTET + "(\\." + _OCTET + "){3}"
+# The masks a prefix may carry after its "/", as the validator (Python's ipaddress) takes them: a
+# length, a netmask (255.255.255.0) or a host mask (0.0.0.255); the schema lists the same ones.
+_MASKS = sorted({str(m) for n in range(33) for net in [ipaddress.IPv4Network(f"0.0.0.0/{n}")]
+                 for m in (net.netmask, net.hostmask)}, key=lambda m: (len(m), m))
+_PREFIX_RE = re.compile(f"{_DOTTED}(/((3[0-2]|[12]?[0-9])|{'|'.join(re.escape(m) for m in _MASKS)}))?")
 _HEX_RE = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
 MATCH_FIELDS = ("ipv4_src", "ipv4_dst", "ip_proto", "tp_src", "tp_dst", "dscp", "eth_src")
 MAX_RULES = 1000
@@ -300,7 +305,7 @@ class PrefixField(Field):
         return _prefix(value, where)
 
     def json_schema(self):
-        return {"type": ["string", "null"], "pattern": f"^{_DOTTED}(/((3[0-2]|[12]?[0-9])|{_DOTTED}))?$",
+        return {"type": ["string", "null"], "pattern": f"^{_PREFIX_RE.pattern}$",
                 "example": "10.0.0.1/32", "description": "IPv4 address or prefix, e.g. 10.0.0.0/24 (or with a "
                                                          "netmask, 10.0.0.0/255.255.255.0)"}
 
@@ -386,7 +391,9 @@ def _host_port(example: str, **more) -> TextField:
 
 
 # An OVSDB remote as ovs-vsctl --db takes it: unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT.
-_OVSDB_REMOTE_RE = re.compile(r"unix:/[^\s,]{1,255}|(?:tcp|ssl):" + _HOST_RE.pattern + ":" + _PORT_NUMBER)
+# a unix: path of printable ASCII but space and comma (which separates remotes): no control
+# character gets into an ovs-vsctl --db argument or a log line
+_OVSDB_REMOTE_RE = re.compile(r"unix:/[!-+\--~]{1,255}|(?:tcp|ssl):" + _HOST_RE.pattern + ":" + _PORT_NUMBER)
 
 
 def ovsdb_remote_problem(remote) -> str | None:
@@ -440,7 +447,7 @@ class Match:
     def from_dict(cls, d, field: str) -> "Match":
         m = cls(**_read(d, field, cls.FIELDS))
         if (m.tp_src is not None or m.tp_dst is not None) and m.ip_proto not in (6, 17):
-            raise PolicyError("tp_src/tp_dst need ip_proto 6 (TCP) or 17 (UDP)", f"{field}.ip_proto")
+            raise PolicyError("tp_src/tp_dst need ip_proto 6 (TCP) or 17 (UDP)", f"{field}.ip_proto", Problem.CONFLICT)
         return m
 
     def to_dict(self) -> dict:
@@ -684,16 +691,16 @@ class HeavyHitters:
             # ever its mode, and every detection would be ignored (ryu_app/heavy_hitters.py).
             raise PolicyError("detector 'mode' needs the packet samples of the embedded collector; "
                               "with source 'sflow-rt' it could never steer a flow: use detector 'rate'",
-                              f("detector"))
+                              f("detector"), Problem.CONFLICT)
         rules = [k for k in cls.THRESHOLD_RULES if values[k] is not None]
         if len(rules) > 1:
             raise PolicyError("set exactly one of threshold_bps, capacity_share, fair_share_multiple",
-                              f(sorted(rules)[1]))
+                              f(sorted(rules)[1]), Problem.CONFLICT)
         if not rules:
             values["capacity_share"] = 0.5
         hh = cls(**values)
         if hh.min_window_s > hh.window_s:
-            raise PolicyError("min_window_s must not exceed window_s", f("min_window_s"))
+            raise PolicyError("min_window_s must not exceed window_s", f("min_window_s"), Problem.CONFLICT)
         return hh
 
     def to_dict(self) -> dict:
@@ -845,7 +852,7 @@ class Policy:
                 raise PolicyError(f"rule name {rule.name!r} is used twice", f"rules[{i}].name", Problem.CONFLICT)
             seen.add(rule.name)
             if rule.aggregate not in agg_names:
-                raise PolicyError(f"aggregate {rule.aggregate!r} does not exist", f"rules[{i}].aggregate")
+                raise PolicyError(f"aggregate {rule.aggregate!r} does not exist", f"rules[{i}].aggregate", Problem.CONFLICT)
             for j, other in enumerate(self.rules[:i]):
                 if (other.priority == rule.priority and other.aggregate != rule.aggregate
                         and other.match.overlaps(rule.match)):
@@ -858,20 +865,20 @@ class Policy:
         lq = self.approaches.limited_queue
         if lq.aggregate not in {a.name for a in self.aggregates}:
             raise PolicyError(f"aggregate {lq.aggregate!r} does not exist",
-                              "approaches.limited_queue.aggregate")
+                              "approaches.limited_queue.aggregate", Problem.CONFLICT)
         if lq.rate_bps is not None:
             for i, port in enumerate(self.ports):
                 if lq.rate_bps > port.capacity_bps:
                     raise PolicyError(
                         f"meter rate {lq.rate_bps} bit/s is above the capacity of port "
                         f"{port.dpid}:{port.port} ({port.capacity_bps} bit/s)",
-                        "approaches.limited_queue.rate_bps")
+                        "approaches.limited_queue.rate_bps", Problem.CONFLICT)
         for i, port in enumerate(self.ports):
             rate = dict(port.aqm.params).get("rate_bps") if port.aqm else None
             if rate is not None and rate > port.capacity_bps:
                 raise PolicyError(
                     f"AQM rate {rate:g} bit/s is above the capacity of port {port.dpid}:{port.port} "
-                    f"({port.capacity_bps} bit/s)", f"ports[{i}].aqm.params.rate_bps")
+                    f"({port.capacity_bps} bit/s)", f"ports[{i}].aqm.params.rate_bps", Problem.CONFLICT)
         hh = self.heavy_hitters
         if hh.threshold_bps is not None and self.ports:
             # The detector of a port sees only flows leaving that port, which cannot be faster
@@ -881,10 +888,10 @@ class Policy:
                 raise PolicyError(
                     f"heavy-hitter threshold {hh.threshold_bps} bit/s is above the capacity of every "
                     f"bottleneck port (the largest: {widest.dpid}:{widest.port}, {widest.capacity_bps} "
-                    "bit/s): no flow could reach it", "heavy_hitters.threshold_bps")
+                    "bit/s): no flow could reach it", "heavy_hitters.threshold_bps", Problem.CONFLICT)
         if self.heavy_hitters.enabled and not self.ports:
             raise PolicyError("heavy-hitter detection watches bottleneck ports: declare one first "
-                              "(PUT /ports/{dpid}/{port})", "heavy_hitters.enabled")
+                              "(PUT /ports/{dpid}/{port})", "heavy_hitters.enabled", Problem.CONFLICT)
 
     def _check_listed_once(self) -> None:
         dpids = set()

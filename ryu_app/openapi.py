@@ -17,7 +17,7 @@ import json
 import re
 
 from coex.policy import OFPP_MAX, PARTS, Aggregate, NameField, Port, Rule, SwitchHost, object_schema, part_schema
-from ryu_app.rest import PLAIN_ROUTES, PREFIX, ROUTES, UI_FILES
+from ryu_app.rest import DPID_PATH, PLAIN_ROUTES, PORT_PATH, PREFIX, ROUTES, UI_FILES
 
 NAME = NameField().schema()
 VERSION = {"type": "integer", "minimum": 0}
@@ -108,9 +108,9 @@ RESPONSES = {  # handler -> schema of its 2xx answer
 
 PATH_PARAMS = {
     "name": {"schema": NAME},
-    "dpid": {"schema": {"type": "string", "pattern": "^(0*[1-9][0-9]{0,19}|0[xX]0*[1-9a-fA-F][0-9a-fA-F]{0,15})$"},
+    "dpid": {"schema": {"type": "string", "pattern": f"^({DPID_PATH.pattern})$"},
              "description": "datapath id (1 to 2^64-1), decimal or 0x-prefixed hex"},
-    "port": {"schema": {"type": "string", "pattern": "^0*[1-9][0-9]{0,9}$"},
+    "port": {"schema": {"type": "string", "pattern": f"^({PORT_PATH.pattern})$"},
              "description": f"OpenFlow port number (1 to {OFPP_MAX})"},
 }
 

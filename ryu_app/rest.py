@@ -113,7 +113,7 @@ def check_port_disciplines(policy, current=None) -> None:
             aqm.check_spec(port.aqm.spec(port.capacity_bps), port.capacity_bps)
         except aqm.AqmSpecError as err:
             where = f"ports[{i}].aqm" + (f".params.{err.param}" if err.param else "")
-            raise PolicyError(err.message, where) from None
+            raise PolicyError(err.message, where, Problem.CONFLICT) from None  # each value valid alone
         except aqm.AqmBackendError as err:
             raise PolicyError(str(err), f"ports[{i}].aqm", Problem.UNAVAILABLE) from None
 
@@ -126,19 +126,28 @@ _COMPILED = ([(m, _compile(PREFIX + t), h, mut) for m, t, h, mut, _ in ROUTES]
              + [(m, _compile(t), h, False) for m, t, h, _ in PLAIN_ROUTES])
 
 
+# Path numbers: their shape is what the OpenAPI document's patterns say (ryu_app.openapi uses
+# these), and one that does not have it is a 400. One of the right shape but out of range names
+# no switch or port: a 404, as for one that does not exist.
+DPID_PATH = re.compile(r"0*[1-9][0-9]{0,19}|0[xX]0*[1-9a-fA-F][0-9a-fA-F]{0,15}")
+PORT_PATH = re.compile(r"0*[1-9][0-9]{0,9}")
+
+
 def _parse_dpid(text: str) -> int:
-    value = parse_uint(text, hex_ok=True)
-    if value is None:
-        raise ApiError(400, "dpid must be a decimal integer or 0x-prefixed hex (ASCII digits)", "dpid")
-    if not 0 < value < 2**64:
-        raise ApiError(400, "dpid must be between 1 and 2^64-1", "dpid")
+    if not DPID_PATH.fullmatch(text):
+        raise ApiError(400, "dpid must be a decimal integer or 0x-prefixed hex (ASCII digits), not 0", "dpid")
+    value = int(text, 16) if text[:2] in ("0x", "0X") else int(text)  # ASCII digits: the pattern said so
+    if value >= 2**64:
+        raise ApiError(404, f"no switch {text}: a datapath id is 1 to 2^64-1", "dpid")
     return value
 
 
 def _parse_port(text: str) -> int:
-    value = parse_uint(text)
-    if value is None or not 0 < value <= OFPP_MAX:
+    if not PORT_PATH.fullmatch(text):
         raise ApiError(400, f"port must be a port number (1 to {OFPP_MAX}, ASCII digits)", "port")
+    value = int(text)
+    if value > OFPP_MAX:
+        raise ApiError(404, f"no port {text}: OpenFlow port numbers are 1 to {OFPP_MAX}", "port")
     return value
 
 
@@ -347,7 +356,7 @@ class CoexApi:
         if not isinstance(body, dict):
             raise ApiError(400, "a rule must be a JSON object", "body")
         if body.get("name", name) != name:
-            raise ApiError(400, "the name in the body differs from the name in the path", "name")
+            raise ApiError(409, f"the name in the body ({body.get('name')!r}) differs from the path ({name!r})", "name")
         mutate = self._upsert("rules", {**body, "name": name}, name=name)
         created = self._find_rule(self._doc(), name) is None
         version = self._change(mutate, f"rule {name} {'added' if created else 'replaced'}")
@@ -372,7 +381,9 @@ class CoexApi:
     def put_aggregate(self, body, name):
         if not isinstance(body, dict):
             raise ApiError(400, "an aggregate must be a JSON object", "body")
-        body = {k: v for k, v in body.items() if k != "name" or v != name}
+        if body.get("name", name) != name:
+            raise ApiError(409, f"the name in the body ({body.get('name')!r}) differs from the path ({name!r})", "name")
+        body = {k: v for k, v in body.items() if k != "name"}
         version = self._change(lambda d: d["aggregates"].__setitem__(name, body), f"aggregate {name} set")
         return 200, {"version": version, "aggregate": self.get_aggregate(None, name)[1]}
 
@@ -433,9 +444,9 @@ class CoexApi:
         d, p = self._known_port(dpid, port)
         if not isinstance(body, dict):
             raise ApiError(400, "a port must be a JSON object", "body")
-        for key in ("dpid", "port"):
-            if key in body and body[key] != {"dpid": d, "port": p}[key]:
-                raise ApiError(400, f"{key} in the body differs from the path", key)
+        for key, path_value in (("dpid", d), ("port", p)):
+            if key in body and body[key] != path_value:
+                raise ApiError(409, f"{key} in the body ({body[key]!r}) differs from the path ({path_value})", key)
         version = self._change(self._upsert("ports", {**body, "dpid": d, "port": p}, dpid=d, port=p),
                                f"port {d}:{p} set")
         return 200, {"version": version, "port": self.get_port(None, dpid, port)[1]}
@@ -501,7 +512,7 @@ class CoexApi:
         if not isinstance(body, dict):
             raise ApiError(400, "a switch host must be a JSON object", "body")
         if "dpid" in body and body["dpid"] != d:
-            raise ApiError(400, "dpid in the body differs from the path", "dpid")
+            raise ApiError(409, f"dpid in the body ({body['dpid']!r}) differs from the path ({d})", "dpid")
         mutate = self._upsert("switches", {**body, "dpid": d}, dpid=d)
         version = self._change(mutate, f"switch {d:#x} OVSDB {body.get('ovsdb')}")
         return 200, {"version": version, "switch": self.get_switch(None, dpid)[1]}

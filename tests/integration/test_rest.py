@@ -53,8 +53,8 @@ def test_health_and_openapi(api):
     ("DELETE", "/ports/1/%C2%B2", None, 400, "port"),
     ("GET", "/ports/%D9%A1/1", None, 400, "dpid"),
     ("PUT", "/heavy-hitters/config", '{"collector": "\u00b2:\u00b2"}'.encode(), 422, "heavy_hitters.collector"),
-    ("PUT", "/heavy-hitters/config", b'{"source": "sflow-rt", "detector": "mode"}', 422,
-     "heavy_hitters.detector"),
+    ("PUT", "/heavy-hitters/config", b'{"source": "sflow-rt", "detector": "mode"}', 409,
+     "heavy_hitters.detector"),  # each valid alone: a conflict
     ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {}, "colour": 1}', 422, "rules[0].colour"),
     ("POST", "/rules", b'{"name": "x", "aggregate": "default", "match": {"tp_dst": "80", "ip_proto": 6}}',
      422, "rules[0].match.tp_dst"),
@@ -87,7 +87,7 @@ def test_a_rate_above_port_capacity_is_refused(api, method, path, body, field):
     try:
         before, state = policy_of(api), api.ok("GET", "/state")
         status, answer = api.request(method, path, body)
-        assert status == 422 and answer["field"] == field, answer
+        assert status == 409 and answer["field"] == field, answer  # a rate valid alone, against the capacity
         assert policy_of(api) == before and api.ok("GET", "/state") == state
     finally:
         api.ok("DELETE", "/ports/66/1")

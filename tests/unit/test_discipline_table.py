@@ -136,24 +136,27 @@ def test_experiments_write_specs_the_core_takes():
         check_spec(discipline_spec(name, 100_000_000, 20.0, 80), 100_000_000)
 
 
-@pytest.mark.parametrize("aqm,field", [
-    ({"discipline": "ckcd", "params": {"nosuch": 1}}, "ports[0].aqm.params.nosuch"),
-    ({"discipline": "droptail", "params": {"limit": 0}}, "ports[0].aqm.params.limit"),
-    ({"discipline": "ckcd", "params": {"omega": 5}}, "ports[0].aqm.params.omega"),
-    ({"discipline": "ckcd", "params": {"dth_min_ms": 10, "dth_max_ms": 5}}, "ports[0].aqm.params.dth_min_ms"),
-    ({"discipline": "red", "params": {"min": 60, "max": 20}}, "ports[0].aqm.params.max"),
-    ({"discipline": "ckcd", "params": {"delta_ms": 0}}, "ports[0].aqm.params.delta_ms"),
+@pytest.mark.parametrize("aqm,field,status", [
+    ({"discipline": "ckcd", "params": {"nosuch": 1}}, "ports[0].aqm.params.nosuch", 422),
+    ({"discipline": "droptail", "params": {"limit": 0}}, "ports[0].aqm.params.limit", 422),
+    ({"discipline": "ckcd", "params": {"omega": 5}}, "ports[0].aqm.params.omega", 422),
+    ({"discipline": "ckcd", "params": {"dth_min_ms": 10, "dth_max_ms": 5}}, "ports[0].aqm.params.dth_min_ms", 409),
+    ({"discipline": "red", "params": {"min": 60, "max": 20}}, "ports[0].aqm.params.max", 409),
+    ({"discipline": "ckcd", "params": {"delta_ms": 0}}, "ports[0].aqm.params.delta_ms", 422),
     # at this port's 10 Mbit/s and CKCD's default 20 ms, 3 BDP is 50 packets
-    ({"discipline": "ckcd", "params": {"qmin": 60}}, "ports[0].aqm.params.qmin"),
+    ({"discipline": "ckcd", "params": {"qmin": 60}}, "ports[0].aqm.params.qmin", 409),
 ])
-def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field):
+def test_rest_refuses_what_the_link_would_and_keeps_the_policy(aqm, field, status):
+    """Rule: a parameter out of the core's table is a 422; parameters each in range that the
+    core's own check refuses together (a relation, or one against the port's rate) are a 409;
+    either way the policy stays as it was."""
     # Each of these was answered 200 and stored, then failed at every start.
     app = ControllerParts()
     api = app.api()
     assert api.handle("PUT", "/coex/v1/ports/0x42/1", {}, json.dumps({"capacity_bps": 10_000_000}).encode())[0] == 200
     before = (app.policy_version, app.policy.to_dict())
-    status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {}, json.dumps(aqm).encode())
-    assert status == 422 and payload["field"] == field, payload
+    got, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {}, json.dumps(aqm).encode())
+    assert got == status and payload["field"] == field, payload
     assert (app.policy_version, app.policy.to_dict()) == before
     status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {},
                                     json.dumps({"discipline": "cocoa", "params": {"flow_limit": 50}}).encode())

@@ -133,7 +133,7 @@ def test_aqm_rate_above_port_capacity_is_refused():
     aqm = {"discipline": "ckcd", "params": {"rate_bps": 10_000_001, "rtt_ms": 20}}
     with pytest.raises(PolicyError) as err:
         Policy.from_dict({"ports": [PORT_10M, {**PORT_10M, "port": 4, "aqm": aqm}]})
-    assert err.value.field == "ports[1].aqm.params.rate_bps" and err.value.kind is Problem.INVALID
+    assert err.value.field == "ports[1].aqm.params.rate_bps" and err.value.kind is Problem.CONFLICT  # two fields: 409
     Policy.from_dict({"ports": [{**PORT_10M, "aqm": {**aqm, "params": {"rate_bps": 10_000_000}}}]})
 
 
@@ -142,7 +142,7 @@ def test_heavy_hitter_threshold_above_every_port_is_refused():
     ports = [PORT_10M, {**PORT_10M, "port": 4, "capacity_bps": 100_000_000}]
     with pytest.raises(PolicyError) as err:
         Policy.from_dict({"ports": ports, "heavy_hitters": {"threshold_bps": 100_000_001}})
-    assert err.value.field == "heavy_hitters.threshold_bps" and err.value.kind is Problem.INVALID
+    assert err.value.field == "heavy_hitters.threshold_bps" and err.value.kind is Problem.CONFLICT  # two fields: 409
     # Above one port but not the other: it still applies to the wider one.
     Policy.from_dict({"ports": ports, "heavy_hitters": {"enabled": True, "threshold_bps": 100_000_000}})
     # Without ports there is nothing to compare with (detection cannot be enabled then).
@@ -158,7 +158,7 @@ def test_mode_detector_with_sflow_rt_is_refused():
     """sFlow-RT gives rates, not samples: the mode-of-history never names a flow."""
     with pytest.raises(PolicyError) as err:
         Policy.from_dict({"heavy_hitters": {"source": "sflow-rt", "detector": "mode"}})
-    assert err.value.field == "heavy_hitters.detector" and err.value.kind is Problem.INVALID
+    assert err.value.field == "heavy_hitters.detector" and err.value.kind is Problem.CONFLICT  # two fields: 409
     Policy.from_dict({"heavy_hitters": {"source": "sflow-rt", "detector": "rate"}})
     Policy.from_dict({"heavy_hitters": {"source": "embedded", "detector": "mode"}})
 

@@ -41,14 +41,33 @@ def rejected(api, method, path, body=None, raw=None, headers=None, status=None, 
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
-@pytest.mark.parametrize("port", ["\u00b2", "\u0661", "+1", "1\n", "1_0", "0", "4294967041"])
+@pytest.mark.parametrize("port", ["\u00b2", "\u0661", "+1", "1\n", "1_0", "0", "00"])
 def test_path_ports_take_ascii_digits_only(api, method, port):
+    """Rule: a path port not of the document's shape (ASCII digits, not 0) is a 400."""
     rejected(api, method, f"/coex/v1/ports/66/{port}", {"capacity_bps": 10_000_000}, status=400, field="port")
 
 
-@pytest.mark.parametrize("dpid", ["\u00b2", "\u0664\u0662", "0x", "0x\u0664", " 66", "0"])
+@pytest.mark.parametrize("dpid", ["\u00b2", "\u0664\u0662", "0x", "0x\u0664", " 66", "0", "0x0"])
 def test_path_dpids_take_ascii_digits_only(api, dpid):
     rejected(api, "GET", f"/coex/v1/ports/{dpid}/1", status=400, field="dpid")
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+@pytest.mark.parametrize("dpid, port, field", [("66", "4294967041", "port"), ("66", "9999999999", "port"),
+                                               ("18446744073709551616", "1", "dpid")])
+def test_path_numbers_of_the_documents_shape_out_of_range_name_nothing(api, method, dpid, port, field):
+    """Rule (the OpenAPI document is the validator's promise): a path number its pattern allows
+    is never a 400; one out of range names no switch or port, a 404."""
+    rejected(api, method, f"/coex/v1/ports/{dpid}/{port}", {"capacity_bps": 10_000_000}, status=404, field=field)
+
+
+@pytest.mark.parametrize("dpid", ["000000000000000000066", "0X000000000000000042", "0x42"])
+def test_path_numbers_padded_with_zeros_name_the_same_switch(dpid):
+    """Rule: the document's patterns take leading zeros beyond 20 digits (or 16 hex digits), and
+    so does the API: the same switch, not a 500 (a parser limited to 20 digits once raised)."""
+    api = ControllerParts().api()
+    status, body = call(api, "PUT", f"/coex/v1/ports/{dpid}/0000000001", {"capacity_bps": 10_000_000})
+    assert status == 200 and (body["port"]["dpid"], body["port"]["port"]) == (66, 1), body
 
 
 def test_path_that_is_not_utf8_is_a_400(api):
@@ -71,31 +90,35 @@ def test_collector_with_unicode_digits_is_a_422(api):
              status=422, field="heavy_hitters.collector")
 
 
-def test_aqm_rate_above_capacity_is_a_422(api):
+def test_aqm_rate_above_capacity_is_a_409(api):
+    """Rule: a value in its range that another field forbids is a conflict (409), not invalid (422)."""
     rejected(api, "PUT", "/coex/v1/ports/0x42/1/aqm", {"discipline": "ckcd", "params": {"rate_bps": 2e7}},
-             status=422, field="ports[0].aqm.params.rate_bps")
+             status=409, field="ports[0].aqm.params.rate_bps")
     assert call(api, "PUT", "/coex/v1/ports/0x42/1/aqm",
                 {"discipline": "ckcd", "params": {"rate_bps": 1e7}})[0] == 200
     # and the capacity cannot drop below the AQM rate afterwards
     rejected(api, "PUT", "/coex/v1/ports/0x42/1", {"capacity_bps": 5_000_000, "aqm": {
-        "discipline": "ckcd", "params": {"rate_bps": 1e7}}}, status=422, field="ports[0].aqm.params.rate_bps")
+        "discipline": "ckcd", "params": {"rate_bps": 1e7}}}, status=409, field="ports[0].aqm.params.rate_bps")
 
 
-def test_heavy_hitter_threshold_above_every_port_is_a_422(api):
+def test_heavy_hitter_threshold_above_every_port_is_a_409(api):
     rejected(api, "PUT", "/coex/v1/heavy-hitters/config", {"enabled": True, "threshold_bps": 20_000_000},
-             status=422, field="heavy_hitters.threshold_bps")
+             status=409, field="heavy_hitters.threshold_bps")
     assert call(api, "PUT", "/coex/v1/heavy-hitters/config", {"threshold_bps": 10_000_000})[0] == 200
 
 
-def test_mode_detector_with_sflow_rt_is_a_422(api):
+def test_mode_detector_with_sflow_rt_is_a_409(api):
     rejected(api, "PUT", "/coex/v1/heavy-hitters/config", {"source": "sflow-rt", "detector": "mode"},
-             status=422, field="heavy_hitters.detector")
+             status=409, field="heavy_hitters.detector")
 
 
 def test_port_body_may_repeat_the_path_but_not_contradict_it(api):
     port = call(api, "GET", "/coex/v1/ports/66/1")[1]
     assert call(api, "PUT", "/coex/v1/ports/0x42/1", port)[0] == 200  # what GET shows goes back as is
-    rejected(api, "PUT", "/coex/v1/ports/0x42/1", {**port, "port": 2}, status=400, field="port")
+    rejected(api, "PUT", "/coex/v1/ports/0x42/1", {**port, "port": 2}, status=409, field="port")
+    rejected(api, "PUT", "/coex/v1/ports/0x42/1", {**port, "dpid": 67}, status=409, field="dpid")
+    rejected(api, "PUT", "/coex/v1/rules/one", {"name": "two", "aggregate": "default"}, status=409, field="name")
+    rejected(api, "PUT", "/coex/v1/aggregates/one", {"name": "two", "dscp": 10}, status=409, field="name")
 
 
 @pytest.mark.parametrize("authorization", [

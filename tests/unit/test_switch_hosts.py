@@ -58,7 +58,7 @@ def test_rest_switch_endpoints_store_change_and_forget_the_setting():
     assert call(api, "GET", "/coex/v1/switches")[1]["switches"] == [body["switch"]]
     version = api.view.policy_version
     status, body = call(api, "PUT", "/coex/v1/switches/66", {"ovsdb": "tcp:192.0.2.10:1", "dpid": 67})
-    assert status == 400 and body["field"] == "dpid" and api.view.policy_version == version
+    assert status == 409 and body["field"] == "dpid" and api.view.policy_version == version
     status, body = call(api, "PUT", "/coex/v1/switches/66", {"ovsdb": "192.0.2.10:6640"})
     assert status == 422 and body["field"] == "switches[0].ovsdb" and api.view.policy_version == version
     assert call(api, "GET", "/coex/v1/switches/66")[1]["ovsdb"] == "tcp:192.0.2.10:6640"  # unchanged
