@@ -38,7 +38,7 @@ PINNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pinned", "vie
 FIXED_VALUES = ("coex_switches_connected", "coex_links", "coex_hosts", "coex_policy_version",
                 "coex_port_discipline_info", "coex_port_link_rate_bits_per_second",
                 "coex_port_link_delay_seconds", "coex_aggregate_path_flows", "coex_heavy_hitters",
-                "coex_heavy_hitter_steered_total")
+                "coex_heavy_hitter_steered_total", "coex_leader", "coex_switches_master")
 
 
 def metrics_view(text: str) -> list:
