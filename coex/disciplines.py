@@ -60,17 +60,28 @@ class Param:
             return f"takes at most {self.decimals} decimals, got {text}"
         return None
 
+    def rounded(self, value):
+        """A number as the REST API takes it: rounded to the table's decimals (half to even),
+        so that every number the document's schema allows is taken, and the stored policy shows
+        what the core runs with (as a prefix is stored as the network it names). Left as it is
+        when out of range, or not a number: problem() names that. Scenario files are not
+        rounded: their author wrote the digits, and more than the core keeps is refused there."""
+        if (self.kind != "number" or self.decimals == 0 or isinstance(value, bool) or not isinstance(value, float)
+                or not math.isfinite(value) or not self.min <= value <= self.max):
+            return value
+        step = decimal.Decimal(1).scaleb(-self.decimals)
+        return float(decimal.Decimal(repr(value)).quantize(step, rounding=decimal.ROUND_HALF_EVEN))
+
     def json_schema(self) -> dict:
-        """The JSON Schema of what problem() accepts (the REST API's OpenAPI document), but
-        for a count of decimals above 0, which the schema says in words."""
+        """The JSON Schema of what the REST API takes: what problem() accepts once rounded()."""
         if self.kind == "text":
             return {"type": "string", "pattern": f"^{_TEXT_RE.pattern}$", "description": self.unit,
                     "default": self.default}
-        desc = self.unit + (f", at most {self.decimals} decimals" if self.decimals else ", an integer")
+        desc = self.unit + (f", rounded to {self.decimals} decimals" if self.decimals else ", an integer")
         if self.name == "rate_bps":
             desc += "; at most the port's capacity_bps, which it defaults to"
         # No decimals: an integer, which JSON Schema and problem() both take as any number with
-        # nothing after the point (3.0 too). Some decimals: a number, the count said in words.
+        # nothing after the point (3.0 too). Some decimals: any number in range, rounded.
         number = {"type": "integer" if self.decimals == 0 else "number", "minimum": self.min, "maximum": self.max,
                   "default": self.default, "description": desc}
         if self.unit == "key":

@@ -744,6 +744,7 @@ class Aqm:
             where = f"{field}.params.{key}"
             if not isinstance(key, str) or key not in known:
                 raise PolicyError(f"{disc} has no parameter {key!r}; it has {', '.join(known)}", where)
+            value = known[key].rounded(value)
             problem = known[key].problem(value)
             if problem:
                 raise PolicyError(f"{disc} parameter {key} {problem}", where)

@@ -9,7 +9,8 @@ method swapped for one the route does not take, its path moved under an unknown 
 body replaced by broken bytes (truncated, not UTF-8, nested 100,000 deep, over 1 MiB).
 
 For every request: no 5xx; the answer conforms to the schema (status, JSON, body schema);
-every 4xx is JSON {error, field}; schema-invalid input is refused; and after every 4xx both
+every 4xx is JSON {error, field}; schema-invalid input is refused; schema-valid input is never
+refused as malformed or invalid (400, 422: the document says all those checks); and after every 4xx both
 GET /coex/v1/policy and GET /coex/v1/state are what they were before the request.
 
 Derandomized (the same requests every run) and sized to finish in about a minute.
@@ -88,8 +89,20 @@ def invalid_input_is_refused(ctx, response, case):
         f"schema-invalid input accepted with {response.status_code}: {response.text[:300]}"
 
 
+def valid_input_is_not_called_invalid(ctx, response, case):
+    """The document is the validator's promise: a request it allows (a positive case, sent as
+    generated) is never refused as malformed (400) or invalid (422). It may still be refused for
+    what a schema cannot say: a name that does not exist (404), a conflict with the rest of the
+    policy or with the path (409), a switch or port not there (404, 409)."""
+    method = case.data_generation_method
+    if method is None or not method.is_positive:
+        return
+    assert response.status_code not in (400, 422), \
+        f"schema-valid input refused with {response.status_code}: {response.text[:300]}"
+
+
 CHECKS = (not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
-          invalid_input_is_refused)
+          invalid_input_is_refused, valid_input_is_not_called_invalid)
 METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
 ALLOWED = {}  # path template -> methods
 for _method, _template, *_ in ROUTES:

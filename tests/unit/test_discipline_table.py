@@ -240,3 +240,18 @@ def test_a_value_with_more_decimals_than_the_core_takes_is_refused_not_rounded()
     with pytest.raises(AqmSpecError) as e:  # and the core agrees
         check_spec(spec_text("red", {"max_p": 0.1000004}), 100_000_000)
     assert e.value.param == "max_p"
+
+
+def test_rest_rounds_a_parameter_to_the_cores_decimals_and_stores_what_runs():
+    """Rule (the document says "a number, rounded to 3 decimals"): a value with more decimals
+    than the core keeps is taken, rounded half to even, and stored and sent to the core so;
+    scenario files still refuse it (their author wrote those digits)."""
+    app = ControllerParts()
+    api = app.api()
+    assert api.handle("PUT", "/coex/v1/ports/0x42/1", {}, json.dumps({"capacity_bps": 10_000_000}).encode())[0] == 200
+    body = {"discipline": "ckcd", "params": {"delta_ms": 0.99999, "omega": 0.12345}}
+    status, payload, _ = api.handle("PUT", "/coex/v1/ports/0x42/1/aqm", {}, json.dumps(body).encode())
+    assert status == 200, payload
+    params = dict(app.policy.ports[0].aqm.params)
+    assert params["delta_ms"] == 1 and "delta_ms=1 " in app.policy.ports[0].aqm.spec(10_000_000) + " "
+    assert DISCIPLINES["ckcd"].params["delta_ms"].problem(0.99999) is not None  # unrounded: refused
