@@ -43,6 +43,7 @@ from coex.election import LeaderLock
 from coex.store import PolicyStore, StaleVersion, StoreError
 from coex.topology import NetworkMap
 from ovs_config.link_stats import LinkStatsReader
+from ovs_config.ovsdb import SSL_ENV
 from ovs_config.switch_host import SwitchHostConfigurator
 from ryu_app import discovery, flows, rest
 from ryu_app.framework import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, App, WSGIApplication, cfg, hub,
@@ -131,8 +132,8 @@ class CoexController(App):
         try:
             if self.config.cluster is not None:
                 from coex.ovsdb_state import OvsdbStore  # needs python3-openvswitch only here
-                store = OvsdbStore(self.config.cluster, tuple(os.environ.get(f"CKCD_COEX_OVSDB_SSL_{k}")
-                                                              for k in ("KEY", "CERT", "CA")))
+                store = OvsdbStore(self.config.cluster, tuple(os.environ.get(SSL_ENV[option]) for option in
+                                                              ("--private-key", "--certificate", "--ca-cert")))
                 return store, store
             return PolicyStore(self.config.db_path), LeaderLock(self.config.db_path + ".leader")
         except (StoreError, OSError) as err:

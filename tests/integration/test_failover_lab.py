@@ -27,7 +27,7 @@ from experiments.lab.rest_client import CoexClient
 from ovs_config.private_ovs import ofctl
 from ovs_config.state_cluster import StateCluster
 from tests.integration.labkit import RULES, SFLOW_PORT, steering_flows
-from tests.integration.test_switch_sync_lab import OURS, first_answer_s, our_flows
+from tests.integration.test_switch_sync_lab import OURS, first_answer_s, snapshot, untouched
 from tests.waiting import eventually
 from topologies.two_paths import TwoPaths
 
@@ -45,21 +45,6 @@ TAKEOVER_BOUND_S = 2.0
 # their ARP. As for a restarted controller (test_switch_sync_lab.NEW_PAIR_BOUND_S), one more
 # LLDP round of margin.
 NEW_PAIR_BOUND_S = 2.0
-
-
-def snapshot() -> tuple[float, dict[str, dict[str, dict]]]:
-    return time.monotonic(), {b: our_flows(b) for b in BRIDGES}
-
-
-def untouched(before: tuple[float, dict], after: tuple[float, dict]) -> list[str]:
-    """Flows of `before` that `after` does not hold with a duration grown by the time between
-    the two snapshots (less 1 s: dump-flows rounds, and reading four bridges takes time) and
-    as many packets or more: each one a flow that was sent again, or lost."""
-    grown = after[0] - before[0] - 1.0
-    return [f"{bridge} {key}: {f} -> {after[1][bridge].get(key)}"
-            for bridge, flows in before[1].items() for key, f in flows.items()
-            if (g := after[1][bridge].get(key)) is None or g["duration"] < f["duration"] + grown
-            or g["packets"] < f["packets"]]
 
 
 def roles_in_ovs() -> dict[str, dict[str, str]]:
@@ -160,57 +145,28 @@ def test_failover_keeps_traffic_flows_and_steering(private_ovs, tmp_path, store)
 def failover(tmp_path, env: dict, stored_term, kill_a_state_server) -> None:
     a = instance(A_OF, A_REST, str(tmp_path / "a.log"), env).start()
     b = instance(B_OF, B_REST, str(tmp_path / "b.log"), env)
-    iperf, state_server_killed, relead_s = [], None, None
+    iperf = []
     try:
         b.start()
         assert health(A_REST)["role"] == "leader" and health(B_REST)["role"] == "standby"
         with mininet_net(TwoPaths(), a) as net:
-            for bridge in BRIDGES:
-                subprocess.run(["ovs-vsctl", "set-controller", bridge, f"tcp:127.0.0.1:{A_OF}",
-                                f"tcp:127.0.0.1:{B_OF}"], check=True)
-            eventually(lambda: all(sorted(r.values()) == ["master", "slave"] for r in roles_in_ovs().values()),
-                       timeout_s=20, what="each bridge: A master, B slave")
-            assert health(A_REST)["switches_master"] == 4 and health(B_REST)["switches_master"] == 0
-            api_a = CoexClient(a.rest_url)
+            connect_both(net)
             h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
-            steered = steer_a_heavy_hitter(api_a, h1, h3, iperf)
-
+            steered = steer_a_heavy_hitter(CoexClient(a.rest_url), h1, h3, iperf)
             h1.cmd(f"ping -n -i 0.01 -w 14 {h3.IP()} > {tmp_path}/established.txt 2>&1 &")
             time.sleep(1)
-            before = snapshot()
-            old_gen = stored_term().generation_id
+            before, old_gen = snapshot(BRIDGES), stored_term().generation_id
             a.kill()
-            killed = time.monotonic()
-            takeover_s, two_masters = watch_takeover(killed)
-            if kill_a_state_server is not None:  # and the state cluster loses its Raft leader
-                term = health(B_REST)["term"]
-                state_server_killed = kill_a_state_server()
-                # The lock lived on that server: the survivor steps down and takes it again from
-                # the new Raft leader, in a new term (nobody else is there to take it).
-                relead_s = eventually(lambda: (h := health(B_REST))["term"] is not None and h["term"] > term
-                                      and h["switches_master"] == 4 and time.monotonic() - killed,
-                                      timeout_s=15, interval_s=0.05,
-                                      what="the survivor leading again on the cluster's new Raft leader")
-            new_pair_s = first_answer_s(h2, h4.IP())
-            api_b = CoexClient(b.rest_url)
-            api_b.ok("POST", "/rules", RULES[1])
-            enforced = all("tp_dst=5302" in ofctl("dump-flows", br, OURS) for br in BRIDGES)
+            out = take_over(time.monotonic(), kill_a_state_server)
+            out["new_pair_s"] = first_answer_s(h2, h4.IP())
+            CoexClient(b.rest_url).ok("POST", "/rules", RULES[1])
+            out["enforced"] = all("tp_dst=5302" in ofctl("dump-flows", br, OURS) for br in BRIDGES)
             h1.cmd("wait")
             established = (tmp_path / "established.txt").read_text()
-            after = snapshot()
-            still_steered = [line for line in steering_flows() if f"tp_src={steered[2]}," in line]
-
-            restart = snapshot()
-            a = instance(A_OF, A_REST, a.log_path, env).start()
-            eventually(lambda: health(A_REST)["switches_connected"] == 4, timeout_s=20,
-                       what="the restarted instance reconnected (OVS retries with a backoff of up to 8 s)")
-            rejoined = eventually(lambda: all(r.get(f"tcp:127.0.0.1:{A_OF}") == "slave"
-                                              and r.get(f"tcp:127.0.0.1:{B_OF}") == "master"
-                                              for r in roles_in_ovs().values()) and roles_in_ovs(),
-                                  timeout_s=10, what="A slave and B master on every bridge")
-            a_health = health(A_REST)
-            stale = role_request("s1", old_gen)
-            after_rejoin = snapshot()
+            out["after"] = snapshot(BRIDGES)
+            out["still_steered"] = [line for line in steering_flows() if f"tp_src={steered[2]}," in line]
+            a = instance(A_OF, A_REST, a.log_path, env)
+            out.update(rejoin(a, old_gen))
             # a write on the standby is stored there and enforced by the leader, which follows the store
             CoexClient(a.rest_url).ok("POST", "/rules", RULES[0])
             eventually(lambda: all("tp_dst=5301" in ofctl("dump-flows", br, OURS) for br in BRIDGES),
@@ -221,23 +177,78 @@ def failover(tmp_path, env: dict, stored_term, kill_a_state_server) -> None:
             p.kill()
         a.stop()
         b.stop()
+    judge(out, before, established)
+
+
+def connect_both(net) -> None:
+    """Every bridge connects to both instances; A (started first, holding the lock) is MASTER."""
+    for bridge in BRIDGES:
+        subprocess.run(["ovs-vsctl", "set-controller", bridge, f"tcp:127.0.0.1:{A_OF}", f"tcp:127.0.0.1:{B_OF}"],
+                       check=True)
+    eventually(lambda: all(sorted(r.values()) == ["master", "slave"] for r in roles_in_ovs().values()),
+               timeout_s=20, what="each bridge: A master, B slave")
+    assert health(A_REST)["switches_master"] == 4 and health(B_REST)["switches_master"] == 0
+
+
+def take_over(killed: float, kill_a_state_server) -> dict:
+    """The leader was killed at `killed`: the takeover's time and what OVS showed meanwhile;
+    with a state cluster, then its Raft leader killed too and the survivor leading again."""
+    out = dict(zip(("takeover_s", "two_masters"), watch_takeover(killed)), state_server_killed=None)
+    if kill_a_state_server is not None:
+        term = health(B_REST)["term"]
+        out["state_server_killed"] = kill_a_state_server()
+        # The lock lived on that server: the survivor steps down and takes it again from the
+        # new Raft leader, in a new term (nobody else is there to take it).
+        out["relead_s"] = eventually(lambda: (h := health(B_REST))["term"] is not None and h["term"] > term
+                                     and h["switches_master"] == 4 and time.monotonic() - killed,
+                                     timeout_s=15, interval_s=0.05,
+                                     what="the survivor leading again on the cluster's new Raft leader")
+    return out
+
+
+def rejoin(a: Controller, old_gen: int) -> dict:
+    """The old leader started again: it must come back as SLAVE without touching a flow. Every
+    look at OVS's roles until it has reconnected is kept where the survivor was not MASTER of a
+    bridge (a returning instance that claimed MASTER would show there)."""
+    restart = snapshot(BRIDGES)
+    a.start()
+    survivor_demoted = []
+
+    def reconnected():
+        survivor_demoted.extend((br, r) for br, r in roles_in_ovs().items()
+                                if r.get(f"tcp:127.0.0.1:{B_OF}") != "master")
+        return health(A_REST)["switches_connected"] == 4
+
+    eventually(reconnected, timeout_s=20, interval_s=0.1,
+               what="the restarted instance reconnected (OVS retries with a backoff of up to 8 s)")
+    rejoined = eventually(lambda: all(r.get(f"tcp:127.0.0.1:{A_OF}") == "slave"
+                                      and r.get(f"tcp:127.0.0.1:{B_OF}") == "master"
+                                      for r in roles_in_ovs().values()) and roles_in_ovs(),
+                          timeout_s=10, what="A slave and B master on every bridge")
+    return {"restart": restart, "rejoined": rejoined, "a_health": health(A_REST), "survivor_demoted": survivor_demoted,
+            "stale": role_request("s1", old_gen), "after_rejoin": snapshot(BRIDGES)}
+
+
+def judge(out: dict, before, established: str) -> None:
     sent, got = map(int, re.search(r"(\d+) packets transmitted, (\d+) received", established).groups())
     lost = set(range(1, sent + 1)) - {int(seq) for seq in re.findall(r"icmp_seq=(\d+)", established)}
-    print(f"failover: takeover {takeover_s:.3f} s after the kill; established pair {got}/{sent} answered "
-          f"(unanswered: {sorted(lost)}); new pair answered {new_pair_s} s after its first ping"
-          + (f"; state server {state_server_killed + 1} (the Raft leader) killed after the takeover, survivor "
-             f"leading again {relead_s:.3f} s after the controller's kill" if state_server_killed is not None else ""))
-    assert not two_masters, two_masters
-    assert takeover_s <= TAKEOVER_BOUND_S, takeover_s
+    print(f"failover: takeover {out['takeover_s']:.3f} s after the kill; established pair {got}/{sent} answered "
+          f"(unanswered: {sorted(lost)}); new pair answered {out['new_pair_s']} s after its first ping"
+          + (f"; state server {out['state_server_killed'] + 1} (the Raft leader) killed after the takeover, "
+             f"survivor leading again {out['relead_s']:.3f} s after the controller's kill"
+             if out["state_server_killed"] is not None else ""))
+    assert not out["two_masters"], out["two_masters"]
+    assert out["takeover_s"] <= TAKEOVER_BOUND_S, out["takeover_s"]
     # Every ping answered but perhaps the last (ping's -w deadline can fall while a reply is on its way).
     assert sent > 500 and lost <= {sent}, established[-300:]
-    assert new_pair_s is not None and new_pair_s <= NEW_PAIR_BOUND_S, new_pair_s
-    assert enforced, "the rule stored on the survivor is on every switch"
-    assert not untouched(before, after), "no flow of ours was sent again or lost across the failover"
-    assert still_steered, "the heavy hitter is still steered"
-    assert not untouched(restart, after_rejoin), "the rejoining instance touched no flow"
-    assert rejoined and a_health["role"] == "standby" and a_health["switches_master"] == 0
-    assert stale == "refused stale", stale
+    assert out["new_pair_s"] is not None and out["new_pair_s"] <= NEW_PAIR_BOUND_S, out["new_pair_s"]
+    assert out["enforced"], "the rule stored on the survivor is on every switch"
+    assert not untouched(before, out["after"]), "no flow of ours was sent again or lost across the failover"
+    assert out["still_steered"], "the heavy hitter is still steered"
+    assert not out["survivor_demoted"], out["survivor_demoted"]
+    assert not untouched(out["restart"], out["after_rejoin"]), "the rejoining instance touched no flow"
+    assert out["rejoined"] and out["a_health"]["role"] == "standby" and out["a_health"]["switches_master"] == 0
+    assert out["stale"] == "refused stale", out["stale"]
 
 
 def steer_a_heavy_hitter(api, src, dst, procs: list) -> tuple:

@@ -50,22 +50,22 @@ def our_flows(bridge: str) -> dict[str, dict]:
     return flows
 
 
-def snapshot() -> tuple[float, dict[str, dict[str, dict]]]:
-    return time.monotonic(), {b: our_flows(b) for b in BRIDGES}
+def snapshot(bridges=BRIDGES) -> tuple[float, dict[str, dict[str, dict]]]:
+    """(when, our flows on each bridge): what untouched() compares."""
+    return time.monotonic(), {b: our_flows(b) for b in bridges}
 
 
-def untouched(before: tuple[float, dict], after: dict, skip=()) -> list[str]:
-    """Flows of `before` that `after` does not hold with a duration grown by the time between
-    the two reads (less 1 s: dump-flows rounds, and the reads take time) and as many packets
-    or more: each one a flow that was sent again, or lost."""
-    t0, old = before
-    grown = time.monotonic() - t0 - 1.0
+def untouched(before: tuple[float, dict], after: tuple[float, dict], skip=()) -> list[str]:
+    """Flows of `before` that `after` (two snapshots) does not hold with a duration grown by
+    the time between them (less 1 s: dump-flows rounds, and reading the bridges takes time) and
+    as many packets or more: each one a flow that was sent again, or lost."""
+    grown = after[0] - before[0] - 1.0
     bad = []
-    for bridge, flows in old.items():
+    for bridge, flows in before[1].items():
         for key, f in flows.items():
             if key in skip:
                 continue
-            g = after[bridge].get(key)
+            g = after[1][bridge].get(key)
             if g is None or g["duration"] < f["duration"] + grown or g["packets"] < f["packets"]:
                 bad.append(f"{bridge} {key}: {f} -> {g}")
     return bad
@@ -80,18 +80,18 @@ def test_a_policy_edit_sends_only_the_flow_it_changes(dumbbell):
     time.sleep(1.5)  # flows a second old: a reinstalled one would read younger
     before = snapshot()
     api.ok("POST", "/rules", RULES[1])
-    after = {b: our_flows(b) for b in BRIDGES}
+    after = snapshot()
     assert not untouched(before, after)
-    new = {b: set(after[b]) - set(before[1][b]) for b in BRIDGES}
+    new = {b: set(after[1][b]) - set(before[1][b]) for b in BRIDGES}
     assert all(len(keys) == 1 and "tp_dst=5302" in next(iter(keys)) for keys in new.values()), new
     time.sleep(1.5)
     before = snapshot()
     api.ok("PUT", "/rules/bulk", dict(RULES[1], aggregate="low_delay"))
-    after = {b: our_flows(b) for b in BRIDGES}
+    after = snapshot()
     assert not untouched(before, after, skip={next(iter(new["s1"]))}), "only the edited rule's flow moved"
     key = next(iter(new["s1"]))
-    assert after["s1"][key]["duration"] >= before[1]["s1"][key]["duration"]  # modified, not replaced
-    assert after["s1"][key]["actions"] != before[1]["s1"][key]["actions"]
+    assert after[1]["s1"][key]["duration"] >= before[1]["s1"][key]["duration"]  # modified, not replaced
+    assert after[1]["s1"][key]["actions"] != before[1]["s1"][key]["actions"]
 
 
 def test_a_restarted_controller_reconciles_without_rewriting(dumbbell):
@@ -111,7 +111,7 @@ def test_a_restarted_controller_reconciles_without_rewriting(dumbbell):
     wait_switches_connected(list(BRIDGES))
     eventually(lambda: len(re.findall(r"reconciled: .* 0 changes sent", dumbbell.ctl.log())) >= 2,
                what="both switches reconciled with nothing to change")
-    assert not untouched(before, {b: our_flows(b) for b in BRIDGES})
+    assert not untouched(before, snapshot())
     assert ofctl("dump-meters", "s1") == meters
     h1, h3 = dumbbell.net.get("h1", "h3")
     assert "0% packet loss" in h1.cmd(f"ping -c 3 -i 0.2 -W 1 {h3.IP()}")
