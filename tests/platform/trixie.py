@@ -185,9 +185,13 @@ def ensure_venv() -> None:
     _trust_local_cas()
     _check(command(["python3", "-m", "venv", VENV]), "python3 -m venv in the root",
            "/tmp/ckcd-coex-trixie-venv.log")
-    _check(command(["env", "PIP_DISABLE_PIP_VERSION_CHECK=1", f"{VENV}/bin/pip", "install", "-q",
-                    "--no-cache-dir", "-r", PINS]),
-           "pip install of the os-ken pins in the root", "/tmp/ckcd-coex-trixie-pip.log")
+    # The host's PIP_FIND_LINKS names a directory the root does not have. One retry: a resolver
+    # that met an index hiccup says ResolutionImpossible for a pin that installs a minute later.
+    pip = command(["env", "-u", "PIP_FIND_LINKS", "PIP_DISABLE_PIP_VERSION_CHECK=1", f"{VENV}/bin/pip",
+                   "install", "-q", "--no-cache-dir", "-r", PINS])
+    if subprocess.run(pip, capture_output=True).returncode != 0:
+        say("pip install of the os-ken pins failed once; trying again")
+        _check(pip, "pip install of the os-ken pins in the root", "/tmp/ckcd-coex-trixie-pip.log")
     _stamp("venv")
 
 
