@@ -3,7 +3,8 @@ several hosts: the same methods as coex.store.PolicyStore and coex.election.Lead
 
 Open vSwitch's database server is the engine: three ovsdb-servers joined in a Raft cluster
 (`ovsdb-tool create-cluster` / `join-cluster`) keep the database (coex/ckcd_coex.ovsschema:
-the policy and its version, the changes, the leader's term, the steered heavy hitters) while
+the policy and its version, the changes, the leader's term, the steered heavy hitters, the
+instances and their sFlow collectors) while
 two of them live. Both connections below speak to the cluster's leader only (the Python IDL's
 leader_only), which moves with it.
 
@@ -28,7 +29,7 @@ import ovs.db.idl
 import ovs.stream
 
 from coex.policy import Policy, PolicyError
-from coex.store import StaleVersion, StoreError, Term, checked_steerings, next_term
+from coex.store import FORGET_AFTER_S, StaleVersion, StoreError, Term, checked_steerings, live_collectors, next_term
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ckcd_coex.ovsschema")
 LOCK = "ckcd_coex_leader"
@@ -217,6 +218,26 @@ class OvsdbStore:
         status = _transact(idl, build)
         if status not in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
             raise StoreError(f"{self.path}: the steering of {key} was not stored ({status_text(status)})")
+
+    # --- the instances (any instance, for itself) ----------------------------------------------
+
+    def announce(self, identity: str, collector: str | None, now: float) -> None:
+        def build(txn):
+            rows = list(self._data.tables["Instance"].rows.values())
+            mine = [r for r in rows if r.identity == identity]
+            for r in rows:
+                if r.identity != identity and r.seen < now - FORGET_AFTER_S:
+                    r.delete()
+            row = mine[0] if mine else txn.insert(self._data.tables["Instance"])
+            row.identity, row.collector, row.seen = identity, [] if collector is None else [collector], now
+
+        status = _transact(self._data, build)
+        if status not in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
+            raise StoreError(f"{self.path}: instance {identity} was not announced ({status_text(status)})")
+
+    def collectors(self, now: float) -> list[str]:
+        return live_collectors(((r.collector[0] if r.collector else None, r.seen)
+                                for r in self._rows(self._data, "Instance")), now)
 
     # --- the lock (coex.election.LeaderLock's methods) -----------------------------------------
 

@@ -1,8 +1,11 @@
-"""The state cluster's address (CKCD_COEX_CLUSTER, docs/ha.md), checked before anything
-connects: comma-separated OVSDB remotes, each tcp:HOST:PORT, ssl:HOST:PORT or unix:/PATH."""
+"""Addresses from settings and the shared store, checked before anything connects or listens:
+the state cluster's (CKCD_COEX_CLUSTER, docs/ha.md: comma-separated OVSDB remotes, each
+tcp:HOST:PORT, ssl:HOST:PORT or unix:/PATH), and sFlow collectors ('ip:port' or '[ipv6]:port',
+where an instance listens and the bridges' agents send)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from coex.policy import PolicyError
@@ -19,3 +22,37 @@ def parse_remotes(value: str) -> str:
             raise PolicyError(f"CKCD_COEX_CLUSTER: {r!r} is not an OVSDB remote (tcp:HOST:PORT, ssl:HOST:PORT "
                               "or unix:/PATH)", "CKCD_COEX_CLUSTER")
     return ",".join(remotes)
+
+
+def sflow_target(target: str) -> str:
+    """'ip:port' with an IPv4 address, or '[ipv6]:port', normalised; ValueError saying what is
+    wrong. An address, never a name: OVS's agent takes addresses only, and a value from the
+    shared store must not make anyone look a name up."""
+    if not isinstance(target, str):
+        raise ValueError(f"target must be a string 'ip:port', got {target!r}")
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([0-9.]+):(\d{1,5})", target.strip())
+    if not m:
+        raise ValueError(f"target must be 'ip:port' or '[ipv6]:port', got {target!r}")
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4))
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"target {target!r}: {host!r} is not an IP address") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"target {target!r}: port must be 1..65535")
+    return f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}"
+
+
+def instance_collector(value: str) -> str:
+    """CKCD_COEX_SFLOW_COLLECTOR: where this instance's collector listens, which is also the
+    address the bridges' agents send to, so a wildcard address is refused (PolicyError naming
+    the setting)."""
+    try:
+        target = sflow_target(value)
+    except ValueError as err:
+        raise PolicyError(f"CKCD_COEX_SFLOW_COLLECTOR: {err}", "CKCD_COEX_SFLOW_COLLECTOR") from None
+    if ipaddress.ip_address(target.rpartition(":")[0].strip("[]")).is_unspecified:
+        raise PolicyError(f"CKCD_COEX_SFLOW_COLLECTOR: {value!r}: the bridges send to this address, so it "
+                          "must be one of this host's (not 0.0.0.0 or ::)", "CKCD_COEX_SFLOW_COLLECTOR")
+    return target

@@ -21,7 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Hashable, Optional
 
-from coex.heavy_hitters import HeavyHitterConfig, HeavyHitterDetector, ModeHeavyHitterDetector
+from coex.heavy_hitters import (MODE_OF_HISTORY, HeavyHitterConfig, HeavyHitterDetector, HeavyHitterEvent,
+                                ModeHeavyHitterDetector)
 from coex.policy import HeavyHitters
 
 LOG_LEN = 500  # decisions kept
@@ -136,6 +137,20 @@ def bridge_sampling(hh: HeavyHitters, ports) -> dict[int, int]:
     return out
 
 
+def sampling_targets(policy, dpid: int, collectors) -> list[str]:
+    """Where switch dpid's sFlow agent sends: its switch host's own `collector` when the policy
+    gives one (the address it reaches us by); with the embedded collector, every live instance's
+    (`collectors`, so that every instance detects: docs/ha.md), or the policy's `collector`
+    while none is known; else sFlow-RT's sFlow port, the policy's `collector`."""
+    host = policy.switch_host(dpid)
+    if host is not None and host.collector:
+        return [host.collector]
+    hh = policy.heavy_hitters
+    if hh.source == "embedded" and collectors:
+        return sorted(set(collectors))
+    return [hh.collector]
+
+
 def flow_dict(key) -> dict:
     """A flow key as GET /heavy-hitters shows it."""
     return {"src_ip": key.src_ip, "dst_ip": key.dst_ip, "protocol": key.protocol,
@@ -194,6 +209,18 @@ class PortWatch:
     def tick(self, now: float) -> list:
         events = self.detector.tick(now)
         return events if self.mode is None else self.mode.tick(now)
+
+    def held(self, now: float) -> list[HeavyHitterEvent]:
+        """A "detected" event for each flow the deciding detector holds heavy now, as if it had
+        just detected it: what a standby's detectors found, for it to act on as it takes over."""
+        if self.mode is not None:
+            return [HeavyHitterEvent("detected", now, key, self.detector.estimate_bps(key, now), 0.0,
+                                     "detected while standing by", MODE_OF_HISTORY)
+                    for key in self.mode.heavy_hitters()]
+        return [HeavyHitterEvent("detected", now, key, self.detector.estimate_bps(key, now),
+                                 self.detector.high_threshold_bps(), "detected while standing by",
+                                 self.detector.config.mode, first_seen_s=since)
+                for key, since in self.detector.heavy_hitters().items()]
 
     def high_threshold_bps(self) -> float:
         """The policy's threshold (the detector's bar divided by suspect_fraction)."""
@@ -277,6 +304,13 @@ class SteeringBook:
         here as if this book had made it. Its monotonic time was the other process's clock:
         here it counts from now."""
         self._steered[(flow, port)] = dict(record, monotonic_s=now)
+
+    def hand_over(self) -> set:
+        """Forget every steering without releasing it (no record, no count): a leader stepping
+        down leaves them in force for its successor, which adopts them. Returns their flows."""
+        flows = self.steered()
+        self._steered.clear()
+        return flows
 
     def release_all(self, reason: str, now: float, wall_s: float) -> list[Decision]:
         """Free every steered flow (detection stops), with their steering estimates."""

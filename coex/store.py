@@ -8,7 +8,8 @@ acknowledged survives a controller crash right after.
 Two instances on one host share this file (docs/ha.md): a save names the version it
 was made from and is refused if another instance saved since (compare-and-swap); the
 leader's term (its epoch and OpenFlow generation id) and the heavy hitters it steers
-are kept here too, for whoever leads next.
+are kept here too, for whoever leads next, and every instance's sFlow collector, which the
+leader points the bridges' agents at.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sqlite3
 import time
 
 from coex.policy import Policy, PolicyError
+from coex.remotes import sflow_target
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS policy (
@@ -48,11 +50,22 @@ CREATE TABLE IF NOT EXISTS steered (
     record TEXT NOT NULL,
     PRIMARY KEY (flow, dpid, port)
 );
+CREATE TABLE IF NOT EXISTS instances (
+    identity TEXT PRIMARY KEY,
+    collector TEXT,
+    seen REAL NOT NULL
+);
 """
 
 # OpenFlow compares generation ids as signed 64-bit differences: one is stale when it is
 # behind the last one the switch saw. Ids are kept below 2^63 so that never wraps.
 GENERATION_MAX = 2**63 - 1
+# Every instance says every ANNOUNCE_INTERVAL_S where its sFlow collector listens; one not heard
+# of for INSTANCE_TTL_S is taken for gone (the clocks of instances on several hosts must agree
+# better than that), and its row is deleted after FORGET_AFTER_S.
+ANNOUNCE_INTERVAL_S = 2.0
+INSTANCE_TTL_S = 10.0
+FORGET_AFTER_S = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +115,21 @@ def checked_steerings(rows) -> list[tuple[dict, int, int, dict]]:
         if entry is not None:
             out.append(entry)
     return out
+
+
+def live_collectors(rows, now: float) -> list[str]:
+    """The collectors ((collector, seen) rows) of instances heard of within INSTANCE_TTL_S, each
+    once, sorted; one that is not an sFlow address is skipped (the store is shared, and these
+    become the agents' targets)."""
+    out = set()
+    for collector, seen in rows:
+        if collector is None or not isinstance(seen, (int, float)) or now - seen > INSTANCE_TTL_S:
+            continue
+        try:
+            out.add(sflow_target(collector))
+        except ValueError:
+            continue
+    return sorted(out)
 
 
 class StoreError(RuntimeError):
@@ -197,6 +225,20 @@ class PolicyStore:
             else:
                 self._db.execute("INSERT OR REPLACE INTO steered (flow, dpid, port, record) VALUES (?, ?, ?, ?)",
                                  (key, f"{dpid:016x}", port, json.dumps(record, sort_keys=True)))
+
+    # --- the instances ------------------------------------------------------------------------
+
+    def announce(self, identity: str, collector: str | None, now: float) -> None:
+        """Instance `identity` lives and its collector listens at `collector` (None: it has none);
+        instances not heard of for FORGET_AFTER_S are deleted."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO instances (identity, collector, seen) VALUES (?, ?, ?)",
+                             (identity, collector, now))
+            self._db.execute("DELETE FROM instances WHERE seen < ?", (now - FORGET_AFTER_S,))
+
+    def collectors(self, now: float) -> list[str]:
+        """The live instances' collectors (live_collectors)."""
+        return live_collectors(self._db.execute("SELECT collector, seen FROM instances").fetchall(), now)
 
     def changes(self, limit: int = 50) -> list[dict]:
         rows = self._db.execute("SELECT version, at, summary FROM changes ORDER BY version DESC LIMIT ?",

@@ -17,11 +17,11 @@ PrivateOVS has started in this process.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import subprocess
 from typing import Callable, Optional, Sequence, Union
 
+from coex.remotes import sflow_target as validate_target  # noqa: F401 - ovs_config.sflow.validate_target
 from ovs_config.private_ovs import OVSError
 
 DEFAULT_TARGET = "127.0.0.1:6343"
@@ -51,24 +51,6 @@ def _plain_vsctl(*args: str, timeout: float = 20) -> str:
     if out.returncode != 0:
         raise OVSError(f"ovs-vsctl {' '.join(args)} failed: {out.stderr.strip()}")
     return out.stdout
-
-
-def validate_target(target: str) -> str:
-    """'host:port' with an IPv4 address, or '[v6]:port'. Returns it normalised."""
-    if not isinstance(target, str):
-        raise ValueError(f"target must be a string 'ip:port', got {target!r}")
-    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([0-9.]+):(\d{1,5})", target.strip())
-    if not m:
-        raise ValueError(f"target must be 'ip:port' or '[ipv6]:port', got {target!r}")
-    host = m.group(1) or m.group(3)
-    port = int(m.group(2) or m.group(4))
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        raise ValueError(f"target {target!r}: {host!r} is not an IP address") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"target {target!r}: port must be 1..65535")
-    return f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}"
 
 
 def _check_int(name: str, value, lo: int, hi: int) -> int:
@@ -125,20 +107,29 @@ def enable_sflow(bridge: str, sampling: int = 64, polling_s: int = 10,
     return out.strip()
 
 
-def ensure_sflow(bridge: str, sampling: int, polling_s: int, target: str,
+def ensure_sflow(bridge: str, sampling: int, polling_s: int, target: Union[str, Sequence[str]],
                  vsctl: Optional[Vsctl] = None, header_bytes: int = CONTROLLER_HEADER_BYTES) -> bool:
-    """Have ``bridge``'s agent send to ``target`` with these settings; True if it had to change.
-    A bridge already doing so is left alone: a new row restarts the agent (its sequence
-    numbers, its counters' polling)."""
+    """Have ``bridge``'s agent send to ``target`` (one collector or several) with these
+    settings; True if it had to change. A bridge already doing so is left alone: a new row
+    restarts the agent (its sequence numbers, its counters' polling)."""
+    wanted = sorted({validate_target(t) for t in ([target] if isinstance(target, str) else target)})
     now = sflow_settings(bridge, vsctl=vsctl)
-    # ovs-vsctl lists the targets column as a set: ["127.0.0.1:6343"]
-    if now and now.get("targets", "").strip("[]").replace('"', "") == target \
+    if now and sorted(set(listed_targets(now.get("targets", "")))) == wanted \
             and now.get("sampling") == str(sampling) and now.get("polling") == str(polling_s) \
             and now.get("header") == str(header_bytes):
         return False
-    enable_sflow(bridge, sampling=sampling, polling_s=polling_s, target=target, header_bytes=header_bytes,
+    enable_sflow(bridge, sampling=sampling, polling_s=polling_s, target=wanted, header_bytes=header_bytes,
                  vsctl=vsctl)
     return True
+
+
+def listed_targets(column: str) -> list[str]:
+    """The targets of ovs-vsctl's listing of the column, a set of quoted strings:
+    ["127.0.0.1:6343", "[::1]:6343"] (one without brackets when it holds one)."""
+    quoted = re.findall(r'"([^"]*)"', column)
+    if quoted or not column.strip():
+        return quoted
+    return [column.strip()]  # an unquoted single value
 
 
 def disable_sflow(bridge: str, vsctl: Optional[Vsctl] = None) -> None:

@@ -17,12 +17,12 @@ controller tells it the names the switches gave their ports and bridges.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from coex import planner
 from coex.policy import Policy, Port
 from coex.ports import APPLIED, LINK_FALLBACK_SPEC, PortState, link_discipline
-from coex.steering import bridge_sampling, confirms_by_counting
+from coex.steering import bridge_sampling, confirms_by_counting, sampling_targets
 from ovs_config import aqm, counter_refresh, queues, sflow
 from ovs_config.ovsdb import LOCAL, Ovsdb, OvsdbError
 
@@ -164,23 +164,23 @@ class SwitchHostConfigurator:
 
     # --- bridges: sFlow agents and counter refresh -----------------------------------------
 
-    def configure_sampling(self, policy: Policy) -> None:
-        """sFlow agents on the bridges of the bottleneck ports, sending to the policy's
-        collector (the embedded collector, or sFlow-RT's sFlow port; a switch host's own
-        `collector` wins); off on the other bridges. Then the counter refresh."""
+    def configure_sampling(self, policy: Policy, collectors: Sequence[str] = ()) -> None:
+        """sFlow agents on the bridges of the bottleneck ports, sending to every instance's
+        collector (`collectors`: the live instances' own, docs/ha.md; none said: the policy's
+        collector), or to sFlow-RT's sFlow port; a switch host's own `collector` wins. Off on
+        the other bridges. Then the counter refresh."""
         self.policy = policy
         hh = policy.heavy_hitters
         sampling = bridge_sampling(hh, policy.ports)  # dpid -> 1-in-N
         for dpid, bridge in sorted(self.bridge_names.items()):
             db = self.ovsdb_of(dpid)
-            host = policy.switch_host(dpid)
-            collector = host.collector if host is not None and host.collector else hh.collector
+            targets = sampling_targets(policy, dpid, collectors)
             try:
                 if hh.enabled and dpid in sampling:
                     if sflow.ensure_sflow(bridge, sampling=sampling[dpid], polling_s=hh.polling_s,
-                                          target=sflow.validate_target(collector), vsctl=db.vsctl):
+                                          target=targets, vsctl=db.vsctl):
                         self.logger.info("sFlow agent on %s (%s) samples 1-in-%d, sends to %s (%s)", bridge,
-                                         db.where, sampling[dpid], collector, hh.source)
+                                         db.where, sampling[dpid], ", ".join(targets), hh.source)
                 elif sflow.sflow_settings(bridge, vsctl=db.vsctl) is not None:
                     sflow.disable_sflow(bridge, vsctl=db.vsctl)
             except (ValueError, RuntimeError) as err:

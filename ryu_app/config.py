@@ -10,6 +10,7 @@ before it imports our app, so app options cannot be command-line flags).
 | CKCD_COEX_POLICY | (none) | a policy document (JSON, as GET /coex/v1/policy shows it) applied at start |
 | CKCD_COEX_QUEUE_BACKEND | auto | Separate Queues on ports without ckcd-link: auto (tc-htb on a userspace bridge, ovsdb-queue otherwise), tc-htb or ovsdb-queue |
 | CKCD_COEX_CLUSTER | (none) | the OVSDB cluster that holds the policy and elects the leader when instances run on several hosts (comma-separated `tcp:HOST:PORT`, `ssl:HOST:PORT` or `unix:/PATH`; docs/ha.md); unset: the SQLite file of CKCD_COEX_DB and a lock file beside it |
+| CKCD_COEX_SFLOW_COLLECTOR | (none) | `ip:port` where this instance's embedded sFlow collector listens, and which the bridges' agents send to besides the other instances' (docs/ha.md); unset: the policy's `heavy_hitters.collector` |
 | CKCD_COEX_OVSDB_SSL_KEY, _CERT, _CA | (none) | the controller's private key, certificate and the switch hosts' CA, for `ssl:` OVSDB remotes (policy `switches`, docs/real-switches.md) and the state cluster's `ssl:` servers |
 
 CKCD_COEX_POLICY is the configuration-file way to set policy (e.g. heavy-hitter
@@ -24,7 +25,7 @@ import dataclasses
 import os
 
 from coex.policy import Policy, PolicyError, load_json
-from coex.remotes import parse_remotes
+from coex.remotes import instance_collector, parse_remotes
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,6 +51,7 @@ class CoexConfig:
     policy_path: str | None = None
     queue_backend: str = "auto"
     cluster: str | None = None  # OVSDB remotes of the state cluster (docs/ha.md)
+    sflow_collector: str | None = None  # this instance's own collector address (docs/ha.md)
 
     @classmethod
     def from_env(cls, env=os.environ) -> "CoexConfig":
@@ -63,10 +65,12 @@ class CoexConfig:
             raise PolicyError(f"CKCD_COEX_QUEUE_BACKEND: {queue_backend!r} is not one of "
                               f"{', '.join(QUEUE_BACKENDS)}", "CKCD_COEX_QUEUE_BACKEND")
         cluster = env.get("CKCD_COEX_CLUSTER") or None
+        collector = env.get("CKCD_COEX_SFLOW_COLLECTOR") or None
         return cls(db_path=env.get("CKCD_COEX_DB") or default_db_path(env),
                    token=token, rest_host=env.get("CKCD_COEX_REST_HOST", "127.0.0.1"),
                    policy_path=env.get("CKCD_COEX_POLICY") or None, queue_backend=queue_backend,
-                   cluster=parse_remotes(cluster) if cluster is not None else None)
+                   cluster=parse_remotes(cluster) if cluster is not None else None,
+                   sflow_collector=instance_collector(collector) if collector is not None else None)
 
     def policy_file(self) -> Policy | None:
         """The validated policy of CKCD_COEX_POLICY, or None when it is not set. Raises

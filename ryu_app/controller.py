@@ -104,12 +104,16 @@ class CoexController(App):
                                    read_path_counters=self.counters.read, links=LinkStatsReader(),
                                    switch_errors=self.sync.error_counts, switch_writes=self.sync.write_counts,
                                    in_sync=self.sync.fresh, roles=self.roles)
-        self.heavy_hitters = HeavyHitterService(self.view, self.steering, self.logger, self._remember_steering)
+        self.heavy_hitters = HeavyHitterService(self.view, self.steering, self.logger, self._remember_steering,
+                                                leading=lambda: self.roles.leading,
+                                                listen=self.config.sflow_collector)
+        self.collectors: list[str] = []  # the live instances' sFlow collectors, as the leader last read them
         rest.register(kwargs["wsgi"], rest.CoexApi(self.view, self.heavy_hitters, self.apply_policy,
                                                    self.config.token, self.logger))
         self.election = Election(self)
         try:
-            self.election.try_to_lead()  # alone, we lead before the first switch connects
+            if not self.election.try_to_lead():  # alone, we lead before the first switch connects
+                self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)  # detect standing by
         except OSError as err:  # the leader's lock file cannot be trusted
             self.logger.error("%s", err)
             raise SystemExit(2) from None
@@ -205,12 +209,12 @@ class CoexController(App):
                 self.logger.error("heavy hitter %s at %s:%s not stored for the next leader: %s", flow, dpid, port, err)
 
     def configure_heavy_hitters(self) -> None:
-        """The bridges' sFlow agents and counter refresh (ovs_config.switch_host), then the
-        detectors on the ports. The leader's alone: a standby changes no switch."""
-        if not self.roles.leading:
-            return
-        self.switch_hosts.configure_sampling(self.policy)
+        """Detection on the policy's ports, on every instance (a standby's acts on nothing);
+        then, leading, the bridges' sFlow agents (sending to every instance's collector) and
+        counter refresh (ovs_config.switch_host): a standby changes no switch."""
         self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
+        if self.roles.leading:
+            self.switch_hosts.configure_sampling(self.policy, self.collectors)
 
     # --- switches -------------------------------------------------------------------
 
@@ -305,9 +309,10 @@ class CoexController(App):
                 name = port.name.decode() if isinstance(port.name, bytes) else port.name
                 self.switch_hosts.bridge_named(dp.id, name)
         self._send_lldp(dp)
-        if self.roles.leading and any(p.dpid == dp.id for p in self.policy.ports):
-            self.switch_hosts.configure_ports(self.policy)
-            self.configure_heavy_hitters()
+        if any(p.dpid == dp.id for p in self.policy.ports):
+            if self.roles.leading:
+                self.switch_hosts.configure_ports(self.policy)
+            self.configure_heavy_hitters()  # the port's name is known: its detectors can start
 
     def _learn_port(self, dpid: int, port) -> None:
         self.net.add_port(dpid, port.port_no)

@@ -8,7 +8,9 @@ steered, and asks every switch for MASTER; each switch that confirms is read and
 standby tries the lock every ELECTION_INTERVAL_S and keeps its map warm meanwhile (ryu_app.roles).
 
 Every instance follows the store: a policy version stored by another instance becomes the
-one in force here, and the leader enforces it.
+one in force here, and the leader enforces it. Every instance also says in the store, every
+ANNOUNCE_INTERVAL_S, where its sFlow collector listens; the leader points the bridges' agents
+at all of the live ones, so that every instance detects heavy hitters (ryu_app.heavy_hitters).
 
 A leader whose MASTER request a switch refuses as stale (another instance claimed a newer
 term) steps down at once: it releases the lock, forgets what switches hold, asks SLAVE, and
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from coex.store import StoreError
+from coex.store import ANNOUNCE_INTERVAL_S, StoreError
 from ryu_app import rest
 from ryu_app.framework import hub
 from ryu_app.roles import MASTER, SLAVE
@@ -70,9 +72,11 @@ class Election:
         # detection as the policy says from the start (its collector listening), not only once a
         # bottleneck port's switch connects: GET /heavy-hitters says what it waits for
         ctl.heavy_hitters.configure(policy.heavy_hitters, policy.ports)
+        ctl.collectors = self._live_collectors()
         ctl.roles.term = term
         ctl.logger.info("leading: term %d, generation id %d (%s)", term.epoch, term.generation_id, ctl.identity)
         ctl.heavy_hitters.adopt(steered)
+        ctl.heavy_hitters.lead()  # what we detected standing by, at once
         for dp in list(ctl.datapaths.values()):
             ctl.sync.forget(dp.id)
             self.ask_role(dp)
@@ -83,7 +87,7 @@ class Election:
         OVSDB, as the leader of `term` (not if we stopped leading meanwhile)."""
         ctl = self.ctl
         if ctl.roles.term is term:
-            ctl.switch_hosts.configure_sampling(ctl.policy)
+            ctl.switch_hosts.configure_sampling(ctl.policy, ctl.collectors)
         if ctl.roles.term is term and ctl.datapaths:  # ports of switches already connected
             ctl.switch_hosts.configure_ports(ctl.policy)
 
@@ -99,7 +103,7 @@ class Election:
         ctl.lock.release()
         if hold:
             self._hold_until = time.monotonic() + STEP_DOWN_HOLD_S
-        ctl.heavy_hitters.stop()
+        ctl.heavy_hitters.stand_by()
         for dp in list(ctl.datapaths.values()):
             ctl.sync.forget(dp.id)
             self.ask_role(dp)
@@ -121,7 +125,7 @@ class Election:
             self.ask_role(dp)
 
     def run_forever(self) -> None:
-        last_follow = 0.0
+        last_follow = last_announce = 0.0
         while True:
             hub.sleep(ELECTION_INTERVAL_S)
             try:
@@ -132,10 +136,36 @@ class Election:
                 if time.monotonic() - last_follow >= FOLLOW_INTERVAL_S:
                     last_follow = time.monotonic()
                     self.follow_store()
+                if time.monotonic() - last_announce >= ANNOUNCE_INTERVAL_S:
+                    last_announce = time.monotonic()
+                    self.announce()
             except StoreError as err:  # the state cluster without a leader: the next round asks again
                 self.ctl.logger.warning("policy store: %s", err)
             except Exception:  # noqa: BLE001 - this loop must outlive anything: it alone watches the lock
                 self.ctl.logger.exception("election round failed")
+
+    def announce(self) -> None:
+        """Say where our sFlow collector listens; leading, point the bridges' agents at every
+        live instance's collector when that set changed (apart: OVSDB may be slow)."""
+        ctl = self.ctl
+        ctl.store.announce(ctl.identity, ctl.heavy_hitters.collector_address(), time.time())
+        if not ctl.roles.leading:
+            return
+        collectors = self._live_collectors()
+        if collectors != ctl.collectors:
+            ctl.logger.info("sFlow collectors of the live instances: %s", ", ".join(collectors) or "none")
+            ctl.collectors = collectors
+            hub.spawn(self._configure_sampling, ctl.roles.term)
+
+    def _live_collectors(self) -> list[str]:
+        """The live instances' collectors as the store has them, and ours (whatever the store
+        said: the agents must send to the leader)."""
+        own = self.ctl.heavy_hitters.collector_address()
+        return sorted(set(self.ctl.store.collectors(time.time())) | ({own} if own else set()))
+
+    def _configure_sampling(self, term) -> None:
+        if self.ctl.roles.term is term:
+            self.ctl.switch_hosts.configure_sampling(self.ctl.policy, self.ctl.collectors)
 
     def follow_store(self) -> None:
         """A policy another instance stored becomes ours; leading, we enforce it (apart: it
@@ -148,6 +178,8 @@ class Election:
         ctl.logger.info("policy version %d, stored by another instance, is in force", version)
         if ctl.roles.leading:
             hub.spawn(self._enforce, version)
+        else:  # a standby detects as the policy says, too
+            ctl.configure_heavy_hitters()
 
     def _enforce(self, version: int) -> None:
         try:

@@ -17,6 +17,11 @@ Detectors (policy `detector`): "rate", the windowed rate estimate against a thre
 Sources: the embedded collector (OVS's agent sends datagrams to us) or sFlow-RT's
 REST API, polled once a second, for operators who run it. Either way the OVS agent on
 the bottleneck bridges sends to `collector`: our listener, or sFlow-RT's sFlow port.
+
+Every instance detects; only the leader acts (docs/ha.md). A standby's detectors take the
+samples (the agents send to every instance's collector) but their events go nowhere: it
+steers nothing, counts nothing and stores nothing. Taking over, it acts at once on what they
+hold heavy (lead()); stepping down, it leaves what it steered to its successor (stand_by()).
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ TICK_S = 0.5
 # within COUNT_TIMEOUT_S is skipped that round.
 COUNT_INTERVAL_S = 0.1
 COUNT_TIMEOUT_S = 0.5
+# A collector that cannot listen (its port taken, e.g. by the instance that led before us on the
+# same address) tries again this often.
+LISTEN_RETRY_S = 2.0
 
 
 def ifindex(port_name: str) -> int | None:
@@ -85,10 +93,13 @@ class SwitchActions(Protocol):
 
 class HeavyHitterService:
     def __init__(self, view: ControllerView, switches: SwitchActions, logger: logging.Logger,
-                 remember: Callable[[dict, int, int, dict | None], None] = lambda *_: None):
+                 remember: Callable[[dict, int, int, dict | None], None] = lambda *_: None,
+                 leading: Callable[[], bool] = lambda: True, listen: str | None = None):
         self.view = view  # port names and which switches are connected
         self.switches = switches
         self.logger = logger
+        self.leading = leading  # whether we act on what we detect (docs/ha.md)
+        self.listen = listen    # this instance's own collector address; None: the policy's
         # remember(flow, dpid, port, record or None): each steering and release, for whoever
         # leads next (the shared store, docs/ha.md)
         self.remember = remember
@@ -159,20 +170,34 @@ class HeavyHitterService:
 
     def _start_loops(self, hh: HeavyHitters, gen: int) -> None:
         if hh.source == "embedded":
-            host, _, port = hh.collector.rpartition(":")
-            self.listener = SFlowListener(self.collector, host=host, port=int(port), poll_timeout_s=0.5)
-            try:
-                self.listener.open()
-            except OSError as err:
-                self.logger.error("sFlow collector cannot listen on %s: %s", hh.collector, err)
-                self.listener = None
-            else:
-                self._threads.append(hub.spawn(self._serve, gen))
+            self._threads.append(hub.spawn(self._serve, gen))
         else:
             self._threads.append(hub.spawn(self._poll_sflow_rt, gen))
         self._threads.append(hub.spawn(self._tick_loop, gen))
         if self.counting is not None:
             self._threads.append(hub.spawn(self._count_loop, gen))
+
+    def collector_address(self) -> str | None:
+        """Where this instance's embedded collector listens (and the agents send to): its own
+        address if it has one, else the policy's; None when it runs none."""
+        hh = self.settings
+        if hh is None or not hh.enabled or hh.source != "embedded":
+            return None
+        return self.listen or hh.collector
+
+    def _open_listener(self) -> bool:
+        address = self.collector_address()
+        host, _, port = address.rpartition(":")
+        listener = SFlowListener(self.collector, host=host.strip("[]"), port=int(port), poll_timeout_s=0.5)
+        try:
+            listener.open()
+        except OSError as err:
+            self.error = f"the sFlow collector cannot listen on {address}: {err.strerror or err}; trying again"
+            return False
+        if self.error is not None:
+            self.logger.info("sFlow collector listens on %s", address)
+        self.listener, self.error = listener, None
+        return True
 
     def _check_sflow_rt_addresses(self, hh: HeavyHitters) -> None:
         """sFlow-RT: the controller points the OVS agents at `collector`, which must be
@@ -208,6 +233,12 @@ class HeavyHitterService:
     # --- loops ----------------------------------------------------------------------------
 
     def _serve(self, gen):
+        failed = 0
+        while gen == self._generation and not self._open_listener():
+            if not failed:  # once: GET /heavy-hitters keeps saying it
+                self.logger.error("heavy hitters: %s", self.error)
+            failed += 1
+            hub.sleep(LISTEN_RETRY_S)
         while gen == self._generation and self.listener is not None:
             self.listener.receive_once()
 
@@ -246,6 +277,8 @@ class HeavyHitterService:
             self._apply(watch, watch.observe_sample(sample, now, since), now)
 
     def _apply(self, watch: PortWatch, events, now: float) -> None:
+        if not self.leading():  # a standby's detectors keep their state; their events go nowhere
+            return
         if events and self.counting is not None:
             events = self._suspect(watch, events, now)
         if events:
@@ -283,7 +316,7 @@ class HeavyHitterService:
         while gen == self._generation:
             hub.sleep(READ_INTERVAL_S)
             book = self.counting
-            if book is None:
+            if book is None or not self.leading():
                 continue
             started = time.monotonic()
             with_suspects = {dpid for dpid, _ in book.suspects}
@@ -344,6 +377,28 @@ class HeavyHitterService:
                 self.counting.steering(dpid, key, (dpid, port), now)
             self.switches.steer(key)
             self.logger.info("heavy hitter %s at %s:%s: steered by the previous leader, kept", key, dpid, port)
+
+    def lead(self) -> None:
+        """Taking over (after adopt): what our detectors hold heavy now, found while we stood
+        by, is acted on at once, as if just detected (it is steered, or a suspect counted)
+        rather than after a detection window of its own."""
+        now = time.monotonic()
+        for watch in list(self.watches.values()):
+            self._apply(watch, watch.held(now), now)
+
+    def stand_by(self) -> None:
+        """Stepping down: what we steered stays steered for our successor, which adopts it from
+        the store (no release is recorded or remembered), and our suspects are dropped (the
+        successor's reconcile takes their counting flows away). Detection goes on."""
+        for flow in self.book.hand_over():
+            self.switches.unsteer(flow)  # from what we would write: nothing is, as a standby
+        book = self.counting
+        if book is not None:
+            for (dpid, key), suspect in list(book.suspects.items()):
+                book.forget(dpid, key)
+                if suspect.port in self.watches:  # suspected again, and acted on, if we lead again
+                    self.watches[suspect.port].detector.forget(key)
+            book.steered.clear()
 
     def counted_on(self, dpid: int) -> list:
         """The suspects counted on switch dpid (their counting flows go back in on a reconnect)."""
@@ -406,6 +461,7 @@ class HeavyHitterService:
         settings = self.settings
         return {
             "enabled": bool(settings and settings.enabled),
+            "acting": self.leading(),
             "source": settings.source if settings else None,
             "detector": settings.detector if settings else None,
             "error": self.error,
@@ -415,6 +471,8 @@ class HeavyHitterService:
             "current": self.book.current(self.watches, now,
                                          self.counting.counted_bps if self.counting is not None else None),
             "counting": self._counting_report(now),
+            "detected": [{"flow": flow_dict(ev.key), "dpid": dpid, "port": port, "estimate_bps": round(ev.estimate_bps)}
+                         for (dpid, port), watch in self.watches.items() for ev in watch.held(now)],
             "log": self.book.recent(),
             "collector": self.collector.stats() if self.listener else None,
         }

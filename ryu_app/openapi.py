@@ -91,11 +91,11 @@ RESPONSES = {  # handler -> schema of its 2xx answer
     "delete_port": _CHANGED,
     "put_aqm": _answer(version=VERSION, port=_ref("Port")),
     "delete_aqm": _CHANGED,
-    "get_heavy_hitters": _answer(enabled={"type": "boolean"}, ports={"type": "array"},
+    "get_heavy_hitters": _answer(enabled={"type": "boolean"}, acting={"type": "boolean"}, ports={"type": "array"},
                                  waiting={"type": "array", "items": _answer(
                                      dpid={"type": "integer"}, port={"type": "integer"},
                                      **{"for": {"type": "string", "example": "switch 0x1 to connect"}})},
-                                 current={"type": "array"}, log={"type": "array"}),
+                                 current={"type": "array"}, detected={"type": "array"}, log={"type": "array"}),
     "get_hh_config": _ref("HeavyHitters"),
     "put_hh_config": _answer(version=VERSION, heavy_hitters=_ref("HeavyHitters")),
     "list_switches": _answer(switches={"type": "array", "items": _ref("SwitchHost")}),

@@ -1,5 +1,7 @@
 """Two controllers, one leader: on real OVS, two real ryu-manager ckcd_coex instances (their
 own OpenFlow, REST and sFlow ports, one shared policy store) and Mininet's two-path topology.
+A's collector listens where the policy says, B's on its own address (CKCD_COEX_SFLOW_COLLECTOR):
+the bridges' sFlow agents send to both, and both detect; only the leader steers.
 
 The leader is killed with SIGKILL while an established pair pings every 10 ms and a heavy
 hitter is steered, then started again. Roles are read where OVS keeps them (its Controller
@@ -25,6 +27,7 @@ from coex.store import PolicyStore
 from experiments.lab.net import Controller, mininet_net
 from experiments.lab.rest_client import CoexClient
 from ovs_config.private_ovs import ofctl
+from ovs_config.sflow import listed_targets, sflow_settings
 from ovs_config.state_cluster import StateCluster
 from tests.integration.labkit import RULES, SFLOW_PORT, steering_flows
 from tests.integration.test_switch_sync_lab import OURS, first_answer_s, snapshot, untouched
@@ -34,6 +37,7 @@ from topologies.two_paths import TwoPaths
 pytestmark = pytest.mark.lab  # needs root and a lab: namespaces, Open vSwitch, Mininet, ckcd-link or the kernel VM
 
 A_OF, A_REST, B_OF, B_REST = 6690, 8190, 6691, 8191
+B_SFLOW = f"127.0.0.1:{SFLOW_PORT + 1}"  # the standby's own collector; A's is the policy's
 BRIDGES = ("s1", "s2", "s3", "s4")
 # The survivor must lead every switch within this of the kill. Measured on this topology
 # (docs/ha.md): the lock comes free at the leader's death and the standby tries it every 0.2 s;
@@ -144,7 +148,7 @@ def test_failover_keeps_traffic_flows_and_steering(private_ovs, tmp_path, store)
 
 def failover(tmp_path, env: dict, stored_term, kill_a_state_server) -> None:
     a = instance(A_OF, A_REST, str(tmp_path / "a.log"), env).start()
-    b = instance(B_OF, B_REST, str(tmp_path / "b.log"), env)
+    b = instance(B_OF, B_REST, str(tmp_path / "b.log"), dict(env, CKCD_COEX_SFLOW_COLLECTOR=B_SFLOW))
     iperf = []
     try:
         b.start()
@@ -153,11 +157,13 @@ def failover(tmp_path, env: dict, stored_term, kill_a_state_server) -> None:
             connect_both(net)
             h1, h2, h3, h4 = net.get("h1", "h2", "h3", "h4")
             steered = steer_a_heavy_hitter(CoexClient(a.rest_url), h1, h3, iperf)
+            out = {"standby": standby_detects(steered)}
             h1.cmd(f"ping -n -i 0.01 -w 14 {h3.IP()} > {tmp_path}/established.txt 2>&1 &")
             time.sleep(1)
             before, old_gen = snapshot(BRIDGES), stored_term().generation_id
             a.kill()
-            out = take_over(time.monotonic(), kill_a_state_server)
+            out.update(take_over(time.monotonic(), kill_a_state_server))
+            out["b_acting"] = CoexClient(b.rest_url).ok("GET", "/heavy-hitters")["acting"]
             out["new_pair_s"] = first_answer_s(h2, h4.IP())
             CoexClient(b.rest_url).ok("POST", "/rules", RULES[1])
             out["enforced"] = all("tp_dst=5302" in ofctl("dump-flows", br, OURS) for br in BRIDGES)
@@ -245,6 +251,7 @@ def judge(out: dict, before, established: str) -> None:
     assert out["enforced"], "the rule stored on the survivor is on every switch"
     assert not untouched(before, out["after"]), "no flow of ours was sent again or lost across the failover"
     assert out["still_steered"], "the heavy hitter is still steered"
+    assert out["standby"]["acting"] is False and out["b_acting"] is True, (out["standby"], out["b_acting"])
     assert not out["survivor_demoted"], out["survivor_demoted"]
     assert not untouched(out["restart"], out["after_rejoin"]), "the rejoining instance touched no flow"
     assert out["rejoined"] and out["a_health"]["role"] == "standby" and out["a_health"]["switches_master"] == 0
@@ -271,6 +278,19 @@ def steer_a_heavy_hitter(api, src, dst, procs: list) -> tuple:
     eventually(lambda: "priority=2050" not in ofctl("dump-flows", "s1"), timeout_s=10,
                what="its counting flow removed")
     return m[1], m[2], int(m[3]), int(m[4])
+
+
+def standby_detects(steered: tuple) -> dict:
+    """Every instance detects: s1's agent sends to both collectors, and the standby's detectors
+    hold the heavy hitter the leader steered (GET /heavy-hitters `detected`), while it acts on
+    nothing. Its report."""
+    eventually(lambda: sorted(listed_targets(sflow_settings("s1")["targets"])) == sorted(
+        [f"127.0.0.1:{SFLOW_PORT}", B_SFLOW]), timeout_s=10, what="s1's sFlow agent sending to both instances")
+    api = CoexClient(f"http://127.0.0.1:{B_REST}/coex/v1")
+    flow = dict(zip(("src_ip", "dst_ip", "src_port", "dst_port"), steered))
+    return eventually(lambda: (r := api.ok("GET", "/heavy-hitters")) and any(
+        {k: d["flow"][k] for k in flow} == flow for d in r["detected"]) and r, timeout_s=15,
+        what="the standby's detectors holding the steered heavy hitter")
 
 
 def watch_takeover(killed: float) -> tuple[float, list]:

@@ -18,7 +18,7 @@ import pytest
 from coex.ovsdb_state import OvsdbStore
 from coex.remotes import parse_remotes
 from coex.policy import Policy, PolicyError
-from coex.store import StaleVersion, StoreError
+from coex.store import FORGET_AFTER_S, INSTANCE_TTL_S, StaleVersion, StoreError
 from ovs_config.state_cluster import StateCluster
 from ryu_app.config import CoexConfig
 from tests.waiting import eventually
@@ -50,6 +50,27 @@ def test_two_instances_share_the_policy_and_a_stale_save_is_refused(cluster):
         assert two.save(PATHS, "paths", based_on=1) == 2
         eventually(lambda: one.load() == (PATHS, 2), timeout_s=5, interval_s=0.05, what="the second save seen")
         assert [c["summary"] for c in one.changes()] == ["paths", "queues"]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_every_instance_says_where_its_collector_listens(cluster):
+    """Rule: what each instance announces the other reads (the leader points the agents at
+    it); one not heard of for INSTANCE_TTL_S drops out, and its row is deleted by the next
+    announcement after FORGET_AFTER_S; no lock is needed (a standby announces too)."""
+    one, two = OvsdbStore(cluster.remotes), OvsdbStore(cluster.remotes)
+    try:
+        one.announce("one", "127.0.0.1:6343", 1000.0)
+        two.announce("two", "127.0.0.1:6344", 1000.0)
+        two.announce("three", None, 1000.0)
+        eventually(lambda: one.collectors(1001.0) == ["127.0.0.1:6343", "127.0.0.1:6344"], timeout_s=5,
+                   interval_s=0.05, what="both collectors seen by the first instance")
+        one.announce("one", "127.0.0.1:6343", 1005.0)
+        assert one.collectors(1001.0 + INSTANCE_TTL_S) == ["127.0.0.1:6343"]
+        one.announce("one", "127.0.0.1:6343", 1001.0 + FORGET_AFTER_S)
+        eventually(lambda: sorted(r.identity for r in two._rows(two._data, "Instance")) == ["one"], timeout_s=5,
+                   interval_s=0.05, what="the others' rows deleted")
     finally:
         one.close()
         two.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ovs_config.sflow import (disable_sflow, enable_sflow, ensure_sflow, sflow_command, sflow_settings,
+from ovs_config.sflow import (disable_sflow, enable_sflow, ensure_sflow, listed_targets, sflow_command, sflow_settings,
                               validate_target)
 
 
@@ -92,3 +92,29 @@ def test_ensure_sflow_leaves_an_agent_alone_that_already_sends_there():
     assert ensure_sflow("s1", sampling=256, polling_s=1, target="127.0.0.1:16343", vsctl=vsctl) is True
     assert "header=512" in creates[-1]
     assert len(creates) == 4
+
+
+def test_ensure_sflow_compares_a_set_of_targets():
+    """Rule: several collectors (every instance's, docs/ha.md) are one set: the same ones in
+    another order change nothing; one more or one fewer makes a new row. The fake lists the
+    set as the real ovs-vsctl does (["a", "b"])."""
+    row = {}
+
+    def vsctl(*args):
+        if args[:2] == ("get", "bridge"):
+            return "5b1f3f4e-0000-0000-0000-000000000000\n" if row else "[]\n"
+        if args[0].startswith("--columns"):
+            listed = ", ".join(f'"{t}"' for t in row["targets"])
+            return f"header              : 512\npolling             : 1\nsampling            : 64\ntargets             : [{listed}]\n"
+        value = next(a.split("=", 1)[1] for a in args if a.startswith("target="))
+        row["targets"] = [t.strip('"') for t in value.strip("[]").split(",")]
+        return "5b1f3f4e-0000-0000-0000-000000000000\n"
+
+    two = ["127.0.0.1:6344", "127.0.0.1:6343"]
+    assert ensure_sflow("s1", sampling=64, polling_s=1, target=two, vsctl=vsctl) is True
+    assert row["targets"] == ["127.0.0.1:6343", "127.0.0.1:6344"]
+    assert ensure_sflow("s1", sampling=64, polling_s=1, target=list(reversed(two)), vsctl=vsctl) is False
+    assert ensure_sflow("s1", sampling=64, polling_s=1, target=two[:1], vsctl=vsctl) is True
+    assert row["targets"] == ["127.0.0.1:6344"]
+    assert listed_targets('["[::1]:6343", "10.0.0.1:6343"]') == ["[::1]:6343", "10.0.0.1:6343"]
+    assert listed_targets("127.0.0.1:6343") == ["127.0.0.1:6343"] and listed_targets("") == []

@@ -10,12 +10,12 @@ import dataclasses
 import pytest
 
 from coex.heavy_hitters import MODE_OF_HISTORY, HeavyHitterConfig, HeavyHitterEvent
-from coex.policy import HeavyHitters
+from coex.policy import HeavyHitters, Policy
 from coex.sflow import FlowKey
 from coex.sflowrt import PORT_KEYS, parse_active_flows
 from coex.steering import (FEW_SAMPLES_PER_S, MAX_PORT_SAMPLES_PER_S, SUSPECT_SAMPLES_PER_S, PortWatch,
                            SteeringBook, bridge_sampling, chosen_sampling, detector_config, mode_detector,
-                           threshold_samples_per_s)
+                           sampling_targets, threshold_samples_per_s)
 
 ELEPHANT = FlowKey("10.0.0.1", "10.0.0.3", 6, 43210, 5201)
 MOUSE = FlowKey("10.0.0.2", "10.0.0.4", 6, 40000, 80)
@@ -272,6 +272,38 @@ def test_a_bridge_samples_for_its_most_demanding_port_and_a_set_sampling_wins():
     assert chosen == {1: min(chosen_sampling(50e6, 100e6), chosen_sampling(10e6, 20e6)),
                       2: chosen_sampling(500e6, 1e9)}
     assert bridge_sampling(HeavyHitters(enabled=True, sampling=256), ports) == {1: 256, 2: 256}
+
+
+def test_the_agents_send_to_every_live_instance_unless_the_switch_host_says_otherwise():
+    """Rule (docs/ha.md): with the embedded collector, a bridge's agent sends to every live
+    instance's collector, or to the policy's collector while none is known; a switch host's
+    own `collector` wins (the address it reaches us by); sFlow-RT: its sFlow port alone."""
+    pol = Policy.from_dict({"ports": [{"dpid": 1, "port": 3, "capacity_bps": 50_000_000}],
+                            "heavy_hitters": {"enabled": True, "collector": "127.0.0.1:6343"},
+                            "switches": [{"dpid": 2, "ovsdb": "tcp:10.0.0.2:6640", "collector": "10.0.0.1:6343"}]})
+    live = ["127.0.0.1:6344", "127.0.0.1:6343", "127.0.0.1:6344"]
+    assert sampling_targets(pol, 1, live) == ["127.0.0.1:6343", "127.0.0.1:6344"]
+    assert sampling_targets(pol, 1, []) == ["127.0.0.1:6343"]
+    assert sampling_targets(pol, 2, live) == ["10.0.0.1:6343"]
+    rt = pol.edited(lambda d: d["heavy_hitters"].update(source="sflow-rt", collector="10.0.0.8:6343"))
+    assert sampling_targets(rt, 1, live) == ["10.0.0.8:6343"]
+
+
+def test_a_standby_takes_over_what_its_detectors_hold_heavy():
+    """Rule: held() gives a "detected" event for each flow the deciding detector holds heavy
+    (the rate detector's with its threshold and first sample; the mode detector's current
+    mode), and none while nothing is heavy."""
+    w = watch(absolute())
+    assert w.held(0.0) == []
+    rates(w, {ELEPHANT: 20e6}, 0.0)
+    [ev] = w.held(0.5)
+    assert (ev.kind, ev.key, ev.threshold_bps, ev.reason) == ("detected", ELEPHANT, 10_000_000,
+                                                              "detected while standing by")
+    m = watch(absolute(detector="mode"))
+    for i in range(64):
+        m.mode.observe(ELEPHANT, i * 0.01)
+    [ev] = m.held(1.0)
+    assert (ev.key, ev.mode) == (ELEPHANT, MODE_OF_HISTORY)
 
 
 def test_counting_puts_the_detectors_bar_at_the_suspect_fraction_and_keeps_the_threshold():

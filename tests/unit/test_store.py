@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from coex.policy import Policy
-from coex.store import PolicyStore, StaleVersion, StoreError
+from coex.store import FORGET_AFTER_S, INSTANCE_TTL_S, PolicyStore, StaleVersion, StoreError
 
 
 def test_empty_store_gives_the_default_policy(tmp_path):
@@ -126,3 +126,31 @@ def test_a_stored_steering_that_does_not_check_out_is_skipped(tmp_path, flow, dp
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO steered (flow, dpid, port, record) VALUES (?, ?, ?, ?)", (flow, dpid, port, record))
     assert store.steered() == [(good, 1, 3, {"decision": "steered"})]
+
+
+def test_the_live_instances_collectors_are_the_agents_targets(tmp_path):
+    """Rule: an instance's collector counts while it was heard of within INSTANCE_TTL_S; each
+    address once, sorted; an instance without one adds none; one gone for FORGET_AFTER_S is
+    deleted at the next announcement."""
+    path = str(tmp_path / "p.sqlite")
+    store = PolicyStore(path)
+    store.announce("a", "127.0.0.1:6343", 1000.0)
+    store.announce("b", "127.0.0.1:6344", 1000.0)
+    store.announce("c", None, 1000.0)
+    store.announce("d", "127.0.0.1:6343", 1000.0)
+    assert PolicyStore(path).collectors(1000.0 + INSTANCE_TTL_S) == ["127.0.0.1:6343", "127.0.0.1:6344"]
+    store.announce("a", "127.0.0.1:6343", 1005.0)
+    assert store.collectors(1001.0 + INSTANCE_TTL_S) == ["127.0.0.1:6343"]
+    store.announce("a", "127.0.0.1:6343", 1001.0 + FORGET_AFTER_S)
+    with sqlite3.connect(path) as db:
+        assert [r[0] for r in db.execute("SELECT identity FROM instances")] == ["a"]
+
+
+@pytest.mark.parametrize("bad", ["host:6343", "127.0.0.1", "127.0.0.1:0", "1.2.3.4:5; rm -rf /", "[::1]:99999"])
+def test_a_stored_collector_that_is_not_an_address_is_skipped(tmp_path, bad):
+    """Rule: the store is shared and its collectors become ovs-vsctl arguments on every
+    bottleneck bridge: one that is not ip:port is skipped."""
+    store = PolicyStore(str(tmp_path / "p.sqlite"))
+    store.announce("good", "10.0.0.9:6343", 5.0)
+    store.announce("bad", bad, 5.0)
+    assert store.collectors(6.0) == ["10.0.0.9:6343"]
