@@ -72,7 +72,9 @@ def _connect(remotes: str) -> ovs.db.idl.Idl:
             return idl
         if time.monotonic() > deadline:
             idl.close()
-            raise StoreError(f"the state cluster ({remotes}) did not answer within {CONNECT_TIMEOUT_S:.0f} s")
+            raise StoreError(f"the state cluster ({remotes}) did not answer within {CONNECT_TIMEOUT_S:.0f} s, or "
+                             "holds an older schema that lacks a table of ours (it refuses their monitor): "
+                             "ovsdb-client needs-conversion says, docs/ha.md")
         time.sleep(0.02)
 
 
@@ -226,7 +228,7 @@ class OvsdbStore:
             rows = list(self._data.tables["Instance"].rows.values())
             mine = [r for r in rows if r.identity == identity]
             for r in rows:
-                if r.identity != identity and r.seen < now - FORGET_AFTER_S:
+                if r.identity != identity and not now - FORGET_AFTER_S <= r.seen <= now + FORGET_AFTER_S:
                     r.delete()
             row = mine[0] if mine else txn.insert(self._data.tables["Instance"])
             row.identity, row.collector, row.seen = identity, [] if collector is None else [collector], now

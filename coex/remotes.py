@@ -30,7 +30,7 @@ def sflow_target(target: str) -> str:
     shared store must not make anyone look a name up."""
     if not isinstance(target, str):
         raise ValueError(f"target must be a string 'ip:port', got {target!r}")
-    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([0-9.]+):(\d{1,5})", target.strip())
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([0-9.]+):([0-9]{1,5})", target.strip())
     if not m:
         raise ValueError(f"target must be 'ip:port' or '[ipv6]:port', got {target!r}")
     host = m.group(1) or m.group(3)
@@ -44,15 +44,30 @@ def sflow_target(target: str) -> str:
     return f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}"
 
 
-def instance_collector(value: str) -> str:
-    """CKCD_COEX_SFLOW_COLLECTOR: where this instance's collector listens, which is also the
-    address the bridges' agents send to, so a wildcard address is refused (PolicyError naming
-    the setting)."""
+def collector_problem(target: str) -> str | None:
+    """Why `target` cannot be an instance's collector, which is where it listens and where the
+    bridges' agents send (so every instance gets each sample once): None when it can. Only a
+    plain unicast address: not a wildcard (0.0.0.0 reaches a socket bound to 127.0.0.1, and
+    would send that instance every sample twice), not an IPv4-mapped IPv6 one (the same
+    instance under a second name), not multicast or broadcast."""
     try:
-        target = sflow_target(value)
+        target = sflow_target(target)
     except ValueError as err:
-        raise PolicyError(f"CKCD_COEX_SFLOW_COLLECTOR: {err}", "CKCD_COEX_SFLOW_COLLECTOR") from None
-    if ipaddress.ip_address(target.rpartition(":")[0].strip("[]")).is_unspecified:
-        raise PolicyError(f"CKCD_COEX_SFLOW_COLLECTOR: {value!r}: the bridges send to this address, so it "
-                          "must be one of this host's (not 0.0.0.0 or ::)", "CKCD_COEX_SFLOW_COLLECTOR")
-    return target
+        return str(err)
+    addr = ipaddress.ip_address(target.rpartition(":")[0].strip("[]"))
+    if addr.is_unspecified:
+        return f"{target}: the bridges send to this address, so it must be one of the host's (not 0.0.0.0 or ::)"
+    if addr.version == 6 and addr.ipv4_mapped is not None:
+        return f"{target}: say the IPv4 address {addr.ipv4_mapped} itself"
+    if addr.is_multicast or str(addr) == "255.255.255.255":
+        return f"{target}: a multicast or broadcast address is not one collector"
+    return None
+
+
+def instance_collector(value: str) -> str:
+    """CKCD_COEX_SFLOW_COLLECTOR, checked (collector_problem) and normalised; PolicyError naming
+    the setting."""
+    problem = collector_problem(value)
+    if problem:
+        raise PolicyError(f"CKCD_COEX_SFLOW_COLLECTOR: {value!r}: {problem}", "CKCD_COEX_SFLOW_COLLECTOR")
+    return sflow_target(value)

@@ -22,7 +22,7 @@ import sqlite3
 import time
 
 from coex.policy import Policy, PolicyError
-from coex.remotes import sflow_target
+from coex.remotes import collector_problem, sflow_target
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS policy (
@@ -66,6 +66,9 @@ GENERATION_MAX = 2**63 - 1
 ANNOUNCE_INTERVAL_S = 2.0
 INSTANCE_TTL_S = 10.0
 FORGET_AFTER_S = 300.0
+# OVS opens a socket per target and copies each datagram to every one: more than this many live
+# collectors is someone filling the store, not a standby.
+MAX_COLLECTORS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,18 +121,18 @@ def checked_steerings(rows) -> list[tuple[dict, int, int, dict]]:
 
 
 def live_collectors(rows, now: float) -> list[str]:
-    """The collectors ((collector, seen) rows) of instances heard of within INSTANCE_TTL_S, each
-    once, sorted; one that is not an sFlow address is skipped (the store is shared, and these
-    become the agents' targets)."""
-    out = set()
+    """The collectors ((collector, seen) rows) of instances heard of within INSTANCE_TTL_S (and
+    not from the future: such a row would never age), each once, the most recently heard
+    MAX_COLLECTORS of them, sorted. One that is not an instance's collector (collector_problem)
+    is skipped: the store is shared, and these become the agents' targets."""
+    heard: dict[str, float] = {}
     for collector, seen in rows:
-        if collector is None or not isinstance(seen, (int, float)) or now - seen > INSTANCE_TTL_S:
+        if not isinstance(collector, str) or not isinstance(seen, (int, float)) \
+                or not now - INSTANCE_TTL_S <= seen <= now + INSTANCE_TTL_S or collector_problem(collector):
             continue
-        try:
-            out.add(sflow_target(collector))
-        except ValueError:
-            continue
-    return sorted(out)
+        target = sflow_target(collector)
+        heard[target] = max(seen, heard.get(target, seen))
+    return sorted(sorted(heard, key=heard.get, reverse=True)[:MAX_COLLECTORS])
 
 
 class StoreError(RuntimeError):
@@ -234,7 +237,8 @@ class PolicyStore:
         with self._transaction():
             self._db.execute("INSERT OR REPLACE INTO instances (identity, collector, seen) VALUES (?, ?, ?)",
                              (identity, collector, now))
-            self._db.execute("DELETE FROM instances WHERE seen < ?", (now - FORGET_AFTER_S,))
+            self._db.execute("DELETE FROM instances WHERE seen < ? OR seen > ?",
+                             (now - FORGET_AFTER_S, now + FORGET_AFTER_S))
 
     def collectors(self, now: float) -> list[str]:
         """The live instances' collectors (live_collectors)."""

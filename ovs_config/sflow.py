@@ -127,7 +127,7 @@ def listed_targets(column: str) -> list[str]:
     """The targets of ovs-vsctl's listing of the column, a set of quoted strings:
     ["127.0.0.1:6343", "[::1]:6343"] (one without brackets when it holds one)."""
     quoted = re.findall(r'"([^"]*)"', column)
-    if quoted or not column.strip():
+    if quoted or column.strip() in ("", "[]"):
         return quoted
     return [column.strip()]  # an unquoted single value
 

@@ -164,15 +164,20 @@ class SwitchHostConfigurator:
 
     # --- bridges: sFlow agents and counter refresh -----------------------------------------
 
-    def configure_sampling(self, policy: Policy, collectors: Sequence[str] = ()) -> None:
+    def configure_sampling(self, policy: Policy, collectors: Sequence[str] = (),
+                           still: Callable[[], bool] = lambda: True) -> bool:
         """sFlow agents on the bridges of the bottleneck ports, sending to every instance's
         collector (`collectors`: the live instances' own, docs/ha.md; none said: the policy's
         collector), or to sFlow-RT's sFlow port; a switch host's own `collector` wins. Off on
-        the other bridges. Then the counter refresh."""
+        the other bridges. Then the counter refresh. Stops before a bridge once `still()` is false
+        (we stopped leading). True when every bridge took its settings."""
         self.policy = policy
+        ok = True
         hh = policy.heavy_hitters
         sampling = bridge_sampling(hh, policy.ports)  # dpid -> 1-in-N
         for dpid, bridge in sorted(self.bridge_names.items()):
+            if not still():
+                return False
             db = self.ovsdb_of(dpid)
             targets = sampling_targets(policy, dpid, collectors)
             try:
@@ -183,9 +188,11 @@ class SwitchHostConfigurator:
                                          db.where, sampling[dpid], ", ".join(targets), hh.source)
                 elif sflow.sflow_settings(bridge, vsctl=db.vsctl) is not None:
                     sflow.disable_sflow(bridge, vsctl=db.vsctl)
-            except (ValueError, RuntimeError) as err:
+            except (ValueError, RuntimeError, OSError) as err:
                 self.logger.error("sFlow on %s (%s): %s", bridge, db.where, err)
+                ok = False
         self._configure_counter_refresh(sampling)
+        return ok
 
     def _configure_counter_refresh(self, sampling: Mapping[int, int]) -> None:
         """Counting confirms heavy hitters: the switch hosts with bottleneck bridges credit their

@@ -213,8 +213,7 @@ class CoexController(App):
         then, leading, the bridges' sFlow agents (sending to every instance's collector) and
         counter refresh (ovs_config.switch_host): a standby changes no switch."""
         self.heavy_hitters.configure(self.policy.heavy_hitters, self.policy.ports)
-        if self.roles.leading:
-            self.switch_hosts.configure_sampling(self.policy, self.collectors)
+        self.election.configure_sampling(self.roles.term)
 
     # --- switches -------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 
+from coex.remotes import collector_problem
 from coex.store import ANNOUNCE_INTERVAL_S, StoreError
 from ryu_app import rest
 from ryu_app.framework import hub
@@ -36,6 +37,8 @@ class Election:
     def __init__(self, ctl):
         self.ctl = ctl
         self._hold_until = 0.0
+        self._sampling = hub.Semaphore()  # one sFlow configuration at a time (they yield in ovs-vsctl)
+        self._sampling_stale = False      # the last one failed somewhere: the next announce retries
 
     def try_to_lead(self) -> bool:
         """Take the lock if free and lead; True while we lead. A takeover that fails half way
@@ -51,6 +54,7 @@ class Election:
         except Exception as err:  # noqa: BLE001 - whatever it was, we must not lead half way
             ctl.logger.error("could not take over: %s: %s", type(err).__name__, err)
             ctl.roles.term = None
+            ctl.heavy_hitters.stand_by()  # what adopt() took in is the next leader's again
             ctl.lock.release()
             self._hold_until = time.monotonic() + STALE_RETRY_S
             return False
@@ -76,18 +80,20 @@ class Election:
         ctl.roles.term = term
         ctl.logger.info("leading: term %d, generation id %d (%s)", term.epoch, term.generation_id, ctl.identity)
         ctl.heavy_hitters.adopt(steered)
-        ctl.heavy_hitters.lead()  # what we detected standing by, at once
         for dp in list(ctl.datapaths.values()):
             ctl.sync.forget(dp.id)
             self.ask_role(dp)
         hub.spawn(self._configure_switch_hosts, term)
 
     def _configure_switch_hosts(self, term) -> None:
-        """The bridges' sFlow agents and the bottleneck ports' queues and disciplines, through
-        OVSDB, as the leader of `term` (not if we stopped leading meanwhile)."""
+        """What our detectors found standing by, acted on (its steerings stored: that may wait
+        for the store, so not before the role requests went out); then the bridges' sFlow agents
+        and the bottleneck ports' queues and disciplines, through OVSDB; all as the leader of
+        `term` (not if we stopped leading meanwhile)."""
         ctl = self.ctl
         if ctl.roles.term is term:
-            ctl.switch_hosts.configure_sampling(ctl.policy, ctl.collectors)
+            ctl.heavy_hitters.lead()
+        self.configure_sampling(term)
         if ctl.roles.term is term and ctl.datapaths:  # ports of switches already connected
             ctl.switch_hosts.configure_ports(ctl.policy)
 
@@ -125,7 +131,8 @@ class Election:
             self.ask_role(dp)
 
     def run_forever(self) -> None:
-        last_follow = last_announce = 0.0
+        hub.spawn(self._announce_forever)  # apart: a store that does not answer must not hold up the lock's watch
+        last_follow = 0.0
         while True:
             hub.sleep(ELECTION_INTERVAL_S)
             try:
@@ -136,36 +143,53 @@ class Election:
                 if time.monotonic() - last_follow >= FOLLOW_INTERVAL_S:
                     last_follow = time.monotonic()
                     self.follow_store()
-                if time.monotonic() - last_announce >= ANNOUNCE_INTERVAL_S:
-                    last_announce = time.monotonic()
-                    self.announce()
             except StoreError as err:  # the state cluster without a leader: the next round asks again
                 self.ctl.logger.warning("policy store: %s", err)
             except Exception:  # noqa: BLE001 - this loop must outlive anything: it alone watches the lock
                 self.ctl.logger.exception("election round failed")
 
+    def _announce_forever(self) -> None:
+        while True:
+            try:
+                self.announce()
+            except StoreError as err:
+                self.ctl.logger.warning("policy store: our sFlow collector not announced: %s", err)
+            except Exception:  # noqa: BLE001 - the next round tries again
+                self.ctl.logger.exception("announcing our sFlow collector failed")
+            hub.sleep(ANNOUNCE_INTERVAL_S)
+
     def announce(self) -> None:
         """Say where our sFlow collector listens; leading, point the bridges' agents at every
-        live instance's collector when that set changed (apart: OVSDB may be slow)."""
+        live instance's collector when that set changed, or the last try failed somewhere."""
         ctl = self.ctl
         ctl.store.announce(ctl.identity, ctl.heavy_hitters.collector_address(), time.time())
         if not ctl.roles.leading:
             return
         collectors = self._live_collectors()
-        if collectors != ctl.collectors:
-            ctl.logger.info("sFlow collectors of the live instances: %s", ", ".join(collectors) or "none")
+        if collectors != ctl.collectors or self._sampling_stale:
+            if collectors != ctl.collectors:
+                ctl.logger.info("sFlow collectors of the live instances: %s", ", ".join(collectors) or "none")
             ctl.collectors = collectors
-            hub.spawn(self._configure_sampling, ctl.roles.term)
+            hub.spawn(self.configure_sampling, ctl.roles.term)
 
     def _live_collectors(self) -> list[str]:
         """The live instances' collectors as the store has them, and ours (whatever the store
-        said: the agents must send to the leader)."""
+        said: the agents must send to the leader; unless ours is not an address they can)."""
         own = self.ctl.heavy_hitters.collector_address()
-        return sorted(set(self.ctl.store.collectors(time.time())) | ({own} if own else set()))
+        mine = {own} if own and not collector_problem(own) else set()
+        return sorted(set(self.ctl.store.collectors(time.time())) | mine)
 
-    def _configure_sampling(self, term) -> None:
-        if self.ctl.roles.term is term:
-            self.ctl.switch_hosts.configure_sampling(self.ctl.policy, self.ctl.collectors)
+    def configure_sampling(self, term) -> None:
+        """The bridges' sFlow agents, to the policy's settings and the live collectors, as the
+        leader of `term`: one configuration at a time, each with the newest collectors, none
+        going on past a step-down."""
+        ctl = self.ctl
+        with self._sampling:
+            if ctl.roles.term is not term or term is None:
+                return
+            ok = ctl.switch_hosts.configure_sampling(ctl.policy, ctl.collectors,
+                                                     still=lambda: ctl.roles.term is term)
+            self._sampling_stale = not ok
 
     def follow_store(self) -> None:
         """A policy another instance stored becomes ours; leading, we enforce it (apart: it

@@ -33,7 +33,8 @@ def test_the_setting_wins(monkeypatch):
     assert config.CoexConfig.from_env({"CKCD_COEX_DB": ""}).db_path == config.default_db_path({})
 
 
-@pytest.mark.parametrize("bad", ["0.0.0.0:6343", "[::]:6343", "localhost:6343", "127.0.0.1", "127.0.0.1:70000"])
+@pytest.mark.parametrize("bad", ["0.0.0.0:6343", "[::]:6343", "localhost:6343", "127.0.0.1", "127.0.0.1:70000",
+                                 "[::ffff:127.0.0.1]:6343", "239.1.1.1:6343"])
 def test_an_instance_collector_must_be_an_address_the_bridges_can_send_to(bad):
     """Rule: CKCD_COEX_SFLOW_COLLECTOR is where this instance listens and where the agents
     send, so an IP address and port, not a wildcard or a name; refused naming the setting."""

@@ -97,3 +97,28 @@ def test_a_stale_master_request_steps_down_and_holds_off(tmp_path):
     assert dp.sent[-1].role == ofp.OFPCR_ROLE_SLAVE
     assert not vote.try_to_lead() and election.STEP_DOWN_HOLD_S >= 1
     assert LeaderLock(ctl.lock.path).try_take()  # free for the instance that leads now
+
+
+def test_a_failed_takeover_hands_back_what_it_adopted(tmp_path):
+    """Rule: a takeover that fails leaves detection standing by (stand_by: nothing it adopted
+    stays in its books as if it led)."""
+    ctl = FakeController(tmp_path, BrokenStore(str(tmp_path / "policy.sqlite")))
+    assert not Election(ctl).try_to_lead()
+    assert ("heavy_hitters", "stand_by") in ctl.calls
+
+
+def test_the_sflow_agents_are_configured_by_the_leader_of_the_term_only(tmp_path):
+    """Rule: configure_sampling runs for the term that asked while it lasts, never after a
+    step-down; one that did not reach every bridge (the configurator said False) is retried at
+    the next announcement although the collectors did not change."""
+    ctl = FakeController(tmp_path)
+    ctl.collectors = []
+    vote = Election(ctl)
+    assert vote.try_to_lead()
+    term = ctl.roles.term
+    vote.configure_sampling(term)
+    assert ctl.calls.count(("switch_hosts", "configure_sampling")) == 1
+    assert vote._sampling_stale  # the recorder answers None: not every bridge took it
+    vote.step_down("test")
+    vote.configure_sampling(term)
+    assert ctl.calls.count(("switch_hosts", "configure_sampling")) == 1

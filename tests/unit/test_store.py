@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from coex.policy import Policy
-from coex.store import FORGET_AFTER_S, INSTANCE_TTL_S, PolicyStore, StaleVersion, StoreError
+from coex.store import FORGET_AFTER_S, INSTANCE_TTL_S, MAX_COLLECTORS, PolicyStore, StaleVersion, StoreError
 
 
 def test_empty_store_gives_the_default_policy(tmp_path):
@@ -146,7 +146,9 @@ def test_the_live_instances_collectors_are_the_agents_targets(tmp_path):
         assert [r[0] for r in db.execute("SELECT identity FROM instances")] == ["a"]
 
 
-@pytest.mark.parametrize("bad", ["host:6343", "127.0.0.1", "127.0.0.1:0", "1.2.3.4:5; rm -rf /", "[::1]:99999"])
+@pytest.mark.parametrize("bad", ["host:6343", "127.0.0.1", "127.0.0.1:0", "1.2.3.4:5; rm -rf /", "[::1]:99999",
+                                 "0.0.0.0:6343", "[::ffff:10.0.0.9]:6343", "224.0.0.1:6343", "255.255.255.255:6343",
+                                 "10.0.0.9:６３４３"])
 def test_a_stored_collector_that_is_not_an_address_is_skipped(tmp_path, bad):
     """Rule: the store is shared and its collectors become ovs-vsctl arguments on every
     bottleneck bridge: one that is not ip:port is skipped."""
@@ -154,3 +156,20 @@ def test_a_stored_collector_that_is_not_an_address_is_skipped(tmp_path, bad):
     store.announce("good", "10.0.0.9:6343", 5.0)
     store.announce("bad", bad, 5.0)
     assert store.collectors(6.0) == ["10.0.0.9:6343"]
+
+
+def test_the_collectors_are_bounded_and_none_lives_forever(tmp_path):
+    """Rule: at most MAX_COLLECTORS collectors, the most recently heard (OVS copies each datagram
+    to every target); a row from the future is not live (it would never age) and is deleted by
+    the next announcement."""
+    path = str(tmp_path / "p.sqlite")
+    store = PolicyStore(path)
+    for i in range(MAX_COLLECTORS + 3):
+        store.announce(f"i{i}", f"127.0.0.{i + 1}:6343", 100.0 + i)
+    live = store.collectors(100.0 + MAX_COLLECTORS + 2)
+    assert live == sorted(f"127.0.0.{i + 1}:6343" for i in range(3, MAX_COLLECTORS + 3))
+    store.announce("future", "10.9.9.9:6343", 1e18)
+    assert "10.9.9.9:6343" not in store.collectors(200.0)
+    store.announce("now", "10.0.0.1:6343", 200.0)
+    with sqlite3.connect(path) as db:
+        assert "future" not in [r[0] for r in db.execute("SELECT identity FROM instances")]
