@@ -33,7 +33,10 @@ class SwitchLink:
                  delay_ms: float, qdisc: str = "droptail limit=80", qdisc_ba: str | None = None,
                  name: str = "l0", log_path: str | None = None, log_interval_ms: int | None = None,
                  seed: int | None = None, release_batch_us: float = 0.0,
-                 release_lateness_us: float = 0.0, host_delay_ms: dict[str, float] | None = None):
+                 release_lateness_us: float = 0.0, host_delay_ms: dict[str, float] | None = None,
+                 **daemon_options):
+        """daemon_options: more of ovs_config.link_daemon.LinkDaemon's keywords (traces, loss, the
+        ba direction's rate and delay)."""
         self.ends = [(bridge_a, ofport_a, f"{bridge_a}-{name}", f"{name}-a", "ab"),
                      (bridge_b, ofport_b, f"{bridge_b}-{name}", f"{name}-b", "ba")]
         for _, _, switch_dev, link_dev, _ in self.ends:
@@ -44,7 +47,8 @@ class SwitchLink:
                                  qdisc=qdisc, qdisc_ba=qdisc_ba, control_path=self.control_path,
                                  log_path=log_path, log_interval_ms=log_interval_ms, seed=seed,
                                  release_batch_us=release_batch_us,
-                                 release_lateness_us=release_lateness_us, host_delay_ms=host_delay_ms)
+                                 release_lateness_us=release_lateness_us, host_delay_ms=host_delay_ms,
+                                 **daemon_options)
 
     def start(self) -> "SwitchLink":
         os.makedirs(RUN_DIR, exist_ok=True)

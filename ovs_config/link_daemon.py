@@ -124,7 +124,8 @@ class LinkDaemon(LinkControl):
     """One ckcd-link process serving the interfaces if_a and if_b.
 
     rate_bps/delay_ms apply to both directions unless rate_ba_bps/delay_ba_ms
-    are given; qdisc is the A->B discipline spec, qdisc_ba the B->A one (the
+    are given (trace/trace_ba: a direction follows a delivery-opportunity trace file
+    instead; loss/loss_ba: a loss model, "bernoulli p=0.01"); qdisc is the A->B discipline spec, qdisc_ba the B->A one (the
     daemon defaults to a large droptail). netns runs the daemon through
     ``ip netns exec``. The constructor only prepares; start() (or ``with``)
     runs the daemon and returns once its control socket answers.
@@ -138,6 +139,8 @@ class LinkDaemon(LinkControl):
                  seed: Optional[int] = None, control_path: Optional[str] = None,
                  release_batch_us: float = 0.0, release_lateness_us: float = 0.0, rx_io: str = "auto",
                  host_delay_ms: Optional[dict[str, float]] = None,
+                 trace: Optional[str] = None, trace_ba: Optional[str] = None,
+                 loss: Optional[str] = None, loss_ba: Optional[str] = None,
                  binary: Optional[str] = None, extra_args: Optional[list[str]] = None):
         self.if_a, self.if_b = if_a, if_b
         self.netns = netns
@@ -171,6 +174,11 @@ class LinkDaemon(LinkControl):
             args += ["--release-lateness", f"{int(round(release_lateness_us))}us"]
         for addr, ms in (host_delay_ms or {}).items():  # frames from addr wait ms before the queue
             args += ["--host-delay", f"{addr}={int(round(ms * 1000))}us"]
+        # a direction whose service follows a delivery-opportunity trace, and random loss on the
+        # link after the queue (docs/ckcd-link.md, "Traces and loss")
+        for option, value in (("--trace", trace), ("--trace-ba", trace_ba), ("--loss", loss), ("--loss-ba", loss_ba)):
+            if value is not None:
+                args += [option, str(value)]
         if rx_io != "auto":  # ring or recvmmsg: ckcd-link refuses anything else, naming --rx-io
             args += ["--rx-io", rx_io]
         args += list(extra_args or [])

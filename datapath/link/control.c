@@ -348,6 +348,13 @@ static void cmd_set_link(struct link *l, struct request *r)
 		return;
 	}
 	for (int i = 0; has_rate && i < 2; i++) {
+		if ((mask & (1 << i)) && l->dir[i].trace.ms) {
+			reply_error(r->out, "rate_bps", "rate_bps: direction %s follows a trace (--trace): its rate is the "
+				    "trace's", l->dir[i].name);
+			return;
+		}
+	}
+	for (int i = 0; has_rate && i < 2; i++) {
 		if (!(mask & (1 << i)))
 			continue;
 		if (dir_prepare_rate(&l->dir[i], rate_bps, &rebuilt[i], err, sizeof(err)) < 0) {

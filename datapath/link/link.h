@@ -9,6 +9,10 @@
  *                    of the queue (aqm_dequeue at t_s, sojourn = t_s - t_a)
  *   free     t_f   = t_s + (len + overhead) * 8 / rate
  *   release  t_r   = t_f + delay: the frame is sent on the other interface
+ * With --trace, t_s is the first delivery opportunity at or after the
+ * serializer is free and t_f the one that carries the frame's last byte
+ * (trace.h); with --loss, a frame may be lost at t_f instead of released
+ * (loss.h), counted apart from the queue's drops.
  * The times are computed from arrivals and the link state, never from when
  * a timer happened to fire; how late the real send was against t_r is
  * recorded (struct late_hist) so experiments can tell whether the daemon
@@ -38,6 +42,8 @@
 #include "frame.h"
 #include "host_delay.h"
 #include "json.h"
+#include "loss.h"
+#include "trace.h"
 
 #define DIR_AB 0
 #define DIR_BA 1
@@ -105,13 +111,14 @@ struct flow_stats {
 	uint64_t tx_pkts, tx_bytes; /* delivered to the far side */
 	uint64_t drops[AQM_DROP_REASONS];
 	uint64_t drop_bytes;
+	uint64_t lost; /* lost on the link (--loss), after the queue */
 	uint64_t marks[AQM_DROP_REASONS]; /* ECN CE marks instead of drops, by reason */
 	/* dequeued and their summed sojourn: one flow's own queueing delay, which
 	 * under a multi-queue discipline differs from the link's mean (a ping
 	 * waits in its own queue, not in the mean of all of them) */
 	uint64_t deq_pkts, sojourn_ns;
 	/* values at the previous log line, for per-interval deltas */
-	uint64_t log_tx_bytes, log_tx_pkts, log_drops, log_marks, log_deq_pkts, log_sojourn_ns;
+	uint64_t log_tx_bytes, log_tx_pkts, log_drops, log_marks, log_deq_pkts, log_sojourn_ns, log_lost;
 };
 
 /* A --host-delay line holds at most this share of the pool (pool_pkts /
@@ -182,9 +189,13 @@ struct link_dir {
 	char spec[QDISC_SPEC_MAX]; /* the discipline as given (--qdisc, set_qdisc): re-applied on a rate change */
 
 	/* the serializer (main thread only) */
-	uint64_t rate_bps;
+	uint64_t rate_bps;  /* with a trace, its average */
 	uint64_t delay_ns;
 	uint64_t free_ns; /* the serializer is busy until then */
+	struct trace trace; /* --trace: the service follows it (ms NULL: the rate does) */
+	struct loss loss;   /* --loss: frames lost on the link after the queue */
+	uint64_t lost_frames, lost_bytes;
+	uint64_t log_lost; /* lost_frames at the previous log line */
 	struct aqm_rng late_rng; /* --release-lateness draws (pipe.c) */
 
 	/* --host-delay: one line per host of cfg.host_delay (main thread only) */
@@ -247,6 +258,8 @@ struct link_config {
 	uint64_t rate_bps[2];
 	uint64_t delay_ns[2];
 	const char *qdisc[2];
+	const char *trace_path[2]; /* --trace, --trace-ba: NULL for a fixed rate */
+	const char *loss[2];       /* --loss, --loss-ba: NULL for none */
 	uint32_t mtu;
 	uint32_t overhead_bytes;
 	uint32_t pool_pkts;
@@ -280,6 +293,9 @@ uint64_t now_ns(void);
 
 /* pipe.c: one direction of the emulated link */
 int dir_init(struct link *l, int index, char *err, size_t errlen);
+/* After dir_init: the direction's --trace (its average becomes the rate;
+ * its time 0 is set when the link starts) and --loss. -1 with err. */
+int dir_init_models(struct link_dir *d, char *err, size_t errlen);
 void dir_destroy(struct link_dir *d);
 /* A frame of len bytes read at t into p (already validated); the caller
  * has served the queue up to t. A frame from a --host-delay host waits out

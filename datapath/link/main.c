@@ -37,6 +37,13 @@ static void usage(FILE *f)
 		"  --rate RATE            link rate both ways: 50mbit, 1gbit, 100000 (bit/s)\n"
 		"  --delay DELAY          one-way propagation delay both ways: 10ms, 250us (default 0)\n"
 		"  --rate-ba, --delay-ba  override rate/delay of the B->A direction\n"
+		"  --trace FILE           A->B follows a delivery-opportunity trace (Mahimahi's format:\n"
+		"                         one ms time per 1504-byte opportunity, looping) instead of\n"
+		"                         --rate; its average is the rate the disciplines see\n"
+		"  --trace-ba FILE        the same for B->A\n"
+		"  --loss SPEC            frames lost on the link A->B after the queue, counted apart:\n"
+		"                         \"bernoulli p=0.01\" or \"gilbert p=0.01 r=0.25 [bad=1] [good=0]\"\n"
+		"  --loss-ba SPEC         the same for B->A (default: none either way)\n"
 		"  --qdisc SPEC           discipline A->B, e.g. \"ckcd limit=80\" (default droptail limit=1000)\n"
 		"  --qdisc-ba SPEC        discipline B->A (default \"" DEFAULT_QDISC_BA "\")\n"
 		"  --mtu N                largest L3 size accepted; longer frames are dropped (default 1500)\n"
@@ -91,11 +98,24 @@ static uint64_t parse_release_dur(const char *arg, const char *param, uint64_t m
 	return v;
 }
 
+/* --loss, --loss-ba: refused here, before anything starts. */
+static const char *check_loss(const char *spec, const char *param)
+{
+	struct loss scratch;
+	char err[256];
+
+	memset(&scratch, 0, sizeof(scratch));
+	if (loss_parse(spec, &scratch, err, sizeof(err)) < 0)
+		die_param(param, err);
+	return spec;
+}
+
 static void parse_args(int argc, char **argv, struct link_config *cfg)
 {
 	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
 	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET,
-	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RELEASE_LATENESS, O_RX_IO, O_HOST_DELAY };
+	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RELEASE_LATENESS, O_RX_IO, O_HOST_DELAY,
+	       O_TRACE, O_TRACE_BA, O_LOSS, O_LOSS_BA };
 	static const struct option opts[] = {
 		{"if-a", required_argument, 0, O_IF_A},
 		{"if-b", required_argument, 0, O_IF_B},
@@ -118,6 +138,10 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		{"release-lateness", required_argument, 0, O_RELEASE_LATENESS},
 		{"rx-io", required_argument, 0, O_RX_IO},
 		{"host-delay", required_argument, 0, O_HOST_DELAY},
+		{"trace", required_argument, 0, O_TRACE},
+		{"trace-ba", required_argument, 0, O_TRACE_BA},
+		{"loss", required_argument, 0, O_LOSS},
+		{"loss-ba", required_argument, 0, O_LOSS_BA},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -216,6 +240,10 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 			cfg->host_delay[cfg->n_host_delay++] = hd; /* parse refused a 17th */
 			break;
 		}
+		case O_TRACE: cfg->trace_path[0] = optarg; break;
+		case O_TRACE_BA: cfg->trace_path[1] = optarg; break;
+		case O_LOSS: cfg->loss[0] = check_loss(optarg, "loss"); break;
+		case O_LOSS_BA: cfg->loss[1] = check_loss(optarg, "loss-ba"); break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -228,8 +256,13 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		die_param("if-b", "missing");
 	if (strcmp(cfg->if_name[0], cfg->if_name[1]) == 0)
 		die_param("if-b", "must differ from --if-a");
-	if (!rate_given)
-		die_param("rate", "missing (e.g. --rate 50mbit)");
+	if (rate_ba_given && cfg->trace_path[1])
+		die_param("rate-ba", "B->A follows --trace-ba: its rate is the trace's");
+	if (rate_given && cfg->trace_path[0] && (rate_ba_given || cfg->trace_path[1]))
+		die_param("rate", "both directions have their own (a trace, or --rate-ba): --rate would be unused");
+	/* Each direction needs a rate or a trace (--rate gives B->A its rate too). */
+	if (!rate_given && !(cfg->trace_path[0] && (rate_ba_given || cfg->trace_path[1])))
+		die_param("rate", "missing (e.g. --rate 50mbit), or --trace FILE with --rate-ba or --trace-ba");
 	if (cfg->release_batch_ns && !cfg->sender_threads)
 		die_param("release-batch", "batches the sender threads' wake-ups: not with --single-thread");
 	cfg->rate_bps[0] = rate;
@@ -337,6 +370,8 @@ int main(int argc, char **argv)
 		err[0] = '\0';
 		if (dir_init(&l, i, err, sizeof(err)) < 0)
 			die_param(i == 0 ? "qdisc" : "qdisc-ba", err[0] ? err : "refused");
+		if (dir_init_models(&l.dir[i], err, sizeof(err)) < 0)
+			die_param(i == 0 ? "trace" : "trace-ba", err);
 	}
 	for (int i = 0; i < 2; i++) {
 		fd[i] = port_open(l.cfg.if_name[i], &ifindex[i], l.cfg.rx_io,
@@ -390,8 +425,11 @@ int main(int argc, char **argv)
 	l.start_ns = now_ns();
 	l.log_prev_ns = l.start_ns;
 	l.next_log_ns = l.log ? l.start_ns + l.cfg.log_interval_ns : UINT64_MAX;
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		l.dir[i].free_ns = l.start_ns;
+		if (l.dir[i].trace.ms) /* both directions' traces start with the link */
+			trace_start(&l.dir[i].trace, l.start_ns);
+	}
 
 	/* The control socket answers only once everything else is ready:
 	 * clients take "it answers" to mean "it forwards". */

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "link.h"
 #include "host_key.h"
+#include "units.h"
 
 #include <errno.h>
 #include <linux/if_packet.h>
@@ -165,6 +166,34 @@ static uint32_t flow_lookup(struct link_dir *d, const struct frame_info *fi)
 
 /* ---- direction ------------------------------------------------------- */
 
+int dir_init_models(struct link_dir *d, char *err, size_t errlen)
+{
+	const struct link_config *cfg = &d->link->cfg;
+	struct aqm_queue *rebuilt;
+	char why[256];
+
+	loss_seed(&d->loss, (cfg->seed ^ 0x6c6f7373ull) + (uint64_t)d->index); /* "loss" */
+	if (cfg->loss[d->index] && loss_parse(cfg->loss[d->index], &d->loss, err, errlen) < 0)
+		return -1;
+	if (!cfg->trace_path[d->index])
+		return 0;
+	if (trace_load(&d->trace, cfg->trace_path[d->index], err, errlen) < 0)
+		return -1;
+	if (check_rate(trace_rate_bps(&d->trace), why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s: its average: %.200s", cfg->trace_path[d->index], why);
+		return -1;
+	}
+	/* The disciplines follow its average, as a link's rate (a discipline
+	 * given no rate_bps: dir_prepare_rate). */
+	if (dir_prepare_rate(d, trace_rate_bps(&d->trace), &rebuilt, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "the discipline refuses the trace's average rate (%llu bit/s): %.200s",
+			 (unsigned long long)trace_rate_bps(&d->trace), why);
+		return -1;
+	}
+	dir_commit_rate(d, trace_rate_bps(&d->trace), rebuilt);
+	return 0;
+}
+
 int dir_init(struct link *l, int index, char *err, size_t errlen)
 {
 	struct link_dir *d = &l->dir[index];
@@ -208,6 +237,7 @@ void dir_destroy(struct link_dir *d)
 	if (d->q)
 		aqm_destroy(d->q);
 	d->q = NULL;
+	trace_free(&d->trace);
 	free(d->line);
 	free(d->freed);
 	free(d->flows);
@@ -398,16 +428,67 @@ static uint32_t draw_lateness(struct link_dir *d)
 	return (uint32_t)(((uint64_t)aqm_rng_u32(&d->late_rng) * span) >> 32);
 }
 
+/* A frame dequeued at start after sojourn: its flow's, the histograms' and
+ * the samples' share, before the frame is published to the sender thread
+ * (which may free it at once). */
+static void record_dequeue(struct link_dir *d, struct pkt *p, uint64_t start, uint64_t sojourn)
+{
+	struct deq_sample *s;
+
+	d->flows[p->flow_idx].deq_pkts++;
+	d->flows[p->flow_idx].sojourn_ns += sojourn;
+	hist_add(&d->sojourn, sojourn);
+	hist_add(&d->sojourn_log, sojourn);
+	s = &d->samples[d->sample_pos++ % SAMPLE_RING];
+	s->t_ns = start - d->link->start_ns;
+	s->sojourn_ns = sojourn;
+	s->qlen_pkts = aqm_qlen_pkts(d->q);
+	s->len = p->aqm.len;
+	d->sample_count++;
+}
+
+/* What a frame takes of a trace's opportunities: its IP packet and 4 bytes,
+ * as Mahimahi's tun device counts it (1504 = a 1500-byte packet and its
+ * tun header), so a full-size packet takes one opportunity there and here.
+ * --overhead, a fixed-rate wire's framing, does not apply. */
+static uint32_t trace_bytes(uint32_t len)
+{
+	return (len > ETH_HDR_LEN ? len - ETH_HDR_LEN : len) + TRACE_TUN_BYTES;
+}
+
+/* When the serializer can start the next frame: when it is free, or with a
+ * trace the first delivery opportunity from then. */
+static uint64_t next_start(const struct link_dir *d)
+{
+	return d->trace.ms ? trace_next(&d->trace, d->free_ns) : d->free_ns;
+}
+
+/* The frame took its time on the link and is lost on the way (--loss):
+ * counted apart from the queue's drops. */
+static int lost_on_link(struct link_dir *d, struct pkt *p)
+{
+	if (d->loss.kind == LOSS_NONE || !loss_drop(&d->loss))
+		return 0;
+	d->lost_frames++;
+	d->lost_bytes += p->aqm.len;
+	d->flows[p->flow_idx].lost++;
+	pool_put(&d->link->pool, p);
+	return 1;
+}
+
 /* Starts every transmission due by t; *first_release is the release time
  * of the first frame it put in the delay line, if it was still unset. */
 static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 {
-	while (d->free_ns <= t) {
-		uint64_t start = d->free_ns;
+	uint64_t start;
+
+	/* With a trace the frame leaves the queue at its opportunity, not
+	 * before: its wait for one is queueing delay, which the discipline
+	 * measures as a real cellular link's would be. */
+	while ((start = next_start(d)) <= t) {
 		struct aqm_pkt *ap = aqm_dequeue(d->q, start);
 		struct pkt *p;
 		uint64_t sojourn;
-		struct deq_sample *s;
 
 		if (!ap)
 			break;
@@ -415,26 +496,19 @@ static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 		if (ap->ecn == AQM_ECN_CE && !frame_set_ce(p->data, ap->len))
 			d->ce_not_written++;
 		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
-		d->free_ns = start + tx_time_ns(d, ap->len);
+		d->free_ns = d->trace.ms ? trace_take(&d->trace, start, trace_bytes(ap->len))
+					 : start + tx_time_ns(d, ap->len);
+		record_dequeue(d, p, start, sojourn);
+		if (lost_on_link(d, p))
+			continue;
 		p->release_ns = d->free_ns + d->delay_ns;
 		p->late_ns = draw_lateness(d);
 		if (*first_release == UINT64_MAX)
 			*first_release = p->release_ns;
-		/* before the frame is published to the sender thread */
-		d->flows[p->flow_idx].deq_pkts++;
-		d->flows[p->flow_idx].sojourn_ns += sojourn;
 		d->line[d->line_tail & d->line_mask] = p;
 		/* seq_cst pairs with the sender's store of tx_sleep_until and
 		 * re-read of line_tail: one of us always sees the other. */
 		__atomic_store_n(&d->line_tail, d->line_tail + 1, __ATOMIC_SEQ_CST);
-		hist_add(&d->sojourn, sojourn);
-		hist_add(&d->sojourn_log, sojourn);
-		s = &d->samples[d->sample_pos++ % SAMPLE_RING];
-		s->t_ns = start - d->link->start_ns;
-		s->sojourn_ns = sojourn;
-		s->qlen_pkts = aqm_qlen_pkts(d->q);
-		s->len = ap->len;
-		d->sample_count++;
 	}
 }
 
@@ -497,7 +571,7 @@ uint64_t dir_next_event(const struct link_dir *d)
 		uint64_t lead = d->delay_ns >= 2 * SERVE_LEAD_NS ? d->delay_ns / 2 : d->delay_ns;
 
 		if (aqm_qlen_pkts(d->q) > 0)
-			next = d->free_ns + d->delay_ns - lead;
+			next = next_start(d) + d->delay_ns - lead;
 		/* A host-delayed frame enters the queue when due and can
 		 * leave it no sooner: the same lead before its release. */
 		if (access != UINT64_MAX && access + d->delay_ns - lead < next)
@@ -505,12 +579,12 @@ uint64_t dir_next_event(const struct link_dir *d)
 		return next;
 	}
 	/* Single thread: the releases are ours too. The head of the queue
-	 * cannot be released before free_ns + delay: waking then is early
-	 * enough to serve it. */
+	 * cannot be released before its start (next_start) + delay: waking
+	 * then is early enough to serve it. */
 	if (d->line_head != d->line_tail)
 		next = pkt_send_at(d->line[d->line_head & d->line_mask]);
-	if (aqm_qlen_pkts(d->q) > 0 && d->free_ns + d->delay_ns < next)
-		next = d->free_ns + d->delay_ns;
+	if (aqm_qlen_pkts(d->q) > 0 && next_start(d) + d->delay_ns < next)
+		next = next_start(d) + d->delay_ns;
 	if (access != UINT64_MAX && access + d->delay_ns < next)
 		next = access + d->delay_ns;
 	return next;

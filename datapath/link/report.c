@@ -127,6 +127,35 @@ static void put_xstats(struct jbuf *b, const struct aqm_queue *q)
 	put_state(b, &xs);
 }
 
+/* show: a direction's trace ("trace": its file, opportunities, period and
+ * average) and loss model ("loss": the spec and its long-run rate), null
+ * when it has none. */
+static void put_link_models(struct jbuf *b, const struct link_dir *d)
+{
+	const struct link_config *cfg = &d->link->cfg;
+
+	jb_key(b, "trace");
+	if (d->trace.ms) {
+		jb_obj_open(b);
+		jb_kstr(b, "file", cfg->trace_path[d->index]);
+		jb_ku64(b, "opportunities", d->trace.n);
+		jb_kdbl(b, "period_ms", (double)d->trace.period_ns / 1e6);
+		jb_ku64(b, "average_bps", trace_rate_bps(&d->trace));
+		jb_obj_close(b);
+	} else {
+		jb_raw(b, "null", 4);
+	}
+	jb_key(b, "loss");
+	if (d->loss.kind != LOSS_NONE) {
+		jb_obj_open(b);
+		jb_kstr(b, "spec", d->loss.spec);
+		jb_kdbl(b, "rate", loss_rate(&d->loss));
+		jb_obj_close(b);
+	} else {
+		jb_raw(b, "null", 4);
+	}
+}
+
 static void put_qdisc(struct jbuf *b, const struct aqm_queue *q)
 {
 	aqm_describe(q, text_buf, sizeof(text_buf));
@@ -170,6 +199,7 @@ void report_show(struct link *l, struct jbuf *b)
 		jb_kstr(b, "to", l->cfg.if_name[1 - i]);
 		jb_ku64(b, "rate_bps", d->rate_bps);
 		jb_kdbl(b, "delay_ms", (double)d->delay_ns / 1e6);
+		put_link_models(b, d);
 		jb_kstr(b, "rx_io", rx_io_name(d->ring.map ? RX_IO_RING : RX_IO_RECVMMSG));
 		put_qdisc(b, d->q);
 		jb_obj_close(b);
@@ -213,6 +243,7 @@ static void put_flow(struct jbuf *b, const struct flow_stats *f, int other)
 	jb_ku64(b, "tx_bytes", COUNTER_READ(f->tx_bytes));
 	jb_ku64(b, "drop_pkts", total);
 	jb_ku64(b, "drop_bytes", f->drop_bytes);
+	jb_ku64(b, "lost", f->lost);
 	put_drops(b, "drops", f->drops);
 	put_drops(b, "marks", f->marks);
 	jb_ku64(b, "deq_pkts", f->deq_pkts);
@@ -287,6 +318,8 @@ static void put_dir(struct jbuf *b, struct link_dir *d, int max_flows)
 	jb_ku64(b, "delay_line_pkts", dir_line_len(d));
 	jb_ku64(b, "host_delay_pkts", d->access_pkts);
 	jb_ku64(b, "host_delay_drops", d->host_delay_drops);
+	jb_ku64(b, "lost", d->lost_frames);
+	jb_ku64(b, "lost_bytes", d->lost_bytes);
 	put_drops(b, "drops", d->drops);
 	put_drops(b, "marks", d->marks);
 	jb_ku64(b, "ce_not_written", d->ce_not_written);
@@ -370,6 +403,8 @@ void report_log_tick(struct link *l, uint64_t t)
 		jb_ku64(&b, "rx_frames", d->rx_frames - d->log_rx_frames);
 		jb_ku64(&b, "tx_frames", tx_frames - d->log_tx_frames);
 		jb_ku64(&b, "tx_bytes", tx_bytes - d->log_tx_bytes);
+		jb_ku64(&b, "lost", d->lost_frames - d->log_lost);
+		d->log_lost = d->lost_frames;
 		put_drops(&b, "drops", drops_delta);
 		put_drops(&b, "marks", marks_delta);
 		put_hist_us(&b, "sojourn_us", &d->sojourn_log);
@@ -392,7 +427,7 @@ void report_log_tick(struct link *l, uint64_t t)
 			f_tx_bytes = COUNTER_READ(f->tx_bytes);
 			f_tx_pkts = COUNTER_READ(f->tx_pkts);
 			if (f_tx_bytes == f->log_tx_bytes && drops == f->log_drops && marks == f->log_marks &&
-			    f->deq_pkts == f->log_deq_pkts)
+			    f->deq_pkts == f->log_deq_pkts && f->lost == f->log_lost)
 				continue;
 			jb_obj_open(&b);
 			if (k == FLOW_OTHER) {
@@ -407,6 +442,7 @@ void report_log_tick(struct link *l, uint64_t t)
 			jb_ku64(&b, "tx_pkts", f_tx_pkts - f->log_tx_pkts);
 			jb_ku64(&b, "drops", drops - f->log_drops);
 			jb_ku64(&b, "marks", marks - f->log_marks);
+			jb_ku64(&b, "lost", f->lost - f->log_lost);
 			jb_ku64(&b, "deq_pkts", f->deq_pkts - f->log_deq_pkts);
 			jb_ku64(&b, "sojourn_ns_sum", f->sojourn_ns - f->log_sojourn_ns);
 			jb_obj_close(&b);
@@ -415,6 +451,7 @@ void report_log_tick(struct link *l, uint64_t t)
 			f->log_drops = drops;
 			f->log_marks = marks;
 			f->log_deq_pkts = f->deq_pkts;
+			f->log_lost = f->lost;
 			f->log_sojourn_ns = f->sojourn_ns;
 		}
 		jb_arr_close(&b);

@@ -1,15 +1,19 @@
 /* unit_test.c - unit tests of ckcd-link's pure parts: frame validation and
  * classification, host pairs named in a spec, the flat JSON request parser, rate/delay parsing, and the
- * random numbers of the core's userspace host (host/aqm_host.c).
+ * random numbers of the core's userspace host (host/aqm_host.c), the
+ * delivery-opportunity trace (trace.c) and the loss models (loss.c).
  * Prints one line per failed check; exit status 0 when all pass. Run by
  * tests/link/test_link_units.py. */
 #include "frame.h"
 #include "host_key.h"
 #include "host_delay.h"
 #include "json.h"
+#include "loss.h"
+#include "trace.h"
 #include "units.h"
 #include "../host/aqm_host.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -491,6 +495,123 @@ static void test_set_ce(void)
 	CHECK(frame_set_ce(f, 14 + 19) == 0);
 }
 
+static int trace_from(struct trace *t, const char *text)
+{
+	char err[256];
+	int r = trace_parse(t, text, strlen(text), err, sizeof(err));
+
+	if (r == 0)
+		trace_start(t, 1000000000ull);
+	return r;
+}
+
+#define MS 1000000ull
+#define T0 1000000000ull
+
+/* Back-to-back frames of `bytes` for `periods` loops of the trace: the
+ * rate they got, bit/s. */
+static double trace_busy_rate(struct trace *t, uint32_t bytes, unsigned periods)
+{
+	uint64_t end = T0 + periods * t->period_ns, sent = 0, at = T0, done = T0;
+
+	for (;;) {
+		uint64_t start = trace_next(t, at);
+		if (start >= end)
+			break;
+		done = trace_take(t, start, bytes);
+		if (done > end)
+			break;
+		sent += bytes;
+		at = done;
+	}
+	return (double)sent * 8 * 1e9 / (double)(end - T0);
+}
+
+static void test_trace(void)
+{
+	struct trace t;
+	char err[256], text[65536];
+	size_t len = 0;
+
+	CHECK(trace_parse(&t, "abc\n", 4, err, sizeof(err)) < 0 && strstr(err, "line 1"));
+	CHECK(trace_parse(&t, "5\n4\n", 4, err, sizeof(err)) < 0 && strstr(err, "line 2"));
+	CHECK(trace_parse(&t, "\n0\n", 3, err, sizeof(err)) < 0 && strstr(err, "period"));
+	CHECK(trace_parse(&t, "1 2\n", 4, err, sizeof(err)) < 0);
+	CHECK(trace_parse(&t, "-1\n", 3, err, sizeof(err)) < 0);
+
+	/* two opportunities a millisecond: 2 x 1504 x 8 bit/ms */
+	CHECK(trace_from(&t, "1\n1\n") == 0 && t.n == 2 && t.period_ns == MS);
+	CHECK(trace_rate_bps(&t) == 24064000);
+	/* the first opportunity is at 1 ms; a 700-byte frame leaves in it, and
+	 * so does the next one that starts then; a third needs the second */
+	CHECK(trace_next(&t, T0) == T0 + MS);
+	CHECK(trace_take(&t, T0 + MS, 700) == T0 + MS);
+	CHECK(trace_next(&t, T0 + MS) == T0 + MS);
+	CHECK(trace_take(&t, T0 + MS, 700) == T0 + MS);
+	CHECK(trace_take(&t, trace_next(&t, T0 + MS), 700) == T0 + MS); /* 104 + 596 of the second */
+	/* the second has 908 left: a full frame goes on into the next period's first */
+	CHECK(trace_take(&t, trace_next(&t, T0 + MS), 1514) == T0 + 2 * MS);
+	/* an idle link loses its opportunities: from 10.5 ms, the first is at 11 */
+	CHECK(trace_next(&t, T0 + 10 * MS + MS / 2) == T0 + 11 * MS);
+	trace_free(&t);
+
+	/* Target: back to back, the rate delivered is the trace's average within
+	 * 2 %: a sawtooth of 1..8 opportunities per ms over 8 ms, and 1514-byte
+	 * frames that each end in a second opportunity. */
+	for (unsigned ms = 1; ms <= 8; ms++)
+		for (unsigned k = 0; k < ms; k++)
+			len += (size_t)snprintf(text + len, sizeof(text) - len, "%u\n", ms);
+	CHECK(trace_from(&t, text) == 0);
+	{
+		double got = trace_busy_rate(&t, 1514, 1000), want = (double)trace_rate_bps(&t);
+		CHECK(got > 0.98 * want && got < 1.02 * want);
+	}
+	trace_free(&t);
+}
+
+static void test_loss(void)
+{
+	struct loss l;
+	char err[256];
+	unsigned lost = 0, bursts = 0, prev = 0;
+	const unsigned n = 1000000;
+
+	memset(&l, 0, sizeof(l));
+	CHECK(loss_parse("bernoulli", &l, err, sizeof(err)) < 0 && strstr(err, "needs p"));
+	CHECK(loss_parse("bernoulli p=1.5", &l, err, sizeof(err)) < 0 && strstr(err, "p must be"));
+	CHECK(loss_parse("bernoulli q=0.1", &l, err, sizeof(err)) < 0 && strstr(err, "unknown key 'q'"));
+	CHECK(loss_parse("gilbert p=0.1", &l, err, sizeof(err)) < 0 && strstr(err, "p and r"));
+	CHECK(loss_parse("gilbert p=0.1 r=0", &l, err, sizeof(err)) < 0 && strstr(err, "r must"));
+	CHECK(loss_parse("uniform p=0.1", &l, err, sizeof(err)) < 0 && strstr(err, "model"));
+	CHECK(l.kind == LOSS_NONE); /* untouched by the refusals */
+	CHECK(loss_parse("none", &l, err, sizeof(err)) == 0 && l.kind == LOSS_NONE && !loss_drop(&l));
+
+	/* Target: Bernoulli's loss rate within its binomial bound: 10^6 frames
+	 * at p = 0.01, mean 10 000, sd 99.5; 5 sd either way. */
+	CHECK(loss_parse("bernoulli p=0.01", &l, err, sizeof(err)) == 0 && fabs(loss_rate(&l) - 0.01) < 1e-9);
+	loss_seed(&l, 42);
+	for (unsigned i = 0; i < n; i++)
+		lost += (unsigned)loss_drop(&l);
+	CHECK(lost > 10000 - 500 && lost < 10000 + 500);
+
+	/* Gilbert-Elliott, p = 0.01, r = 0.25: 0.01 / 0.26 = 3.85 % lost, in
+	 * bursts of 1 / r = 4 frames. Successive frames are correlated (the
+	 * chain's lag-1 correlation is 1 - p - r = 0.74), which widens the
+	 * binomial sd by sqrt(1.74 / 0.26) = 2.6: 5 of those sd is 6.5 %. */
+	CHECK(loss_parse("gilbert p=0.01 r=0.25", &l, err, sizeof(err)) == 0);
+	CHECK(loss_rate(&l) > 0.0384 && loss_rate(&l) < 0.0385);
+	loss_seed(&l, 42);
+	lost = 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned d = (unsigned)loss_drop(&l);
+		lost += d;
+		bursts += d && !prev;
+		prev = d;
+	}
+	CHECK(lost > 0.935 * 38462 && lost < 1.065 * 38462);
+	CHECK((double)lost / bursts > 3.6 && (double)lost / bursts < 4.4);
+}
+
 int main(void)
 {
 	test_host_rng();
@@ -502,6 +623,8 @@ int main(void)
 	test_host_key();
 	test_json();
 	test_units();
+	test_trace();
+	test_loss();
 	printf("%d checks, %d failures\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -26,6 +26,8 @@ from typing import Optional
 
 from tests.waiting import eventually
 
+RATE_BPS = 50_000_000  # a test's daemon unless it says otherwise (conftest.daemon_factory)
+DELAY_MS = 10.0        # one way
 HOST_A_IP = "10.77.0.1"
 HOST_B_IP = "10.77.0.2"
 

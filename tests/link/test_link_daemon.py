@@ -37,13 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ovs_config.link_daemon import (DEFAULT_BINARY, LATENESS_COUNTS, LinkDaemon,  # noqa: E402
                                     LinkDaemonError, schedule_kept)
-from linklab import HOST_A_IP, HOST_B_IP, NetLab, iperf_goodput_bps, jain  # noqa: E402
-from ovs_config.lablock import lab_lock  # noqa: E402
+from linklab import DELAY_MS, HOST_A_IP, HOST_B_IP, RATE_BPS, NetLab, iperf_goodput_bps, jain  # noqa: E402
 from tests.hostload import HostLoad, wait_for_quiet_host  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
 
-RATE_BPS = 50_000_000
-DELAY_MS = 10.0
+# the lab and daemon_factory fixtures: conftest.py
 L2_CEILING_BPS = RATE_BPS * 1448 / 1514
 PING_RTT_MS = (20.0, 23.0)  # module docstring: 2 x 10 ms, plus up to 3 ms of late releases
 # The daemon's counters move within a log interval of the traffic: waiting for a counter that
@@ -58,36 +56,6 @@ pytestmark = [
     pytest.mark.skipif(not DEFAULT_BINARY.exists(),
                        reason="datapath/build/ckcd-link not built (make -C datapath)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def lab():
-    with lab_lock():
-        lab = NetLab()
-        try:
-            lab.up()
-            yield lab
-        finally:
-            lab.down()
-
-
-@pytest.fixture
-def daemon_factory(lab):
-    started: list[LinkDaemon] = []
-
-    def make(**kw) -> LinkDaemon:
-        kw.setdefault("rate_bps", RATE_BPS)
-        kw.setdefault("delay_ms", DELAY_MS)
-        d = LinkDaemon(lab.if_la, lab.if_lb, netns=lab.ns_m, **kw)
-        started.append(d)
-        return d.start()
-
-    try:
-        yield make
-    finally:
-        for d in started:
-            d.kill()
-        lab.flush_tcp_metrics()
 
 
 def run_iperf(lab: NetLab, ccs: list[str], seconds: int, omit: int = 0) -> list[dict]:
@@ -145,6 +113,12 @@ BAD_START = [
     (["--rate", "50mbit", "--host-delay", "h1=5ms"], "host-delay"),
     (["--rate", "50mbit", "--host-delay", "10.0.0.1=5ms", "--host-delay", "10.0.0.1=6ms"], "host-delay"),
     (["--rate", "50mbit", "--release-batch", "1ms", "--single-thread"], "release-batch"),
+    (["--rate", "50mbit", "--loss", "bernoulli p=2"], "loss"),
+    (["--rate", "50mbit", "--loss-ba", "gilbert p=0.1"], "loss-ba"),
+    (["--rate", "50mbit", "--loss", "uniform p=0.1"], "loss"),
+    (["--rate", "50mbit", "--trace", "/nonexistent/ckcd-test.trace"], "trace"),
+    (["--rate", "50mbit", "--trace-ba", "/dev/null"], "trace-ba"),
+    (["--trace", "/dev/null"], "rate"),
 ]
 
 
