@@ -37,6 +37,8 @@ SCHEDULE_MAX_OVER_1MS_FRACTION = 0.05
 # flows: there its own wait is the link's mean, which those runs were judged by, so the limit
 # holds for the per-flow rule as well.
 RTT_EXCESS_MAX_MS = 1.1
+# An echo request or reply of ping's default 56 bytes: Ethernet 14, IPv4 20, ICMP 8.
+PING_FRAME_BYTES = 98
 
 # The most TCP payload an Ethernet link of rate R carries: R x 1448/1514 with 1500-byte frames
 # (MSS 1448 with timestamps, 66 bytes of Ethernet, IP and TCP headers; the link counts frames,
@@ -69,8 +71,21 @@ def lost_before_link(final: dict | None) -> dict | None:
     return {k: sum(d[k] for d in dirs) for k in LOST_OUTSIDE_QUEUE if all(k in d for d in dirs)}
 
 
+def link_extra_ms(link) -> float:
+    """What the emulated link adds to ping's round trip beyond 2 x its forward delay: the reverse
+    direction's own delay where it differs ([link.reverse]), and the serialization of ping's own
+    frames at each direction's fixed rate (98 bytes: 16 us at 50 Mbit/s, 0.8 ms at 1 Mbit/s; a
+    direction that follows a trace serves them within an opportunity it waited for in the queue)."""
+    reverse = link.reverse
+    extra = (link.delay_ms if reverse.delay_ms is None else reverse.delay_ms) - link.delay_ms
+    for rate_bps, trace in ((link.rate_bps, link.trace), (reverse.rate_bps or link.rate_bps, reverse.trace)):
+        if not trace:
+            extra += PING_FRAME_BYTES * 8 / rate_bps * 1000
+    return extra
+
+
 def untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows: list[dict],
-                       ping_access_ms: float = 0.0) -> list[str]:
+                       ping_access_ms: float = 0.0, link_ms: float = 0.0) -> list[str]:
     """Why the run's numbers should not be trusted, in this order: a saturated CPU, links that
     fell behind their schedule, ping waiting outside the emulated link, failed flows."""
     # Timing faults (a late link, delay outside it) are blamed on the hypervisor, with the advice
@@ -78,7 +93,7 @@ def untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows:
     steal = cpu["steal_mean_pct"] or 0.0
     blame = f"; the hypervisor took {steal:.0f} % of the CPU (steal): rerun" if steal >= STEAL_HIGH_PCT else ""
     return (_cpu_reasons(cpu["saturated_fraction"]) + _schedule_reasons(links, blame)
-            + _rtt_reasons(rtt["mean"], delay_ms, links, blame, ping_access_ms)
+            + _rtt_reasons(rtt["mean"], delay_ms, links, blame, ping_access_ms, link_ms)
             + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]]
             + [f"flow {f['label']} was held back by its receiver's window {100 * f['rwnd_limited_fraction']:.0f} % of "
                f"its busy time (limit {100 * RWND_LIMITED_MAX_FRACTION:.0f} %): its receiving iperf3 fell behind "
@@ -118,12 +133,15 @@ def _schedule_reasons(links: dict, blame: str) -> list[str]:
 
 
 def _rtt_reasons(rtt_mean: float | None, delay_ms: float, links: dict, blame: str,
-                 access_ms: float = 0.0) -> list[str]:
-    """access_ms: the ping hosts' access delays (their frames wait them in ckcd-link too)."""
-    excess = unexplained_rtt_ms(rtt_mean, delay_ms, links, access_ms)
+                 access_ms: float = 0.0, link_ms: float = 0.0) -> list[str]:
+    """access_ms: the ping hosts' access delays (their frames wait them in ckcd-link too);
+    link_ms: link_extra_ms."""
+    excess = unexplained_rtt_ms(rtt_mean, delay_ms, links, access_ms, link_ms)
     if excess is None or excess <= RTT_EXCESS_MAX_MS:
         return []
     access = f" + {access_ms:g} ms of access delays" if access_ms else ""
+    if link_ms >= 0.05:
+        access += f" + {link_ms:.1f} ms of the link's reverse delay and serialization"
     queue_ms, own = _queue_explained_ms(links)
     queue = (f"{queue_ms:.1f} ms that ping's own frames waited in its queues" if own
              else f"the links' largest mean queueing delay, {queue_ms:.1f} ms")
@@ -132,11 +150,12 @@ def _rtt_reasons(rtt_mean: float | None, delay_ms: float, links: dict, blame: st
             f"{RTT_EXCESS_MAX_MS:g} ms): packets waited outside ckcd-link{blame}"]
 
 
-def unexplained_rtt_ms(rtt_mean: float | None, delay_ms: float, links: dict, access_ms: float = 0.0) -> float | None:
+def unexplained_rtt_ms(rtt_mean: float | None, delay_ms: float, links: dict, access_ms: float = 0.0,
+                       link_ms: float = 0.0) -> float | None:
     """What of ping's mean RTT the emulated link does not explain (_rtt_excess_ms, less the ping
-    hosts' access delays, which their frames wait in ckcd-link too)."""
+    hosts' access delays, which their frames wait in ckcd-link too, and link_extra_ms)."""
     excess = _rtt_excess_ms(rtt_mean, delay_ms, links)
-    return None if excess is None else excess - access_ms
+    return None if excess is None else excess - access_ms - link_ms
 
 
 def _rtt_excess_ms(rtt_mean: float | None, delay_ms: float, links: dict) -> float | None:

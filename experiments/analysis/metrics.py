@@ -34,6 +34,7 @@ from experiments.analysis import fidelity
 from experiments.analysis.stats import counter_rate, in_window, jain_index, percentile, window_rate
 from experiments.run.probes.cpu import CpuSample
 from experiments.scenario.model import Scenario
+from experiments.scenario.workloads import size_bin, size_key
 from ovs_config.link_daemon import lateness
 
 
@@ -63,7 +64,8 @@ def run_metrics(record: dict) -> dict:
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
     ping = scenario.ping
     ping_access_ms = scenario.base_rtt_ms(ping.src, ping.dst) - scenario.link.rtt_ms if ping else 0.0
-    reasons = fidelity.untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms) \
+    link_ms = fidelity.link_extra_ms(scenario.link)
+    reasons = fidelity.untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms, link_ms) \
         + fidelity.ceiling_reasons(total / capacity_mbps, flows)
     return {"window_s": [w0, w1], "flows": flows,
             "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
@@ -75,7 +77,8 @@ def run_metrics(record: dict) -> dict:
             "wire_mbps": sum(link["wire_mbps"] or 0.0 for link in links.values()),
             "capacity_mbps": capacity_mbps, "utilization": total / capacity_mbps,
             "queue_delay_ms": _queue_delay_ms(windows.values()), "rtt_ms": rtt,
-            "rtt_unexplained_ms": fidelity.unexplained_rtt_ms(rtt["mean"], scenario.link.delay_ms, links, ping_access_ms),
+            "rtt_unexplained_ms": fidelity.unexplained_rtt_ms(rtt["mean"], scenario.link.delay_ms, links,
+                                                              ping_access_ms, link_ms),
             "release_late_mean_us": max((link["release_late_mean_us"] for link in links.values()
                                          if link["release_late_mean_us"] is not None), default=None),
             "drops": _by_reason(row for w in windows.values() for row in w.rows),
@@ -92,12 +95,13 @@ def short_flow_metrics(group: dict, w0: float, w1: float) -> dict:
     started = [x for x in group["transfers"] if w0 <= x["t"] <= w1]
     done = [x for x in started if x.get("ok")]
     by_size: dict = {}
+    classes = group.get("by_size_class", False)  # drawn from a distribution: by size class, not per size
     for x in done:
-        by_size.setdefault(x["size"], []).append(x["fct_ms"])
+        by_size.setdefault(size_bin(x["size"]) if classes else f"{x['size'] / 1000:g}", []).append(x["fct_ms"])
     return {"started": len(started), "completed": len(done),
             "failed": sum(1 for x in started if x.get("ok") is False),
             "fct_ms": _stats([x["fct_ms"] for x in done]),
-            "by_size_kb": {f"{size / 1000:g}": _stats(v) for size, v in sorted(by_size.items())}}
+            "by_size_kb": {size: _stats(by_size[size]) for size in sorted(by_size, key=size_key)}}
 
 
 def _mean_rate_bps(start_bps: int, applied: list[dict], w0: float, w1: float) -> float:
@@ -227,6 +231,9 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intend
             "ping_queue_delay_ms": window.ping_queue_delay_ms(),
             "qlen_pkts_mean": _mean([r["qlen_pkts"] for r in rows]),
             "drops": _by_reason(rows), "marks": _by_reason(rows, "marks"),
+            # frames the forward direction's loss model lost after the queue (ckcd-link --loss; rows
+            # from before it had none)
+            "lost_on_link": sum(r.get("lost", 0) for r in rows),
             "schedule": sched, "schedule_kept": sched["kept"],
             # the releases' own mean lateness, an intended one included (what the schedule check reads
             # without one): the x of the emulator's sensitivity curve

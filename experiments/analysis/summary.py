@@ -6,6 +6,7 @@ from __future__ import annotations
 from experiments.analysis.metrics import group_order
 from experiments.analysis.stats import mean_ci95
 from experiments.scenario.model import Scenario
+from experiments.scenario.workloads import size_key
 
 
 # The scalar metrics summarised per case: name -> how to read it from a run's metrics.
@@ -90,7 +91,7 @@ def _short_flow_summary(ok: list[dict]) -> dict:
     out: dict = {}
     for label in sorted({g for r in ok for g in r["metrics"].get("short_flows", {})}):
         runs = [r["metrics"]["short_flows"][label] for r in ok if label in r["metrics"].get("short_flows", {})]
-        sizes = sorted({s for m in runs for s in m["by_size_kb"]}, key=float)
+        sizes = sorted({s for m in runs for s in m["by_size_kb"]}, key=size_key)
         out[label] = {"started": sum(m["started"] for m in runs), "completed": sum(m["completed"] for m in runs),
                       "failed": sum(m["failed"] for m in runs),
                       "by_size_kb": {s: {p: mean_ci95([m["by_size_kb"][s][p] for m in runs

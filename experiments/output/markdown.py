@@ -239,14 +239,32 @@ def _introduction(command: str | None, head: list[dict], base_rtt_ms: dict[str, 
     return lines
 
 
+def _link_text(link: dict) -> str:
+    """The bottleneck as a reader needs it: rate (or trace), delay, buffer, loss, and the reverse
+    direction where it differs (records from before these keys have none of them)."""
+    rate = (f"trace {link['trace']} ({link['rate_bps'] / 1e6:.2f} Mbit/s on average)" if link.get("trace")
+            else f"{link['rate_bps'] / 1e6:g} Mbit/s")
+    text = f"{rate}, {link['delay_ms']:g} ms each way, buffer {link['buffer_pkts']} packets"
+    if link.get("loss"):
+        text += f", loss `{link['loss']}`"
+    reverse = {k: v for k, v in (link.get("reverse") or {}).items() if v is not None}
+    if reverse:
+        parts = [f"trace {reverse['trace']}" if "trace" in reverse else
+                 f"{reverse['rate_bps'] / 1e6:g} Mbit/s" if "rate_bps" in reverse else None,
+                 f"{reverse['delay_ms']:g} ms" if "delay_ms" in reverse else None,
+                 f"buffer {reverse['buffer_pkts']} packets" if "buffer_pkts" in reverse else None,
+                 f"loss `{reverse['loss']}`" if "loss" in reverse else None]
+        text += "; back: " + ", ".join(p for p in parts if p)
+    return text
+
+
 def _scenario_section(name: str, records, entries: list[dict], plots: list[str]) -> list[str]:
     """One scenario: its setup and flows, the table of its cases, its plots."""
     sc = next(r["scenario"] for r in records if r["scenario"]["name"] == name)
     w = next((r["metrics"]["window_s"] for r in records if r["scenario"]["name"] == name and r.get("metrics")),
              None)
     lines = ["", f"## {sc['title']} (`{name}`)", "",
-             (f"{sc['source']}. " if sc.get("source") else "") + f"Topology {sc['topology']}; link {sc['link']['rate_bps'] / 1e6:g} Mbit/s, "
-             f"{sc['link']['delay_ms']:g} ms each way, buffer {sc['link']['buffer_pkts']} packets; "
+             (f"{sc['source']}. " if sc.get("source") else "") + f"Topology {sc['topology']}; link {_link_text(sc['link'])}; "
              f"{sc['duration_s']:g} s per run"
              + (f", measured over {w[0]:g}-{w[1]:g} s" if w else "") + f". Flows: {_flow_list(sc)}."]
     if sc.get("grid_point"):

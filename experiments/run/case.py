@@ -36,6 +36,7 @@ from experiments.lab.net import Controller, mininet_net
 from experiments.lab.policy import apply_policy
 from experiments.lab.rest_client import CoexClient
 from experiments.lab.topos import topology
+from experiments.scenario.link_models import daemon_options
 from experiments.run.probes.cpu import CpuSampler
 from experiments.run.probes.iperf import client_port, flow_record, start_clients_on_time, start_servers, \
     wait_for_clients
@@ -99,7 +100,8 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
                 delay_ms=scenario.link.delay_ms, qdisc=spec, name=name,
                 log_path=os.path.join(run_dir, f"link-{name}.jsonl"), log_interval_ms=LOG_INTERVAL_MS,
                 seed=seed, release_batch_us=scenario.link.release_batch_us,
-                release_lateness_us=scenario.link.release_lateness_us, host_delay_ms=host_delays))
+                release_lateness_us=scenario.link.release_lateness_us, host_delay_ms=host_delays,
+                **daemon_options(scenario.link)))
         time.sleep(3.0)  # LLDP (every second) finds the links through the daemons
         loss = net.pingAll(timeout=2)
         if loss > 0:

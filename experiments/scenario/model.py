@@ -89,8 +89,21 @@ class ScenarioError(ValueError):
 
 
 @dataclasses.dataclass
+class ReverseLink:
+    """[link.reverse]: the direction from the receivers back to the senders (their ACKs, and
+    reverse flows), where it differs from the forward one, as on an asymmetric access link.
+    None: as the forward direction (rate, delay), or ckcd-link's large default buffer (ACKs are
+    not the experiment) and no trace or loss."""
+    rate_bps: int | None = None
+    delay_ms: float | None = None
+    buffer_pkts: int | None = None
+    trace: str | None = None   # a name in experiments/traces/ (link_models.trace_path)
+    loss: str | None = None    # ckcd-link's --loss spec
+
+
+@dataclasses.dataclass
 class Link:
-    rate_bps: int
+    rate_bps: int  # with a trace, its average (rounded)
     delay_ms: float
     buffer_pkts: int
     # ckcd-link's --release-batch: its sender threads wake at most once per this many us and
@@ -103,10 +116,16 @@ class Link:
     # lateness (late_mean_us reads at least this), the rate kept: how much do the results
     # depend on the emulator releasing frames late (docs/ckcd-link.md)? 0: no added lateness.
     release_lateness_us: float = 0.0
+    # The forward direction's service follows this trace (a name in experiments/traces/) instead
+    # of a fixed rate; random loss after its queue (ckcd-link's --loss spec). docs/ckcd-link.md,
+    # "Traces and loss".
+    trace: str | None = None
+    loss: str | None = None
+    reverse: ReverseLink = dataclasses.field(default_factory=ReverseLink)
 
     @property
     def rtt_ms(self) -> float:
-        return 2 * self.delay_ms
+        return self.delay_ms + (self.delay_ms if self.reverse.delay_ms is None else self.reverse.delay_ms)
 
     @property
     def bdp_pkts(self) -> float:
@@ -144,9 +163,11 @@ class Flow:
 
 @dataclasses.dataclass
 class ShortFlows:
-    """[[short_flows]]: transfers of fixed sizes from `src` to `dst`, each on a new connection,
-    at Poisson (or fixed-interval) arrival times between start_s and stop_s
-    (experiments/run/probes/shortflows.py runs them)."""
+    """[[short_flows]]: transfers from `src` to `dst`, each on a new connection, at Poisson (or
+    fixed-interval) arrival times between start_s and stop_s (experiments/run/probes/shortflows.py
+    runs them). Their sizes: drawn uniformly from sizes_kb, or from a workload's CDF (size_cdf, a
+    name in experiments/workloads/), or a bounded Pareto (size_pareto: shape, min_kb, max_kb);
+    size_max_kb caps a distribution's draws (experiments/scenario/workloads.py)."""
     label: str
     src: str
     dst: str
@@ -157,6 +178,14 @@ class ShortFlows:
     start_s: float
     stop_s: float
     port: int
+    size_cdf: str | None = None
+    size_pareto: dict | None = None
+    size_max_kb: float | None = None
+
+    @property
+    def distribution(self) -> bool:
+        """Sizes from a distribution (reported by size class), not a list (reported per size)."""
+        return not self.sizes_kb
 
 
 @dataclasses.dataclass
@@ -290,11 +319,13 @@ class Scenario:
     def from_dict(cls, data: dict) -> "Scenario":
         data = dict(data)
         data.pop("sweep_delay_ms", None)  # run records written before grids: a member never had one
-        data["link"] = Link(**data["link"])
+        link = dict(data["link"])
+        link["reverse"] = ReverseLink(**link.get("reverse", {}))  # records from before [link.reverse] had none
+        data["link"] = Link(**link)
         data["flows"] = [Flow(**f) for f in data["flows"]]
         data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
         data["link_changes"] = [LinkChange(**c) for c in data.get("link_changes", [])]
-        data["short_flows"] = [ShortFlows(**g) for g in data.get("short_flows", [])]
+        data["short_flows"] = [ShortFlows(**g) for g in data.get("short_flows", [])]  # records before size_cdf: lists
         return cls(**data)
 
 

@@ -11,8 +11,10 @@ from experiments.lab.traffic import CONGESTION_CONTROLS, ECN_CONGESTION_CONTROLS
 from experiments.names import RULE, is_safe_name
 from experiments.scenario.check import check_disciplines
 from experiments.scenario.disciplines import DISCIPLINES
+from experiments.scenario.link_models import check_loss, trace_average_bps, trace_path
+from experiments.scenario.workloads import cdf_path, read_cdf
 from experiments.scenario.model import (AGGREGATES, APPROACHES, FIRST_PORT, TOPOLOGIES, Flow, Link, LinkChange, Ping,
-                                        Scenario, ScenarioError, ShortFlows, hosts_of)
+                                        ReverseLink, Scenario, ScenarioError, ShortFlows, hosts_of)
 
 
 class Table:
@@ -108,7 +110,7 @@ def parse_one(data: dict, source: str | None) -> Scenario:
     hosts = hosts_of(per_side)
     flows = _flows(top, hosts, duration_s)
     ping = _ping(top.table("ping", None), hosts)
-    changes = _link_changes(top, duration_s)
+    changes = _link_changes(top, duration_s, link)
     tcp_sack = top.get("tcp_sack", bool, True)
     access = _access_delay(top.table("access_delay_ms", {}), hosts)
     tcp_info_s = top.number("tcp_info_interval_s", 0.5, low=0.1, high=10)
@@ -144,16 +146,57 @@ def _run_length(top: Table) -> tuple[float, float]:
 
 
 def _link(lt: Table) -> Link:
-    link = Link(rate_bps=_rate_bps(lt, "rate_mbps", "rate_bps"),
+    trace = _trace(lt)
+    if trace is not None and ("rate_mbps" in lt.data or "rate_bps" in lt.data):
+        raise lt.error("rate_mbps", f"the link follows trace {trace[0]!r} (its average, {trace[1] / 1e6:.2f} "
+                                    "Mbit/s, is its rate): leave rate_mbps out")
+    link = Link(rate_bps=round(trace[1]) if trace else _rate_bps(lt, "rate_mbps", "rate_bps"),
                 delay_ms=lt.number("delay_ms", low=0, high=10000),
                 buffer_pkts=int(lt.number("buffer_pkts", low=1, high=1_000_000)),
                 release_batch_us=lt.number("release_batch_us", 0.0, low=0, high=10000),
-                release_lateness_us=lt.number("release_lateness_us", 0.0, low=0, high=10000))
+                release_lateness_us=lt.number("release_lateness_us", 0.0, low=0, high=10000),
+                trace=trace[0] if trace else None, loss=_loss(lt))
+    link.reverse = _reverse_link(lt.table("reverse", None))
     lt.done()
     return link
 
 
-def _link_changes(top: Table, duration_s: float) -> list[LinkChange]:
+def _trace(t: Table) -> tuple[str, float] | None:
+    """`trace`: (its name, its average bit/s), checked as ckcd-link reads it, or None."""
+    name = t.get("trace", str, None)
+    if name is None:
+        return None
+    try:
+        return name, trace_average_bps(trace_path(name))
+    except (ValueError, OSError) as err:
+        raise t.error("trace", str(err)) from None
+
+
+def _loss(t: Table) -> str | None:
+    spec = t.get("loss", str, None)
+    try:
+        return None if spec is None else check_loss(spec)
+    except ValueError as err:
+        raise t.error("loss", str(err)) from None
+
+
+def _reverse_link(rt: Table | None) -> ReverseLink:
+    """[link.reverse]: the receivers' direction where it differs (an asymmetric access link)."""
+    if rt is None:
+        return ReverseLink()
+    trace = _trace(rt)
+    if trace is not None and ("rate_mbps" in rt.data or "rate_bps" in rt.data):
+        raise rt.error("rate_mbps", f"this direction follows trace {trace[0]!r}: leave rate_mbps out")
+    reverse = ReverseLink(rate_bps=None if trace else _rate_bps(rt, "rate_mbps", "rate_bps", None),
+                          delay_ms=rt.number("delay_ms", None, low=0, high=10000),
+                          buffer_pkts=None if "buffer_pkts" not in rt.data else
+                          int(rt.number("buffer_pkts", low=1, high=1_000_000)),
+                          trace=trace[0] if trace else None, loss=_loss(rt))
+    rt.done()
+    return reverse
+
+
+def _link_changes(top: Table, duration_s: float, link: Link) -> list[LinkChange]:
     """[[link_changes]]: at_s inside the run, in order, each with rate_mbps (or rate_bps) and/or delay_ms."""
     changes = []
     for i, raw in enumerate(top.get("link_changes", list, [])):
@@ -165,6 +208,8 @@ def _link_changes(top: Table, duration_s: float) -> list[LinkChange]:
                             ct.number("delay_ms", None, low=0, high=10000))
         if change.rate_bps is None and change.delay_ms is None:
             raise ct.error("rate_mbps", "a link change needs rate_mbps (or rate_bps) and/or delay_ms")
+        if change.rate_bps is not None and (link.trace or link.reverse.trace):
+            raise ct.error("rate_mbps", "the link follows a trace, whose rate is its own: change delay_ms only")
         ct.done()
         changes.append(change)
     return changes
@@ -311,6 +356,42 @@ SHORT_FIRST_PORT = 6201  # apart from the long flows' iperf3 ports
 SHORT_SIZE_KB_MAX = 100_000
 
 
+def _short_sizes(st: Table) -> tuple[list, str | None, dict | None, float | None]:
+    """A group's sizes: exactly one of sizes_kb (a list), size_cdf (a workload's name) and
+    size_pareto ({shape, min_kb, max_kb}); size_max_kb caps a distribution. No draw may exceed
+    SHORT_SIZE_KB_MAX (a distribution that reaches past it needs size_max_kb)."""
+    given = [k for k in ("sizes_kb", "size_cdf", "size_pareto") if k in st.data]
+    if len(given) != 1:
+        raise st.error("sizes_kb", "give exactly one of sizes_kb, size_cdf and size_pareto")
+    max_kb = st.number("size_max_kb", None, low=0.001, high=SHORT_SIZE_KB_MAX)
+    if given[0] == "sizes_kb":
+        if max_kb is not None:
+            raise st.error("size_max_kb", "caps a distribution (size_cdf, size_pareto), not a list of sizes")
+        sizes = st.get("sizes_kb", list)
+        if not sizes:
+            raise st.error("sizes_kb", "at least one size (KB) is needed")
+        for k, size in enumerate(sizes):
+            if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= SHORT_SIZE_KB_MAX:
+                raise st.error("sizes_kb", f"[{k}] = {size!r} is not a size in KB in (0, {SHORT_SIZE_KB_MAX}]")
+        return sizes, None, None, None
+    if given[0] == "size_cdf":
+        name = st.get("size_cdf", str)
+        try:
+            largest_kb = read_cdf(cdf_path(name))[-1][0] / 1000
+        except (ValueError, OSError) as err:
+            raise st.error("size_cdf", str(err)) from None
+        if min(largest_kb, max_kb or largest_kb) > SHORT_SIZE_KB_MAX:
+            raise st.error("size_max_kb", f"workload {name!r} reaches {largest_kb:g} KB, above the "
+                                          f"{SHORT_SIZE_KB_MAX} KB a transfer may be: cap it with size_max_kb")
+        return [], name, None, max_kb
+    pt = st.table("size_pareto")
+    shape = pt.number("shape", low=0.1, high=10)
+    low_kb = pt.number("min_kb", low=0.001, high=SHORT_SIZE_KB_MAX)
+    high_kb = pt.number("max_kb", low=low_kb, high=SHORT_SIZE_KB_MAX, strict_low=True)
+    pt.done()
+    return [], None, {"shape": shape, "min_kb": low_kb, "max_kb": high_kb}, max_kb
+
+
 def _short_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> list[ShortFlows]:
     """[[short_flows]] src, dst, cc, sizes_kb = [50, 1000] (each transfer draws one, uniformly),
     rate_per_s, arrivals = "poisson" | "interval", start_s, stop_s, label."""
@@ -319,12 +400,7 @@ def _short_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: floa
         st = Table(raw, f"short_flows[{i}]", top.source)
         src, dst = st.choice("src", hosts["senders"]), st.choice("dst", hosts["receivers"])
         cc = st.choice("cc", CONGESTION_CONTROLS)
-        sizes = st.get("sizes_kb", list)
-        if not sizes:
-            raise st.error("sizes_kb", "at least one size (KB) is needed")
-        for k, size in enumerate(sizes):
-            if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size <= SHORT_SIZE_KB_MAX:
-                raise st.error("sizes_kb", f"[{k}] = {size!r} is not a size in KB in (0, {SHORT_SIZE_KB_MAX}]")
+        sizes, cdf, pareto, max_kb = _short_sizes(st)
         rate = st.number("rate_per_s", low=0.01, high=100)
         arrivals = st.choice("arrivals", ("poisson", "interval"), "poisson")
         start_s = st.number("start_s", 0.0, low=0)
@@ -335,7 +411,7 @@ def _short_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: floa
         st.done()
         out.append(ShortFlows(label=label, src=src, dst=dst, cc=cc, sizes_kb=[float(x) for x in sizes],
                               rate_per_s=rate, poisson=arrivals == "poisson", start_s=start_s, stop_s=stop_s,
-                              port=SHORT_FIRST_PORT + i))
+                              port=SHORT_FIRST_PORT + i, size_cdf=cdf, size_pareto=pareto, size_max_kb=max_kb))
     if len({g.label for g in out}) != len(out):
         raise top.error("short_flows", "labels must differ")
     return out

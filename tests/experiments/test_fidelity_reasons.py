@@ -119,7 +119,8 @@ def test_ping_is_explained_by_the_queue_it_waited_in_not_the_links_mean():
     nothing in its own flow, so an RTT the link's 6 ms mean would explain is 6 ms too long."""
     dual = with_ping_own(record(2.0, 0.01, ping_ms=24.5, queue_ms=0.5), request_ms=4.0, reply_ms=0.0)
     m = run_metrics(dual)
-    assert m["fidelity"]["reasons"] == [] and abs(m["rtt_unexplained_ms"] - 0.5) < 1e-9
+    # 0.5 ms less the serialization of ping's 98-byte frames both ways at 50 Mbit/s (fidelity.link_extra_ms)
+    assert m["fidelity"]["reasons"] == [] and abs(m["rtt_unexplained_ms"] - (0.5 - 2 * 98 * 8 / 50e6 * 1000)) < 1e-9
     assert abs(m["links"]["l0"]["ping_queue_delay_ms"] - 4.0) < 1e-9
     assert reasons(2.0, 0.01, ping_ms=24.5, queue_ms=0.5)  # without ping's own: the link's mean
     isolated = with_ping_own(record(2.0, 0.01, ping_ms=26.5, queue_ms=6.0), request_ms=0.2, reply_ms=0.1)
@@ -136,3 +137,16 @@ def test_ping_own_wait_counts_both_directions_and_only_the_window():
     rec["links"]["l0"]["ping_sojourn"].append([1.0, "ab", 2, 2 * 500_000.0])
     m = run_metrics(rec)
     assert abs(m["links"]["l0"]["ping_queue_delay_ms"] - 4.0) < 1e-9 and m["fidelity"]["reasons"] == []
+
+
+def test_a_slow_reverse_direction_and_its_delay_are_explained():
+    """Rule: the link explains ping's serialization at each direction's rate and the reverse
+    direction's own delay ([link.reverse]): at 1 Mbit/s back a 98-byte reply takes 0.78 ms, and a
+    30 ms reverse delay adds 20 ms to 2 x 10, so an RTT of 40.8 ms plus what ping waited is
+    explained; the same RTT on a symmetric link is 20 ms too long."""
+    rec = with_ping_own(record(2.0, 0.01, ping_ms=40.8 + 0.5, queue_ms=0.5), request_ms=0.5, reply_ms=0.0)
+    rec["scenario"]["link"]["reverse"] = {"rate_bps": 1_000_000, "delay_ms": 30.0, "buffer_pkts": None,
+                                          "trace": None, "loss": None}
+    m = run_metrics(rec)
+    assert m["fidelity"]["reasons"] == [] and abs(m["rtt_unexplained_ms"]) < 0.05, m["rtt_unexplained_ms"]
+    assert reasons(2.0, 0.01, ping_ms=40.8 + 0.5, queue_ms=0.5)

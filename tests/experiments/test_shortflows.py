@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from experiments.run.probes import shortflows
+from experiments.scenario.workloads import SizeDraws
 
 
 def test_poisson_arrivals_have_the_asked_rate_and_fixed_ones_are_even():
@@ -36,7 +37,7 @@ def test_transfers_complete_with_their_sizes_and_times(capsys):
     async def run():
         server = asyncio.ensure_future(shortflows.serve(port, "cubic"))
         await asyncio.sleep(0.2)
-        await shortflows.fetch_all("127.0.0.1", port, [20_000, 2_000_000], rate=10.0, duration=0.35, seed=1,
+        await shortflows.fetch_all("127.0.0.1", port, SizeDraws(2, sizes_kb=[20, 2000]), rate=10.0, duration=0.35, seed=1,
                                    poisson=False)
         server.cancel()
 
@@ -52,6 +53,6 @@ def test_transfers_complete_with_their_sizes_and_times(capsys):
 
 def test_a_refused_connection_is_a_failed_transfer(capsys):
     port = _free_port()  # nothing listens
-    asyncio.run(shortflows.fetch_all("127.0.0.1", port, [1000], rate=10.0, duration=0.15, seed=1, poisson=False))
+    asyncio.run(shortflows.fetch_all("127.0.0.1", port, SizeDraws(2, sizes_kb=[1]), rate=10.0, duration=0.15, seed=1, poisson=False))
     [x] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert x["ok"] is False and "errno 111" in x["error"].lower()  # ECONNREFUSED

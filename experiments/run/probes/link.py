@@ -52,7 +52,7 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
                 ckcd.add(round(row["t"] + offset_s, 3), row)
                 series.append({"t": round(row["t"] + offset_s, 3), "interval_s": row["interval_s"],
                                "qlen_pkts": row["qlen_pkts"], "qlen_bytes": row.get("qlen_bytes"),
-                               "tx_bytes": row["tx_bytes"],
+                               "tx_bytes": row["tx_bytes"], "lost": row.get("lost", 0),
                                "sojourn_ms": soj["mean"] / 1000 if soj.get("count") else None,
                                "sojourn_count": soj.get("count", 0), "drops": row.get("drops", {}),
                                "marks": row.get("marks", {})})

@@ -7,7 +7,8 @@ real kernel TCP, run on the lab's hosts by the runner for a scenario's [[short_f
 
 The client asks for `size` bytes (an 8-byte request) at Poisson arrival times (exponential gaps
 of mean 1/rate; `--interval`: every 1/rate s), each on a new connection, the size drawn uniformly
-from --sizes-kb; the server answers with that many bytes and closes. A transfer's completion time
+from --sizes-kb, or from a workload's CDF file (--size-cdf PATH) or a bounded Pareto (--pareto
+SHAPE,MIN_KB,MAX_KB), capped by --size-max-kb (experiments/scenario/workloads.py); the server answers with that many bytes and closes. A transfer's completion time
 (FCT) runs from the client's connect() to the last byte received: the handshake, the request and
 the response, as a web fetch's. The data goes from the server's host to the client's, under the
 server's congestion control (TCP_CONGESTION on its listening socket, which accepted sockets
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import socket
 import struct
@@ -34,6 +36,10 @@ import time
 REQUEST = struct.Struct("!Q")  # the size asked for, network order
 MAX_SIZE = 1 << 31  # a request above this is refused (the server closes)
 CHUNK = bytes(64 * 1024)
+
+# Run as a script inside a lab host: the checkout's packages from its root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from experiments.scenario.workloads import SizeDraws, read_cdf  # noqa: E402
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -96,14 +102,13 @@ def arrival_times(rate: float, duration: float, seed: int, poisson: bool = True)
         times.append(t)
 
 
-async def fetch_all(host: str, port: int, sizes: list[int], rate: float, duration: float, seed: int,
+async def fetch_all(host: str, port: int, sizes: SizeDraws, rate: float, duration: float, seed: int,
                     poisson: bool, start_after: float = 0.0) -> None:
-    rng = random.Random(seed + 1)
     t0 = time.monotonic()
     pending = []
     for at in (start_after + a for a in arrival_times(rate, duration, seed, poisson)):
         await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
-        task = asyncio.ensure_future(_fetch(host, port, rng.choice(sizes), t0))
+        task = asyncio.ensure_future(_fetch(host, port, sizes.next(), t0))
         task.add_done_callback(lambda done: print(json.dumps(done.result()), flush=True))
         pending.append(task)
     if pending:
@@ -119,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     ft = sub.add_parser("fetch")
     ft.add_argument("--host", required=True)
     ft.add_argument("--port", type=int, required=True)
-    ft.add_argument("--sizes-kb", required=True, help="comma-separated sizes in KB (1000 bytes)")
+    how = ft.add_mutually_exclusive_group(required=True)
+    how.add_argument("--sizes-kb", help="comma-separated sizes in KB (1000 bytes), drawn uniformly")
+    how.add_argument("--size-cdf", help="a workload's CDF file (bytes, cumulative probability per line)")
+    how.add_argument("--pareto", help="SHAPE,MIN_KB,MAX_KB: a bounded Pareto")
+    ft.add_argument("--size-max-kb", type=float, default=None, help="cap a distribution's draws")
     ft.add_argument("--rate", type=float, required=True, help="transfers per second")
     ft.add_argument("--duration", type=float, required=True)
     ft.add_argument("--seed", type=int, default=1)
@@ -129,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         asyncio.run(serve(args.port, args.cc))
         return 0
-    sizes = [int(float(kb) * 1000) for kb in args.sizes_kb.split(",")]
+    sizes = SizeDraws(args.seed + 1, sizes_kb=[float(kb) for kb in args.sizes_kb.split(",")] if args.sizes_kb else None,
+                      cdf=read_cdf(args.size_cdf) if args.size_cdf else None,
+                      pareto=tuple(float(x) for x in args.pareto.split(",")) if args.pareto else None,
+                      max_kb=args.size_max_kb)
     asyncio.run(fetch_all(args.host, args.port, sizes, args.rate, args.duration, args.seed, not args.interval,
                           args.start_after))
     return 0
