@@ -34,7 +34,8 @@ setup(
     packages=find_packages(include=["coex*", "ryu_app*", "ovs_config*",
                                     "topologies*", "experiments*"]),
     py_modules=["ckcd_coex"],
-    package_data={"ryu_app": ["ui/*"], "experiments": ["scenarios/*.toml"], "coex": ["*.ovsschema"]},
+    package_data={"ryu_app": ["ui/*"], "experiments": ["scenarios/*.toml", "traces/*.trace", "workloads/*.cdf"],
+                  "coex": ["*.ovsschema"]},
     cmdclass={"build_py": BuildWithShim},
     install_requires=["networkx", "prometheus_client"],
     # One framework or the other: Ryu 4.34 (Python <= 3.11, with the eventlet it runs on) or

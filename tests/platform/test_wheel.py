@@ -52,12 +52,14 @@ def dists(tmp_path_factory):
 
 def test_sdist_and_wheel_carry_the_version_and_the_runtime_files(dists):
     """Rule: both artifacts carry VERSION's version in their names, and the files the
-    controller and the runner read at run time: the dashboard, the scenarios, the shim's .pth
+    controller and the runner read at run time: the dashboard, the scenarios, their traces and
+    workloads, the state cluster's schema, the shim's .pth
     (wheel); VERSION and CHANGELOG.md (sdist). No tests in the wheel."""
     _, sdist, wheel = dists
     members = set(zipfile.ZipFile(wheel).namelist())
     for name in ("ckcd_coex.py", "ckcd_coex_eventlet_shim.pth", "ryu_app/ui/index.html", "ryu_app/ui/app.js",
-                 "experiments/scenarios/bbr_cubic.toml", "ryu_app/launch.py"):
+                 "experiments/scenarios/bbr_cubic.toml", "experiments/traces/onoff.trace",
+                 "experiments/workloads/websearch.cdf", "coex/ckcd_coex.ovsschema", "ryu_app/launch.py"):
         assert name in members, name
     assert not any(m.startswith("tests/") for m in members)
     top = f"ckcd-coex-{_version()}/"
