@@ -157,7 +157,36 @@ def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -
             "cwnd_pkts": _stats(in_window([[r[0], r[2]] for r in tcp if r[2] is not None], w0, w1)),
             "link_drops": sum(sum(d.values()) for d in (flow.get("link_drops") or {}).values()),
             "link_marks": sum(sum(d.values()) for d in (flow.get("link_marks") or {}).values()),
-            "ecn": flow.get("ecn", False), "error": flow["error"]}
+            "ecn": flow.get("ecn", False), "error": flow["error"], "tcp_state": _tcp_state(tcp, w0, w1)}
+
+
+# BBR's pacing gains by state (tcp_bbr.c): startup 2/ln 2, drain its inverse, the probing cycle
+# 1.25, 0.75 and 1. A sample is put with the nearest of them.
+BBR_GAINS = {"startup": 2.885, "drain": 0.347, "probe_up": 1.25, "probe_down": 0.75, "cruise": 1.0}
+
+
+def _tcp_state(tcp: list, w0: float, w1: float) -> dict | None:
+    """What the kernel said of the flow's sender over the window (ss.SocketInfo.row's later
+    columns): its pacing and delivery rates, the segments it retransmitted and, under BBR, its
+    bandwidth estimate and the share of samples in each state its pacing gain says. None for
+    records from before these columns."""
+    rows = [r for r in tcp if len(r) > 12]
+    if not rows:
+        return None
+
+    def column(i: int, scale: float = 1.0) -> list:
+        return in_window([[r[0], r[i] / scale] for r in rows if r[i] is not None], w0, w1)
+
+    gains = column(11)
+    states = {}
+    for g in gains:
+        state = min(BBR_GAINS, key=lambda s: abs(BBR_GAINS[s] - g))
+        states[state] = states.get(state, 0) + 1
+    retrans = counter_rate([[r[0], r[9]] for r in rows if r[9] is not None], w0, w1)
+    return {"pacing_mbps": _stats(column(7, 1e6)), "delivery_mbps": _stats(column(8, 1e6)),
+            "retrans_per_s": retrans,
+            "bbr_bw_mbps": _stats(column(10, 1e6)) if gains else None,
+            "bbr_states": {s: round(n / len(gains), 3) for s, n in sorted(states.items())} if gains else None}
 
 
 def _group_metrics(flows: list[dict], rates: list[float], attr: str) -> dict:

@@ -1,5 +1,6 @@
 """The report's plots (matplotlib, Agg): throughput and delay over time, per-flow TCP state, CKCD's
-thresholds, and bars of each case's means with their CIs (seed 000's Figs. 5-8)."""
+thresholds, bars of each case's means with their CIs (seed 000's Figs. 5-8), and each flow's
+throughput against its delay (Pantheon's picture)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,43 @@ def plots_of(out_dir: str, records: list[dict], summary: list[dict]) -> dict:
             path = os.path.join(plot_dir, f"{name}_bars.png")
             _bars(plt, path, entries)
             plots[name].append(os.path.relpath(path, out_dir))
+        trusted = [r for r in measured if r["metrics"]["fidelity"]["trusted"]]
+        if trusted:
+            path = os.path.join(plot_dir, f"{name}_throughput_delay.png")
+            _throughput_delay(plt, path, trusted)
+            plots[name].append(os.path.relpath(path, out_dir))
     return plots
+
+
+CASE_MARKERS = "os^Dv<>pP*"
+
+
+def _throughput_delay(plt, path: str, records: list[dict]) -> None:
+    """Pantheon's picture: each flow of each trusted run at its mean goodput (up) against the 95th
+    percentile of its sRTT (the delay axis runs right to left, so better is up and right), one
+    marker per case, one colour per congestion control."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    cases = list(dict.fromkeys(r["case"]["name"] for r in records))
+    seen = set()
+    for r in records:
+        marker = CASE_MARKERS[cases.index(r["case"]["name"]) % len(CASE_MARKERS)]
+        for f in r["metrics"]["flows"]:
+            delay, rate = f["srtt_ms"]["p95"], f["mean_mbps"]
+            if delay is None or rate is None:
+                continue
+            label = f"{r['case']['name']}: {f['cc']}"
+            ax.scatter(delay, rate, marker=marker, color=CC_COLORS.get(f["cc"], "0.4"), alpha=0.75,
+                       label=None if label in seen else label)
+            seen.add(label)
+    ax.invert_xaxis()
+    ax.set_xlabel("sRTT, 95th percentile (ms)")
+    ax.set_ylabel("goodput (Mbit/s)")
+    n = len(records)
+    ax.set_title(f"{records[0]['scenario']['name']}: each flow of {n} trusted run{'s' if n != 1 else ''}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def _timeseries(plt, path: str, records: list[dict]) -> None:

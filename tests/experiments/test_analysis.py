@@ -227,7 +227,9 @@ def test_report_renders_from_records_without_a_lab(tmp_path):
     assert head["jain_droptail"] == pytest.approx(90 ** 2 / (2 * (80 ** 2 + 10 ** 2)))
     assert head["jain_ckcd"] == pytest.approx(90 ** 2 / (2 * (50 ** 2 + 40 ** 2)))
     assert head["queue_delay_reduction"] == pytest.approx(1 - 1.5 / 6.0)
-    assert {os.path.basename(p) for p in out["plots"]["syn"]} == {"syn_timeseries.png", "syn_bars.png"}
+    # the throughput-delay scatter (Pantheon's picture) too: both runs are trusted
+    assert {os.path.basename(p) for p in out["plots"]["syn"]} == {"syn_timeseries.png", "syn_bars.png",
+                                                                  "syn_throughput_delay.png"}
     for p in out["plots"]["syn"]:
         assert os.path.getsize(os.path.join(tmp_path, p)) > 10_000
     with open(tmp_path / "summary.csv") as f:

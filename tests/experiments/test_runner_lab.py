@@ -154,6 +154,7 @@ def test_outputs_exist_and_are_consistent(batch, tmp_path):
     # Bars show the summary, which counts trusted runs only: none without one (a CI run under a
     # spell of hypervisor steal had all three pair runs untrusted, and no bars).
     assert ("pair_bars.png" in plots) == any(r["metrics"]["fidelity"]["trusted"] for r in pair.values()), plots
+    assert ("pair_throughput_delay.png" in plots) == ("pair_bars.png" in plots), plots  # trusted runs only, both
     assert all(os.path.getsize(os.path.join(out, "plots", p)) > 10_000 for p in plots)
     assert all(f"plots/{p}" in report for p in plots), "the report shows every plot"
     # `ckcd-coex report DIR`, the real command, re-renders the same numbers from the saved runs.

@@ -37,7 +37,7 @@ def test_the_sampler_reads_each_flow_by_its_data_connections_port():
     stop = threading.Event()
     sampler = TcpInfoSampler({"h1": RecordedHost()}, {"h1": {53806: 5998}}, t0=0.0, interval_s=0.1, stop=stop)
     sampler._sample("h1", {53806: 5998})
-    [[_, srtt, cwnd, min_rtt, acked, _busy, _rwnd]] = sampler.series[5998]
+    [[_, srtt, cwnd, min_rtt, acked, _busy, _rwnd, *_]] = sampler.series[5998]
     assert (srtt, cwnd, min_rtt, acked) == (0.147, 32, 0.004, 1545338918) and sampler.errors == []
 
 

@@ -1,6 +1,8 @@
 """Each flow's TCP state over time, from the kernel: `ss -tin` on every sending host at a fixed
 interval (the scenario's `tcp_info_interval_s`), the sender socket's sRTT, cwnd, min RTT and
-bytes acknowledged, and how long it was held back by its receiver's window.
+bytes acknowledged, how long it was held back by its receiver's window, its pacing and delivery
+rates, its retransmissions and, for BBR, its bandwidth estimate and gains (its state machine:
+startup, drain, the probing cycle), as TUM's BBR analyses read them.
 
 The bytes acknowledged (tcp_info's tcpi_bytes_acked) are what the flow's receiver took in, as the
 network delivered it: the flow's goodput over a window is their difference over its time. The
@@ -36,6 +38,13 @@ _MINRTT = re.compile(r"\bminrtt:([\d.]+)")
 _ACKED = re.compile(r"\bbytes_acked:(\d+)")
 _BUSY = re.compile(r"\bbusy:(\d+)ms")
 _RWND_LIMITED = re.compile(r"\brwnd_limited:(\d+)ms")
+# With -n, ss prints rates as plain bit/s ("pacing_rate 499438139056bps"); its retrans is
+# "current/total" (tcpi_retrans/tcpi_total_retrans), left out while both are 0; BBR's own state is
+# "bbr:(bw:...bps,mrtt:...,pacing_gain:...,cwnd_gain:...)" (TCP_CC_INFO's tcp_bbr_info).
+_PACING = re.compile(r"\bpacing_rate (\d+)bps")
+_DELIVERY = re.compile(r"\bdelivery_rate (\d+)bps")
+_RETRANS = re.compile(r"\bretrans:\d+/(\d+)")
+_BBR = re.compile(r"\bbbr:\(bw:(\d+)bps,mrtt:[\d.]+(?:,pacing_gain:([\d.]+))?(?:,cwnd_gain:([\d.]+))?\)")
 
 
 @dataclasses.dataclass
@@ -50,6 +59,18 @@ class SocketInfo:
     bytes_acked: int | None = None
     busy_ms: int | None = None  # time with data in flight (tcpi_busy_time)
     rwnd_limited_ms: int | None = None  # of that, held back by the receiver's window
+    pacing_rate_bps: int | None = None
+    delivery_rate_bps: int | None = None  # the rate of the last delivery sample
+    retrans_total: int | None = None      # segments retransmitted since the connection began
+    bbr_bw_bps: int | None = None         # BBR's bottleneck bandwidth estimate (BBR only)
+    bbr_pacing_gain: float | None = None  # its gain: 2.89 startup, 0.35 drain, 1.25/0.75/1 probing
+    bbr_cwnd_gain: float | None = None
+
+    def row(self, t: float) -> list:
+        """The sampler's row (TcpInfoSampler.series)."""
+        return [t, self.srtt_ms, self.cwnd, self.min_rtt_ms, self.bytes_acked, self.busy_ms, self.rwnd_limited_ms,
+                self.pacing_rate_bps, self.delivery_rate_bps, self.retrans_total, self.bbr_bw_bps,
+                self.bbr_pacing_gain, self.bbr_cwnd_gain]
 
 
 def parse_ss(text: str) -> list[SocketInfo]:
@@ -65,25 +86,41 @@ def parse_ss(text: str) -> list[SocketInfo]:
             continue
         if addrs is None:
             continue
-        rtt, cwnd, minrtt, acked, busy, rwnd = (r.search(line) for r in (_RTT, _CWND, _MINRTT, _ACKED, _BUSY,
-                                                                            _RWND_LIMITED))
-        out.append(SocketInfo(local=addrs.group(1).strip("[]"), local_port=int(addrs.group(2)),
-                              peer=addrs.group(3).strip("[]"), peer_port=int(addrs.group(4)),
-                              srtt_ms=float(rtt.group(1)) if rtt else None,
-                              cwnd=int(cwnd.group(1)) if cwnd else None,
-                              min_rtt_ms=float(minrtt.group(1)) if minrtt else None,
-                              bytes_acked=int(acked.group(1)) if acked else None,
-                              busy_ms=int(busy.group(1)) if busy else None,
-                              # ss leaves a zero out: busy with no rwnd_limited means never limited
-                              rwnd_limited_ms=int(rwnd.group(1)) if rwnd else (0 if busy else None)))
+        out.append(_socket_info(addrs, line))
         addrs = None
     return out
 
 
+def _number(pattern: re.Pattern, line: str, kind=int, group: int = 1):
+    m = pattern.search(line)
+    return kind(m.group(group)) if m and m.group(group) is not None else None
+
+
+def _socket_info(addrs: re.Match, line: str) -> SocketInfo:
+    """One socket: its address line's match and its info line."""
+    busy = _number(_BUSY, line)
+    bbr = _BBR.search(line)
+    return SocketInfo(local=addrs.group(1).strip("[]"), local_port=int(addrs.group(2)),
+                      peer=addrs.group(3).strip("[]"), peer_port=int(addrs.group(4)),
+                      srtt_ms=_number(_RTT, line, float), cwnd=_number(_CWND, line),
+                      min_rtt_ms=_number(_MINRTT, line, float), bytes_acked=_number(_ACKED, line), busy_ms=busy,
+                      # ss leaves a zero out: busy with no rwnd_limited means never limited
+                      rwnd_limited_ms=_number(_RWND_LIMITED, line) if _RWND_LIMITED.search(line) else (
+                          0 if busy is not None else None),
+                      pacing_rate_bps=_number(_PACING, line), delivery_rate_bps=_number(_DELIVERY, line),
+                      # ss leaves it out while nothing was retransmitted
+                      retrans_total=_number(_RETRANS, line) if _RETRANS.search(line) else (0 if busy is not None else None),
+                      bbr_bw_bps=int(bbr.group(1)) if bbr else None,
+                      bbr_pacing_gain=float(bbr.group(2)) if bbr and bbr.group(2) else None,
+                      bbr_cwnd_gain=float(bbr.group(3)) if bbr and bbr.group(3) else None)
+
+
 class TcpInfoSampler:
     """Samples every sending host until `stop` is set; `series[server port]` is the flow's rows
-    [t since t0, sRTT ms, cwnd segments, min RTT ms, bytes acknowledged, busy ms, receiver-window-
-    limited ms] (the last three cumulative since the connection started). `flows_by_host` maps each host to its
+    (SocketInfo.row): [t since t0, sRTT ms, cwnd segments, min RTT ms, bytes acknowledged, busy ms,
+    receiver-window-limited ms, pacing rate bit/s, delivery rate bit/s, retransmitted segments,
+    BBR's bandwidth estimate bit/s, its pacing gain, its cwnd gain] (bytes, busy, limited and
+    retransmitted cumulative since the connection started; BBR's None for other controls). `flows_by_host` maps each host to its
     flows' data-connection ports (iperf3 --cport) and their server ports. `errors` lists what
     went wrong (an ss that failed or hung), at most once per kind."""
 
@@ -132,5 +169,4 @@ class TcpInfoSampler:
         t = round(time.monotonic() - self.t0, 3)
         for s in parse_ss(text):
             if s.local_port in ports:
-                self.series[ports[s.local_port]].append([t, s.srtt_ms, s.cwnd, s.min_rtt_ms, s.bytes_acked,
-                                                         s.busy_ms, s.rwnd_limited_ms])
+                self.series[ports[s.local_port]].append(s.row(t))
