@@ -85,7 +85,26 @@ def run_metrics(record: dict) -> dict:
             "marks": _by_reason((row for w in windows.values() for row in w.rows), "marks"),
             "senders": _sender_metrics(record.get("tcp_counters") or {}), "links": links, "cpu": cpu,
             "short_flows": {g["label"]: short_flow_metrics(g, w0, w1) for g in record.get("short_flows", [])},
+            "udp_flows": {g["label"]: udp_flow_metrics(g, w0, w1) for g in record.get("udp_flows", [])},
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def udp_flow_metrics(flow: dict, w0: float, w1: float) -> dict:
+    """A [[udp_flows]] flow over the window (its receiver's intervals that start in it): the share
+    of its datagrams lost, its one-way delay (mean, and the mean of the intervals' 95th
+    percentiles, each weighted by the datagrams received; the largest), its RFC 3550 jitter."""
+    rows = [r for r in flow["intervals"] if w0 <= r[0] < w1]
+    received = sum(r[1] for r in rows)
+    lost = max(0, sum(r[2] for r in rows) - sum(r[3] for r in rows))
+
+    def weighted(i: int) -> float | None:
+        pairs = [(r[i], r[1]) for r in rows if r[i] is not None and r[1]]
+        return sum(v * n for v, n in pairs) / sum(n for _, n in pairs) if pairs else None
+    return {"received": received, "lost": lost,
+            "loss_fraction": lost / (received + lost) if received + lost else None,
+            "owd_ms": weighted(4), "owd_p95_ms": weighted(6),
+            "owd_max_ms": max((r[7] for r in rows if r[7] is not None), default=None),
+            "jitter_ms": _mean([r[8] for r in rows if r[1]]), "error": flow["error"]}
 
 
 def short_flow_metrics(group: dict, w0: float, w1: float) -> dict:

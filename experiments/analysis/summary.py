@@ -79,10 +79,24 @@ def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted:
                             for stat in ("mean_mbps", "total_mbps", "srtt_ms")}
                         for n in names}
     entry["short_flows"] = _short_flow_summary(ok)
+    entry["udp_flows"] = _udp_flow_summary(ok)
     for key, out in (("drops", "drops_by_reason"), ("marks", "marks_by_reason")):
         reasons = sorted({k for r in ok for k in r["metrics"].get(key, {})})
         entry[out] = {k: mean_ci95([r["metrics"].get(key, {}).get(k, 0) for r in ok]) for k in reasons}
     return entry
+
+
+UDP_STATS = ("loss_fraction", "owd_ms", "owd_p95_ms", "jitter_ms")
+
+
+def _udp_flow_summary(ok: list[dict]) -> dict:
+    """Per real-time flow: the mean over runs of each run's loss, one-way delay and jitter (with CIs)."""
+    out: dict = {}
+    for label in sorted({g for r in ok for g in r["metrics"].get("udp_flows", {})}):
+        runs = [r["metrics"]["udp_flows"][label] for r in ok if label in r["metrics"].get("udp_flows", {})]
+        out[label] = {stat: mean_ci95([m[stat] for m in runs if m[stat] is not None]) for stat in UDP_STATS}
+        out[label]["runs"] = len(runs)
+    return out
 
 
 def _short_flow_summary(ok: list[dict]) -> dict:

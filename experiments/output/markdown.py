@@ -104,6 +104,16 @@ def case_table(entries: list[dict]) -> list[str]:
     return lines
 
 
+def udp_flow_table(entries: list[dict]) -> list[str]:
+    head = ["case", "real-time flow", "loss %", "one-way delay ms", "p95 ms", "jitter ms", "runs"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        for label, g in e.get("udp_flows", {}).items():
+            lines.append("| " + " | ".join([e["case"], label, _ci(g["loss_fraction"], 2, 100), _ci(g["owd_ms"]),
+                                             _ci(g["owd_p95_ms"]), _ci(g["jitter_ms"], 2), str(g["runs"])]) + " |")
+    return lines
+
+
 def short_flow_table(entries: list[dict]) -> list[str]:
     head = ["case", "short flows", "size KB", "completed / started (failed)", "FCT p50 ms", "p95 ms", "p99 ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -277,6 +287,9 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
         lines += ["", "Short flows: completion time (connect to last byte) of the transfers started in the "
                   "window, mean over runs of each run's percentiles; unfinished transfers were still running "
                   "when the run ended.", ""] + short_flow_table(entries)
+    if any(e.get("udp_flows") for e in entries):
+        lines += ["", "Real-time flows (constant-rate UDP): datagrams lost, one-way delay (sender to receiver, one "
+                  "clock) and RFC 3550 jitter over the window, mean over runs.", ""] + udp_flow_table(entries)
     for p in plots:
         lines += ["", f"![{os.path.basename(p)}]({p})"]
     return lines

@@ -16,7 +16,8 @@ each by its probe under run/probes/:
   reason), its dequeue samples (sojourn percentiles), final stats (schedule keeping);
 - ping RTT from the scenario's ping source to its destination (ping.py);
 - the machine's CPU from /proc/stat every second, and vswitchd's and ckcd-link's share (cpu.py);
-- short transfers' completion times (short.py).
+- short transfers' completion times (short.py);
+- real-time flows' one-way delay, jitter and loss (udp.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from experiments.run.probes.iperf import client_port, flow_record, start_clients
 from experiments.run.probes.link import SojournSampler, daemon_clock_zeros, link_record
 from experiments.run.probes.ping import ping_series, start_ping
 from experiments.run.probes.short import short_flow_record, start_short_flows
+from experiments.run.probes.udp import start_udp_flows, udp_flow_record
 from experiments.run.probes.ss import TcpInfoSampler
 from experiments.run.progress import Progress
 from experiments.scenario.model import Case, Scenario, spec_with_addresses
@@ -164,6 +166,7 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         if scenario.ping:
             start_ping(started, scenario, net, run_dir)
         short_t0 = start_short_flows(started, scenario, net, run_dir, t0)
+        start_udp_flows(started, scenario, net, run_dir, t0)
         clients, launched = start_clients_on_time(started, scenario, net, run_dir, t0, progress)
         wait_for_clients(clients, FLOW_GRACE_S)
         stats = {name: c.stats("ab", max_flows=256) for name, c in controls.items()}
@@ -181,6 +184,7 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         "tcp_info_errors": tcp.errors,
         **({"short_flows": [short_flow_record(g, run_dir, short_t0) for g in scenario.short_flows]}
            if scenario.short_flows else {}),
+        **({"udp_flows": [udp_flow_record(g, run_dir, t0) for g in scenario.udp_flows]} if scenario.udp_flows else {}),
         "cpu": cpu.series,
         **({"link_changes": applied} if scenario.link_changes else {}),
     }

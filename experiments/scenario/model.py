@@ -189,6 +189,21 @@ class ShortFlows:
 
 
 @dataclasses.dataclass
+class UdpFlows:
+    """[[udp_flows]]: a real-time flow, constant-rate UDP from `src` to `dst` between start_s and
+    stop_s (experiments/run/probes/udpflow.py): what a video or game flow feels beside the TCP
+    flows, as one-way delay, jitter and loss."""
+    label: str
+    src: str
+    dst: str
+    rate_bps: int
+    packet_bytes: int  # UDP payload per datagram
+    start_s: float
+    stop_s: float
+    port: int
+
+
+@dataclasses.dataclass
 class Ping:
     src: str
     dst: str
@@ -244,6 +259,7 @@ class Scenario:
     # how often each sending host's TCP state (sRTT, cwnd, min RTT per flow) is read (ss -tin)
     tcp_info_interval_s: float = 0.5
     short_flows: list[ShortFlows] = dataclasses.field(default_factory=list)
+    udp_flows: list[UdpFlows] = dataclasses.field(default_factory=list)
 
     @property
     def hosts(self) -> dict[str, tuple[str, ...]]:
@@ -326,6 +342,7 @@ class Scenario:
         data["ping"] = Ping(**data["ping"]) if data.get("ping") else None
         data["link_changes"] = [LinkChange(**c) for c in data.get("link_changes", [])]
         data["short_flows"] = [ShortFlows(**g) for g in data.get("short_flows", [])]  # records before size_cdf: lists
+        data["udp_flows"] = [UdpFlows(**g) for g in data.get("udp_flows", [])]
         return cls(**data)
 
 

@@ -14,7 +14,7 @@ from experiments.scenario.disciplines import DISCIPLINES
 from experiments.scenario.link_models import check_loss, trace_average_bps, trace_path
 from experiments.scenario.workloads import cdf_path, read_cdf
 from experiments.scenario.model import (AGGREGATES, APPROACHES, FIRST_PORT, TOPOLOGIES, Flow, Link, LinkChange, Ping,
-                                        ReverseLink, Scenario, ScenarioError, ShortFlows, hosts_of)
+                                        ReverseLink, Scenario, ScenarioError, ShortFlows, UdpFlows, hosts_of)
 
 
 class Table:
@@ -115,6 +115,7 @@ def parse_one(data: dict, source: str | None) -> Scenario:
     access = _access_delay(top.table("access_delay_ms", {}), hosts)
     tcp_info_s = top.number("tcp_info_interval_s", 0.5, low=0.1, high=10)
     short = _short_flows(top, hosts, duration_s)
+    udp = _udp_flows(top, hosts, duration_s)
     top.done()
     scenario = Scenario(name=name, title=title, source=src_ref, topology=topology, duration_s=duration_s,
                         warmup_s=warmup_s, link=link, disciplines=disciplines, approaches=approaches,
@@ -122,7 +123,7 @@ def parse_one(data: dict, source: str | None) -> Scenario:
                         limited_queue_fraction=fraction, repeat=repeat, notes=notes, link_changes=changes,
                         variants={v: variants[v] for v in disciplines if v in variants},
                         tcp_sack=tcp_sack, access_delay_ms=access, hosts_per_side=per_side,
-                        tcp_info_interval_s=tcp_info_s, short_flows=short)
+                        tcp_info_interval_s=tcp_info_s, short_flows=short, udp_flows=udp)
     check_disciplines(scenario, source)
     if any(a != "none" for a in approaches) and not any(f.aggregate for f in flows):
         raise top.error("flows", "CoEx approaches need flows with an `aggregate` (low_delay, queue_filling)")
@@ -403,10 +404,7 @@ def _short_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: floa
         sizes, cdf, pareto, max_kb = _short_sizes(st)
         rate = st.number("rate_per_s", low=0.01, high=100)
         arrivals = st.choice("arrivals", ("poisson", "interval"), "poisson")
-        start_s = st.number("start_s", 0.0, low=0)
-        stop_s = st.number("stop_s", duration_s, low=0, high=duration_s)
-        if stop_s <= start_s:
-            raise st.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+        start_s, stop_s = _span(st, duration_s)
         label = st.get("label", str, f"short-{cc}-{i + 1}")
         st.done()
         out.append(ShortFlows(label=label, src=src, dst=dst, cc=cc, sizes_kb=[float(x) for x in sizes],
@@ -414,6 +412,41 @@ def _short_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: floa
                               port=SHORT_FIRST_PORT + i, size_cdf=cdf, size_pareto=pareto, size_max_kb=max_kb))
     if len({g.label for g in out}) != len(out):
         raise top.error("short_flows", "labels must differ")
+    return out
+
+
+def _span(t: Table, duration_s: float) -> tuple[float, float]:
+    """start_s (0) and stop_s (the run's end) of a group of transfers or a flow, stop after start."""
+    start_s = t.number("start_s", 0.0, low=0)
+    stop_s = t.number("stop_s", duration_s, low=0, high=duration_s)
+    if stop_s <= start_s:
+        raise t.error("stop_s", f"{stop_s:g} is not after start_s {start_s:g}")
+    return start_s, stop_s
+
+
+UDP_FIRST_PORT = 7201  # apart from the long flows' and the short flows' ports
+UDP_MAX_PPS = 5000     # experiments/run/probes/udpflow.MAX_PPS
+
+
+def _udp_flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> list[UdpFlows]:
+    """[[udp_flows]] src, dst, rate_mbps (or rate_bps), packet_bytes (16..1472, 1200), start_s,
+    stop_s, label."""
+    out = []
+    for i, raw in enumerate(top.get("udp_flows", list, [])):
+        ut = Table(raw, f"udp_flows[{i}]", top.source)
+        src, dst = ut.choice("src", hosts["senders"]), ut.choice("dst", hosts["receivers"])
+        rate = _rate_bps(ut, "rate_mbps", "rate_bps")
+        size = int(ut.number("packet_bytes", 1200, low=16, high=1472))
+        if rate / (8 * size) > UDP_MAX_PPS:
+            raise ut.error("rate_mbps", f"{rate / 1e6:g} Mbit/s in {size}-byte datagrams is over {UDP_MAX_PPS} a "
+                                        "second, more than the sender keeps to its schedule: larger packet_bytes")
+        start_s, stop_s = _span(ut, duration_s)
+        label = ut.get("label", str, f"udp-{i + 1}")
+        ut.done()
+        out.append(UdpFlows(label=label, src=src, dst=dst, rate_bps=rate, packet_bytes=size, start_s=start_s,
+                            stop_s=stop_s, port=UDP_FIRST_PORT + i))
+    if len({g.label for g in out}) != len(out):
+        raise top.error("udp_flows", "labels must differ")
     return out
 
 

@@ -1,6 +1,6 @@
 """ckcd-link's link models on real traffic between two network namespaces (tests/link/linklab.py):
-a direction that follows a delivery-opportunity trace, random loss after the queue, and a link
-whose two directions differ. UDP from iperf3 (-u), so what arrives is what the link gives, not
+a direction that follows a delivery-opportunity trace, random loss after the queue, a link
+whose two directions differ, and a real-time flow's receiver measuring the link. UDP from iperf3 (-u), so what arrives is what the link gives, not
 what a congestion control chose to send.
 
 Tolerances and why:
@@ -15,8 +15,10 @@ Needs root, iperf3; holds the lab lock for the module (the lab and daemon_factor
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -115,3 +117,30 @@ def test_the_two_directions_of_an_asymmetric_link_are_their_own(lab, daemon_fact
         f.wait(timeout=30)
     print(f"\nasymmetric: ab {got['ab'] / 1e6:.2f} Mbit/s (40), ba {got['ba'] / 1e6:.2f} Mbit/s (10)")
     assert abs(got["ab"] - 40e6) <= 0.02 * 40e6 and abs(got["ba"] - 10e6) <= 0.02 * 10e6, got
+
+
+def test_a_real_time_flow_measures_the_links_delay_and_loss(lab, daemon_factory):
+    """Target (a UDP flow's metrics): the real-time flow's receiver (experiments/run/probes/
+    udpflow.py) measures through the daemon the link's one-way delay, 10 ms plus serialization
+    and the daemon's release lateness (at most 3 ms, as test_link_daemon.py's ping bound), and its
+    Bernoulli loss of 5 % within 5 sd of the binomial mean over the datagrams sent."""
+    d = daemon_factory(rate_bps=50_000_000, qdisc="droptail limit=400", loss="bernoulli p=0.05", seed=11)
+    port = lab.next_port()
+    rx = lab.popen(lab.ns_b, sys.executable, "-m", "experiments.run.probes.udpflow", "receive", "--port", str(port),
+                   "--duration", "8", "--interval", "0.5", stdout=subprocess.PIPE, text=True, cwd=str(REPO))
+    assert json.loads(rx.stdout.readline()) == {"listening": port}
+    lab.ns(lab.ns_a, sys.executable, "-m", "experiments.run.probes.udpflow", "send", "--host", HOST_B_IP,
+           "--port", str(port), "--rate", "5000000", "--bytes", "1200", "--duration", "4", timeout=30)
+    rows = [json.loads(line) for line in rx.communicate(timeout=20)[0].splitlines()]
+    sent = math.ceil(4 / (1200 * 8 / 5_000_000))  # the sender sends datagram k at k * gap while that is < 4 s
+    received = sum(r["received"] for r in rows)
+    lost = sent - received
+    mean, sd = 0.05 * sent, math.sqrt(sent * 0.05 * 0.95)
+    owd = [r["owd_ms"]["mean"] for r in rows if r["received"]]
+    print(f"\nreal-time flow: {received} of {sent} datagrams, {lost} lost (mean {mean:.0f}, sd {sd:.1f}); one-way "
+          f"delay {min(owd):.2f}-{max(owd):.2f} ms per interval")
+    assert abs(lost - mean) <= 5 * sd, (lost, mean, sd)
+    assert all(10.0 <= v <= 13.0 for v in owd), owd
+    # The receiver's count agrees with the sender's, but for the last few if they were lost (no
+    # later datagram shows their gap): at 5 %, three in a row at the end is a 1-in-8000 chance.
+    assert 0 <= lost - sum(r["lost"] - r["reordered"] for r in rows) <= 3

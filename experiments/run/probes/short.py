@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import json
 import os
 import sys
 import time
 import zlib
 
+from experiments.run.probes.jsonlines import read_rows
 from experiments.scenario.model import Scenario
 from experiments.scenario.workloads import cdf_path
 
@@ -55,16 +55,12 @@ def short_flow_record(g, run_dir: str, launched_s: float) -> dict:
     rec = {"label": g.label, "src": g.src, "dst": g.dst, "cc": g.cc, "port": g.port, "transfers": [],
            "error": None, "by_size_class": g.distribution}
     try:
-        lines = open(os.path.join(run_dir, f"short-{g.port}.jsonl")).read().splitlines()
+        rows = read_rows(os.path.join(run_dir, f"short-{g.port}.jsonl"))
     except OSError as err:
         rec["error"] = f"no client output: {err.strerror}"
         return rec
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # a traceback, or a line cut by the kill at the end
-        if isinstance(row, dict) and "t" in row and "size" in row:
+    for row in rows:
+        if "t" in row and "size" in row:
             row["t"] = round(launched_s + row["t"], 3)
             rec["transfers"].append(row)
     return rec
