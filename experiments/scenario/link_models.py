@@ -75,19 +75,6 @@ def check_loss(spec: str) -> str:
     return " ".join(words)
 
 
-def loss_rate(spec: str) -> float:
-    """The long-run loss rate of a checked spec (as ckcd-link's show says it)."""
-    words = spec.split()
-    if words == ["none"]:
-        return 0.0
-    v = dict(w.split("=") for w in words[1:])
-    p = float(v["p"])
-    if words[0] == "bernoulli":
-        return p
-    r, bad, good = float(v["r"]), float(v.get("bad", 1)), float(v.get("good", 0))
-    return (p * bad + r * good) / (p + r)
-
-
 def daemon_options(link) -> dict:
     """What ckcd-link is given for a scenario's [link] beyond its rate, delay and discipline
     (ovs_config.link_daemon.LinkDaemon's keywords): the traces by path, the loss models, and

@@ -66,10 +66,3 @@ def test_the_runner_hands_the_daemon_each_direction_its_own():
     plain = parse_scenario({"name": "p", "duration_s": 10, "flows": [{"src": "h1", "dst": "h3", "cc": "cubic"}],
                             "link": {"rate_mbps": 10, "delay_ms": 10, "buffer_pkts": 80}}, "p.toml")
     assert link_models.daemon_options(plain.link) == {} and plain.link.rtt_ms == 20.0
-
-
-def test_loss_rate_is_the_models_long_run_rate():
-    """Rule: Bernoulli's p; Gilbert-Elliott's (p * bad + r * good) / (p + r)."""
-    assert link_models.loss_rate("bernoulli p=0.02") == 0.02
-    assert link_models.loss_rate("gilbert p=0.01 r=0.25") == pytest.approx(0.01 / 0.26)
-    assert link_models.loss_rate("gilbert p=0.1 r=0.1 bad=0.5 good=0.1") == pytest.approx(0.3)

@@ -218,28 +218,8 @@ def exercise(session, case, data):
         loopback(case.body.get("heavy_hitters"))
 
     kwargs = case.as_transport_kwargs(base_url=BASE)
-    headers = kwargs.setdefault("headers", {})
-    auth = data.draw(st.sampled_from([f"Bearer {TOKEN}"] * 15 + [
-        None, "Bearer guess", f"bearer {TOKEN}", f"Basic {TOKEN}", "Bearer s\u00e9cret", "Bearer \u00ff"]), "auth")
-    headers.pop("Authorization", None)
-    if auth is not None:
-        headers["Authorization"] = auth.encode("latin-1")  # the bytes as they are (requests takes bytes)
-    mangle = data.draw(st.sampled_from(["none"] * 12 + ["body", "method", "path"]), "mangle")
-    expect = None
-    if mangle == "body" and case.method in ("PUT", "POST"):
-        kwargs.pop("json", None)
-        kwargs["data"] = data.draw(st.sampled_from(BROKEN_BODIES), "broken body")
-        expect = range(400, 500)
-    elif mangle == "method":
-        others = sorted(set(METHODS) - ALLOWED[case.operation.path])
-        kwargs["method"] = data.draw(st.sampled_from(others), "other method")
-        expect = [405]
-    elif mangle == "path":
-        if PREFIX + "/" in kwargs["url"]:
-            kwargs["url"] = kwargs["url"].replace(PREFIX + "/", PREFIX + "/no-such/", 1)  # no route starts so
-        else:  # /metrics
-            kwargs["url"] = kwargs["url"].replace(BASE + "/", BASE + "/no-such/", 1)
-        expect = [404]
+    auth = _authorize(data, kwargs)
+    mangle, expect = _mangle(data, case, kwargs)
 
     if case.operation.path.endswith("/aqm") and params.get("port") in ("1", "2"):
         # an AQM needs a bottleneck port: declare it (if it is not) so the body gets validated
@@ -264,3 +244,36 @@ def exercise(session, case, data):
         else:  # a changing call without the token: refused before its body is looked at (unless a
             # generated path parameter holds a '/' and the path is another route's or none)
             assert response.status_code == 401 or case.data_generation_method.is_negative, (kwargs, response.text)
+
+
+def _authorize(data, kwargs) -> str | None:
+    """The Authorization header drawn for the request: mostly the token, sometimes a wrong one or none."""
+    headers = kwargs.setdefault("headers", {})
+    auth = data.draw(st.sampled_from([f"Bearer {TOKEN}"] * 15 + [
+        None, "Bearer guess", f"bearer {TOKEN}", f"Basic {TOKEN}", "Bearer s\u00e9cret", "Bearer \u00ff"]), "auth")
+    headers.pop("Authorization", None)
+    if auth is not None:
+        headers["Authorization"] = auth.encode("latin-1")  # the bytes as they are (requests takes bytes)
+    return auth
+
+
+def _mangle(data, case, kwargs) -> tuple[str, object]:
+    """Sometimes a broken body, a method or a path no route has: what was done, and the statuses
+    that must answer it (None: the schema's)."""
+    mangle = data.draw(st.sampled_from(["none"] * 12 + ["body", "method", "path"]), "mangle")
+    expect = None
+    if mangle == "body" and case.method in ("PUT", "POST"):
+        kwargs.pop("json", None)
+        kwargs["data"] = data.draw(st.sampled_from(BROKEN_BODIES), "broken body")
+        expect = range(400, 500)
+    elif mangle == "method":
+        others = sorted(set(METHODS) - ALLOWED[case.operation.path])
+        kwargs["method"] = data.draw(st.sampled_from(others), "other method")
+        expect = [405]
+    elif mangle == "path":
+        if PREFIX + "/" in kwargs["url"]:
+            kwargs["url"] = kwargs["url"].replace(PREFIX + "/", PREFIX + "/no-such/", 1)  # no route starts so
+        else:  # /metrics
+            kwargs["url"] = kwargs["url"].replace(BASE + "/", BASE + "/no-such/", 1)
+        expect = [404]
+    return mangle, expect
