@@ -344,6 +344,7 @@ def main(argv=None) -> int:
         return 2
     from experiments.batch.plan import BatchError
     from experiments.lab.bpf_cc import BpfUnavailable
+    from experiments.lab.mptcp import MptcpUnavailable
     from experiments.lab.net import teardown_on_sigterm
     from experiments.scenario.model import ScenarioError
     from ovs_config.private_ovs import OVSError
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
     except OVSError as err:  # e.g. a lab refusing to start beside `ckcd-coex ovs start`'s OVS
         print(f"ckcd-coex: {err}", file=sys.stderr)
         return 1
-    except BpfUnavailable as err:  # a scenario's BPF congestion control cannot be loaded here
+    except (BpfUnavailable, MptcpUnavailable) as err:  # a scenario's BPF control or MPTCP cannot run here
         print(f"ckcd-coex: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

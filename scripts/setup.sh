@@ -10,6 +10,7 @@
 # strace, to read the tc plugin's netlink requests; slurmctld, slurmd, slurm-client and
 # munge, for the single-node Slurm cluster tests/cluster starts to test cluster/sweep.sbatch;
 # bpftool and libbpf-dev, to build and load the BPF congestion controls of datapath/bpf;
+# mptcpd, whose mptcpize runs the lab's MPTCP flows; tshark, to read ckcd-link's packet captures;
 # debootstrap, for the Debian 13 root in which the controller's tests run again under os-ken
 # on Python 3.13, built once into /var/cache/ckcd-coex/trixie).
 # Idempotent: each step checks before it acts, and a finished setup prints one line.
@@ -23,7 +24,8 @@ APT_PACKAGES="openvswitch-switch mininet iperf3 ethtool iputils-ping tcpdump ipr
 TEST_APT_PACKAGES="clang libclang-rt-14-dev qemu-system-x86 busybox-static linux-headers-amd64 kmod xz-utils
   prometheus chromium chromium-driver dkms shellcheck strace slurmctld slurmd slurm-client munge debootstrap
   debhelper dh-dkms dpkg-dev lintian
-  bpftool libbpf-dev"
+  bpftool libbpf-dev
+  mptcpd tshark"
 [ "${1:-}" = "--tests" ] && APT_PACKAGES="$APT_PACKAGES $TEST_APT_PACKAGES"
 
 die() { echo "setup: $*" >&2; exit 1; }

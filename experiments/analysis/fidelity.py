@@ -88,10 +88,7 @@ def untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows:
                        ping_access_ms: float = 0.0, link_ms: float = 0.0) -> list[str]:
     """Why the run's numbers should not be trusted, in this order: a saturated CPU, links that
     fell behind their schedule, ping waiting outside the emulated link, failed flows."""
-    # Timing faults (a late link, delay outside it) are blamed on the hypervisor, with the advice
-    # to rerun, when it held back the vCPU; otherwise they are ours to explain.
-    steal = cpu["steal_mean_pct"] or 0.0
-    blame = f"; the hypervisor took {steal:.0f} % of the CPU (steal): rerun" if steal >= STEAL_HIGH_PCT else ""
+    blame = _blame(cpu)
     return (_cpu_reasons(cpu["saturated_fraction"]) + _schedule_reasons(links, blame)
             + _rtt_reasons(rtt["mean"], delay_ms, links, blame, ping_access_ms, link_ms)
             + [f"flow {f['label']}: {f['error']}" for f in flows if f["error"]]
@@ -101,11 +98,27 @@ def untrusted_reasons(cpu: dict, links: dict, rtt: dict, delay_ms: float, flows:
                if (f.get("rwnd_limited_fraction") or 0) > RWND_LIMITED_MAX_FRACTION])
 
 
-def ceiling_reasons(utilization: float, flows: list[dict]) -> list[str]:
+def _blame(cpu: dict) -> str:
+    """Timing faults (a late link, delay outside it) are blamed on the hypervisor, with the
+    advice to rerun, when it held back the vCPU; otherwise they are ours to explain."""
+    steal = cpu["steal_mean_pct"] or 0.0
+    return f"; the hypervisor took {steal:.0f} % of the CPU (steal): rerun" if steal >= STEAL_HIGH_PCT else ""
+
+
+def group_ping_reasons(label: str, cpu: dict, rtt_mean: float | None, delay_ms: float, links: dict,
+                       access_ms: float, link_ms: float) -> list[str]:
+    """The RTT check of an RTT group's ping (links: with that ping's own queueing delay), as the
+    main ping's, its reason named by the ping."""
+    return [f"{label}: {why}" for why in _rtt_reasons(rtt_mean, delay_ms, links, _blame(cpu), access_ms, link_ms)]
+
+
+def ceiling_reasons(utilization: float, flows: list[dict], direction: str = "") -> list[str]:
+    """direction: "" for the forward link, "reverse " for the reverse flows' own."""
     if utilization <= GOODPUT_CEILING + CEILING_TOLERANCE:
         return []
     sources = sorted({f["goodput_source"] for f in flows})
-    return [f"utilization {100 * utilization:.1f} % is above TCP's goodput ceiling of {100 * GOODPUT_CEILING:.1f} % "
+    return [f"{direction}utilization {100 * utilization:.1f} % is above TCP's goodput ceiling of "
+            f"{100 * GOODPUT_CEILING:.1f} % "
             f"(+ {100 * CEILING_TOLERANCE:g} points of tolerance): the throughput measured from "
             f"{' and '.join(sources)} is wrong for this run"]
 

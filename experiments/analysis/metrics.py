@@ -51,12 +51,16 @@ def run_metrics(record: dict) -> dict:
     scenario = Scenario.from_dict(record["scenario"])
     w0, w1 = scenario.measure_window_s
     # base RTT: None for records from before flows carried their hosts
-    flows = [_flow_metrics(f, w0, w1, scenario.base_rtt_ms(f["src"], f["dst"]) if "src" in f else None)
+    every = [_flow_metrics(f, w0, w1, scenario.base_rtt_ms(f["src"], f["dst"]) if "src" in f else None)
              for f in record["flows"]]
+    # Fairness and utilization are per direction: the forward flows' over the forward link
+    # (every metric below), the reverse flows' over the reverse one ("reverse").
+    flows = [f for f in every if not f["reverse"]]
     rates = [f["mean_mbps"] or 0.0 for f in flows]
     total = sum(rates)
     rate_bps = _mean_rate_bps(scenario.link.rate_bps, record.get("link_changes", []), w0, w1)
     capacity_mbps = rate_bps * len(record["links"]) / 1e6
+    reverse = _reverse_metrics([f for f in every if f["reverse"]], scenario, len(record["links"]))
     windows = {name: _LinkWindow.of(link, w0, w1) for name, link in record["links"].items()}
     links = {name: _link_metrics(windows[name], link.get("final"), rate_bps, scenario.link.release_lateness_us)
              for name, link in record["links"].items()}
@@ -65,11 +69,15 @@ def run_metrics(record: dict) -> dict:
     ping = scenario.ping
     ping_access_ms = scenario.base_rtt_ms(ping.src, ping.dst) - scenario.link.rtt_ms if ping else 0.0
     link_ms = fidelity.link_extra_ms(scenario.link)
-    reasons = fidelity.untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, flows, ping_access_ms, link_ms) \
-        + fidelity.ceiling_reasons(total / capacity_mbps, flows)
-    return {"window_s": [w0, w1], "flows": flows,
+    group_pings = [_group_ping_metrics(p, scenario, record["links"], links, cpu, w0, w1)
+                   for p in record.get("group_pings", [])]
+    reasons = fidelity.untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, every, ping_access_ms, link_ms) \
+        + fidelity.ceiling_reasons(total / capacity_mbps, flows) \
+        + (fidelity.ceiling_reasons(reverse["utilization"], reverse["flow_list"], "reverse ") if reverse else []) \
+        + [why for p in group_pings for why in p.pop("reasons")]
+    return {"window_s": [w0, w1], "flows": every,
             "classes": _group_metrics(flows, rates, "cc"), "aggregates": _group_metrics(flows, rates, "aggregate"),
-            "rtts": _group_metrics(flows, rates, "rtt_class"),
+            "rtts": _rtts_with_pings(_group_metrics(flows, rates, "rtt_class"), scenario, rtt, group_pings),
             "jain": jain_index(rates), "total_mbps": total,
             # the same traffic seen twice more, to check the goodput against: iperf3's reads, and
             # the frames the links sent (their TCP payload is at most GOODPUT_CEILING of them)
@@ -86,7 +94,56 @@ def run_metrics(record: dict) -> dict:
             "senders": _sender_metrics(record.get("tcp_counters") or {}), "links": links, "cpu": cpu,
             "short_flows": {g["label"]: short_flow_metrics(g, w0, w1) for g in record.get("short_flows", [])},
             "udp_flows": {g["label"]: udp_flow_metrics(g, w0, w1) for g in record.get("udp_flows", [])},
+            "mptcp": mptcp_metrics(flows),
+            **({"group_pings": group_pings} if group_pings else {}),
+            **({"reverse": {k: v for k, v in reverse.items() if k != "flow_list"}} if reverse else {}),
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def _rtts_with_pings(rtts: dict, scenario: Scenario, rtt: dict, group_pings: list[dict]) -> dict:
+    """Each RTT group's ping RTT (`ping_rtt_ms`): the main ping's group's, and with
+    per_rtt_group every other's."""
+    ping = scenario.ping
+    if ping:
+        for cls, mean in [(rtt_class(scenario.base_rtt_ms(ping.src, ping.dst)), rtt["mean"])] + [
+                (p["rtt_class"], p["rtt_ms"]["mean"]) for p in group_pings]:
+            if cls in rtts:
+                rtts[cls]["ping_rtt_ms"] = mean
+    return rtts
+
+
+def _group_ping_metrics(ping: dict, scenario: Scenario, link_records: dict, links: dict, cpu: dict, w0: float,
+                        w1: float) -> dict:
+    """An RTT group's ping over the window: its RTT, its group, what of it the link does not
+    explain (as the main ping's, with this ping's own queueing delay in each link), and its
+    fidelity check's reasons ("reasons", taken out by the caller)."""
+    pair = f"{ping['src']}>{ping['dst']}"
+    own = {}
+    for name, link in link_records.items():
+        rows = [r for r in (link.get("group_ping_sojourn") or {}).get(pair, []) if w0 <= r[0] <= w1]
+        own[name] = {**links[name], "ping_queue_delay_ms": _LinkWindow([], [], rows).ping_queue_delay_ms()}
+    base = scenario.base_rtt_ms(ping["src"], ping["dst"])
+    access_ms = base - scenario.link.rtt_ms
+    rtt = _stats(in_window(ping["series"], w0, w1))
+    link_ms = fidelity.link_extra_ms(scenario.link)
+    return {"src": ping["src"], "dst": ping["dst"], "rtt_class": rtt_class(base), "base_rtt_ms": base,
+            "rtt_ms": rtt,
+            "rtt_unexplained_ms": fidelity.unexplained_rtt_ms(rtt["mean"], scenario.link.delay_ms, own, access_ms,
+                                                              link_ms),
+            "reasons": fidelity.group_ping_reasons(f"ping {ping['src']}→{ping['dst']}", cpu, rtt["mean"],
+                                                   scenario.link.delay_ms, own, access_ms, link_ms)}
+
+
+def _reverse_metrics(flows: list[dict], scenario: Scenario, links: int) -> dict | None:
+    """The reverse flows' Jain's index, total goodput and utilization of the reverse direction's
+    rate (the link's own where [link.reverse] sets none); None without reverse flows."""
+    if not flows:
+        return None
+    rates = [f["mean_mbps"] or 0.0 for f in flows]
+    capacity_mbps = scenario.reverse_rate_bps * links / 1e6
+    return {"flows": len(flows), "jain": jain_index(rates), "total_mbps": sum(rates),
+            "capacity_mbps": capacity_mbps, "utilization": sum(rates) / capacity_mbps,
+            "classes": _group_metrics(flows, rates, "cc"), "flow_list": flows}
 
 
 def udp_flow_metrics(flow: dict, w0: float, w1: float) -> dict:
@@ -162,11 +219,15 @@ def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -
     nothing in the window has 0 Mbit/s, one that failed has none."""
     tcp = flow.get("tcp_info") or []  # [t, sRTT ms, cwnd segments, min RTT ms, bytes acknowledged]
     acked = counter_rate([[r[0], r[4]] for r in tcp if len(r) > 4], w0, w1)
+    subflows = _subflow_metrics(flow, acked, w0, w1) if "subflows" in flow else None
+    if subflows and acked is not None:  # an MPTCP connection's goodput is its subflows' together
+        acked = sum(s["mean_mbps"] or 0.0 for s in subflows) * 1e6 / 8
     reads = window_rate(flow["goodput"], w0, w1)
     goodput = acked * 8 / 1e6 if acked is not None else reads
     busy = counter_rate([[r[0], r[5]] for r in tcp if len(r) > 6], w0, w1)
     rwnd = counter_rate([[r[0], r[6]] for r in tcp if len(r) > 6], w0, w1)
     return {"label": flow["label"], "cc": flow["cc"], "aggregate": flow.get("aggregate"),
+            "reverse": flow.get("reverse", False),
             "mean_mbps": goodput if goodput is not None else (None if flow["error"] else 0.0),
             "read_mbps": reads, "goodput_source": "tcp_info" if acked is not None else "iperf3",
             "rwnd_limited_fraction": rwnd / busy if busy and rwnd is not None else None,
@@ -176,7 +237,39 @@ def _flow_metrics(flow: dict, w0: float, w1: float, base_rtt_ms: float | None) -
             "cwnd_pkts": _stats(in_window([[r[0], r[2]] for r in tcp if r[2] is not None], w0, w1)),
             "link_drops": sum(sum(d.values()) for d in (flow.get("link_drops") or {}).values()),
             "link_marks": sum(sum(d.values()) for d in (flow.get("link_marks") or {}).values()),
-            "ecn": flow.get("ecn", False), "error": flow["error"], "tcp_state": _tcp_state(tcp, w0, w1)}
+            "ecn": flow.get("ecn", False), "error": flow["error"], "tcp_state": _tcp_state(tcp, w0, w1),
+            **({"subflows": subflows} if subflows is not None else {})}
+
+
+def _subflow_metrics(flow: dict, first_acked: float | None, w0: float, w1: float) -> list[dict]:
+    """An MPTCP connection's subflows, its first (the flow's own socket) and those that joined:
+    each one's goodput over the window (its bytes acknowledged: the data it carried, a
+    reinjected segment counted on each subflow that sent it) and ckcd-link's drops of it."""
+    def drops(counts: dict) -> int:
+        return sum(sum(d.values()) for d in (counts or {}).values())
+
+    out = [{"key": flow.get("key"), "mean_mbps": None if first_acked is None else first_acked * 8 / 1e6,
+            "link_drops": drops(flow.get("link_drops"))}]
+    for s in flow["subflows"]:
+        acked = counter_rate([[r[0], r[4]] for r in s["tcp_info"] if len(r) > 4], w0, w1)
+        out.append({"key": s["key"], "mean_mbps": None if acked is None else acked * 8 / 1e6,
+                    "link_drops": drops(s["link_drops"])})
+    return out
+
+
+def mptcp_metrics(flows: list[dict]) -> dict:
+    """Per MPTCP connection: its subflows that carried data in the window, its goodput and its
+    fair shares, that goodput over the mean of the single-path flows' (1: the share of one TCP
+    flow; n: of n flows). seed 000's question: does a queue hold a connection of n subflows to
+    one share, or give it n?"""
+    single = [f["mean_mbps"] for f in flows if "subflows" not in f and f["mean_mbps"] is not None]
+    mean_single = sum(single) / len(single) if single else None
+    return {f["label"]: {"mean_mbps": f["mean_mbps"],
+                         "subflows_active": sum(1 for s in f["subflows"] if (s["mean_mbps"] or 0) > 0),
+                         "subflow_mbps": [s["mean_mbps"] for s in f["subflows"]],
+                         "fair_shares": f["mean_mbps"] / mean_single
+                         if mean_single and f["mean_mbps"] is not None else None}
+            for f in flows if "subflows" in f}
 
 
 # BBR's pacing gains by state (tcp_bbr.c): startup 2/ln 2, drain its inverse, the probing cycle

@@ -75,11 +75,16 @@ def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted:
         entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
     for group in ("classes", "aggregates", "rtts"):
         names = sorted({n for r in ok for n in r["metrics"][group]}, key=group_order)
-        entry[group] = {n: {stat: mean_ci95([r["metrics"][group][n][stat] for r in ok if n in r["metrics"][group]])
-                            for stat in ("mean_mbps", "total_mbps", "srtt_ms")}
+        entry[group] = {n: {stat: mean_ci95([r["metrics"][group][n].get(stat) for r in ok if n in r["metrics"][group]])
+                            for stat in ("mean_mbps", "total_mbps", "srtt_ms", "ping_rtt_ms")}
                         for n in names}
     entry["short_flows"] = _short_flow_summary(ok)
     entry["udp_flows"] = _udp_flow_summary(ok)
+    entry["mptcp"] = _mptcp_summary(ok)
+    reverse = [r["metrics"]["reverse"] for r in ok if r["metrics"].get("reverse")]
+    if reverse:  # the reverse flows' own fairness and utilization (metrics.py, _reverse_metrics)
+        entry["reverse"] = {stat: mean_ci95([m[stat] for m in reverse])
+                            for stat in ("jain", "total_mbps", "utilization")}
     for key, out in (("drops", "drops_by_reason"), ("marks", "marks_by_reason")):
         reasons = sorted({k for r in ok for k in r["metrics"].get(key, {})})
         entry[out] = {k: mean_ci95([r["metrics"].get(key, {}).get(k, 0) for r in ok]) for k in reasons}
@@ -96,6 +101,21 @@ def _udp_flow_summary(ok: list[dict]) -> dict:
         runs = [r["metrics"]["udp_flows"][label] for r in ok if label in r["metrics"].get("udp_flows", {})]
         out[label] = {stat: mean_ci95([m[stat] for m in runs if m[stat] is not None]) for stat in UDP_STATS}
         out[label]["runs"] = len(runs)
+    return out
+
+
+def _mptcp_summary(ok: list[dict]) -> dict:
+    """Per MPTCP connection: the mean over runs of its goodput, its fair shares and each
+    subflow's goodput (with CIs), and in how many runs every subflow carried data."""
+    out: dict = {}
+    for label in sorted({c for r in ok for c in r["metrics"].get("mptcp", {})}):
+        runs = [r["metrics"]["mptcp"][label] for r in ok if label in r["metrics"].get("mptcp", {})]
+        width = max(len(m["subflow_mbps"]) for m in runs)
+        out[label] = {"mean_mbps": mean_ci95([m["mean_mbps"] for m in runs if m["mean_mbps"] is not None]),
+                      "fair_shares": mean_ci95([m["fair_shares"] for m in runs if m["fair_shares"] is not None]),
+                      "subflow_mbps": [mean_ci95([(m["subflow_mbps"][k] or 0.0) for m in runs
+                                                  if k < len(m["subflow_mbps"])]) for k in range(width)],
+                      "runs_all_subflows": sum(1 for m in runs if m["subflows_active"] == width), "runs": len(runs)}
     return out
 
 

@@ -3,6 +3,7 @@ kernel's TCP counters a run records per sending host."""
 
 from __future__ import annotations
 
+from experiments.lab import mptcp
 from experiments.lab.traffic import BPF_CONGESTION_CONTROLS, ECN_CONGESTION_CONTROLS
 from experiments.scenario.model import Scenario
 
@@ -25,8 +26,11 @@ def host_setup(scenario: Scenario, net) -> dict:
             _set(host, key, value)
     defaults = _default_congestion_controls(scenario, net)
     orphans = _short_orphans(scenario, net)
-    return {"tcp_sack": scenario.tcp_sack, "tcp_ecn": tcp_ecn, "access_delay_ms": dict(scenario.access_delay_ms),
-            "tcp_congestion_control": defaults, "tcp_orphan_retries": orphans}
+    setup = {"tcp_sack": scenario.tcp_sack, "tcp_ecn": tcp_ecn, "access_delay_ms": dict(scenario.access_delay_ms),
+             "tcp_congestion_control": defaults, "tcp_orphan_retries": orphans}
+    if any(f.mptcp for f in scenario.flows):
+        setup["mptcp"] = mptcp.setup_hosts(scenario.flows, net)
+    return setup
 
 
 def _set(host, key: str, value) -> None:

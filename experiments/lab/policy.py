@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from experiments.lab import mptcp
 from experiments.lab.rest_client import CoexClient
 from experiments.scenario.model import Case, Scenario
 
@@ -17,6 +18,11 @@ def apply_policy(api: CoexClient, scenario: Scenario, case: Case, net, link_ends
         if f.aggregate:
             api.ok("POST", "/rules", {"name": f"flow-{f.port}", "aggregate": f.aggregate,
                                       "match": {"ip_proto": 6, "tp_dst": f.port}})
+        for k, aggregate in enumerate((f.subflow_aggregates or [])[1:], start=1):
+            # an MPTCP subflow is told from the connection's first by the address it leaves from
+            api.ok("POST", "/rules", {"name": f"flow-{f.port}-subflow-{k}", "aggregate": aggregate, "priority": 1,
+                                      "match": {"ip_proto": 6, "tp_dst": f.port,
+                                                "ipv4_src": mptcp.subflow_address(net.get(f.src).IP(), k)}})
     ping = scenario.ping
     if ping and ping.aggregate:  # ping shares the aggregate it measures
         api.ok("POST", "/rules", {"name": "ping", "aggregate": ping.aggregate,

@@ -32,10 +32,24 @@ class TwoPathsShaped(Topo):
 
 # name -> (Mininet topology, [(link name, bridge a, port a, bridge b, port b), ...]); the first
 # link is the primary bottleneck (the one every flow crosses without an approach).
-def topology(name: str, hosts_per_side: int = 2):
+def topology(name: str, hosts_per_side: int = 2, extra_interfaces: dict[str, int] | None = None):
+    """extra_interfaces: {sender: n}, n more interfaces on that host, each a link of its own to
+    its switch s1 (on ports EXTRA_PORT_BASE and up): an MPTCP sender's further subflows leave
+    through them (experiments/lab/mptcp.py)."""
     if name == "dumbbell":  # hosts h1..hN on s1, hN+1..h2N on s2; the bottleneck on port N+1 of each
         n = hosts_per_side
-        return Dumbbell(senders=n, receivers=n, core_link=False), [("l0", "s1", n + 1, "s2", n + 1)]
-    if name == "twopaths":
-        return TwoPathsShaped(), [("l0", "s1", 3, "s2", 1), ("l1", "s1", 4, "s3", 1)]
-    raise ValueError(f"unknown topology {name!r}")
+        topo, ends = Dumbbell(senders=n, receivers=n, core_link=False), [("l0", "s1", n + 1, "s2", n + 1)]
+    elif name == "twopaths":
+        topo, ends = TwoPathsShaped(), [("l0", "s1", 3, "s2", 1), ("l1", "s1", 4, "s3", 1)]
+    else:
+        raise ValueError(f"unknown topology {name!r}")
+    port = EXTRA_PORT_BASE
+    for host, n in sorted((extra_interfaces or {}).items()):
+        for _ in range(n):
+            topo.addLink(host, "s1", port2=port)
+            port += 1
+    return topo, ends
+
+
+# Clear of the hosts' and the emulated links' ports on s1 (at most 8 hosts a side and two links).
+EXTRA_PORT_BASE = 20

@@ -71,6 +71,11 @@ def trust_notes(entries: list[dict]) -> list[str]:
             else "Untrusted and failed runs:", ""] + lines if lines else []
 
 
+def _rtt_group_cell(group: dict) -> str:
+    ping = group.get("ping_rtt_ms") or {}
+    return _ci(group["mean_mbps"]) + (f", {_ci(ping)}" if ping.get("mean") is not None else "")
+
+
 def case_table(entries: list[dict]) -> list[str]:
     groups = sorted({g for e in entries for g in e["classes"]})
     aggs = sorted({a for e in entries for a in e["aggregates"]})
@@ -80,7 +85,8 @@ def case_table(entries: list[dict]) -> list[str]:
     # ECN marks only where some case marked (a discipline with ecn=1 and ECN-capable flows)
     marks = any(v["mean"] for e in entries for v in e.get("marks_by_reason", {}).values())
     head = ["case", "Jain"] + [f"{g} Mbit/s/flow" for g in groups] + [f"{a} Mbit/s, sRTT ms" for a in aggs] + \
-           [f"{g}: Mbit/s/flow" for g in rtts] + \
+           [f"{g}: Mbit/s/flow" + (", ping RTT ms" if any(e["rtts"].get(g, {}).get("ping_rtt_ms", {}).get("mean")
+                                                           is not None for e in entries) else "") for g in rtts] + \
            ["total Mbit/s", "util.", "queue delay mean / p95 / p99 ms", "RTT mean / p95 / p99 ms", "drops"] + \
            (["ECN marks"] if marks else []) + ["CPU %", "trusted / runs"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -90,7 +96,7 @@ def case_table(entries: list[dict]) -> list[str]:
         cells += [_ci(e["classes"][g]["mean_mbps"]) if g in e["classes"] else "" for g in groups]
         cells += [f"{_ci(e['aggregates'][a]['total_mbps'])}, {_ci(e['aggregates'][a]['srtt_ms'])}"
                   if a in e["aggregates"] else "" for a in aggs]
-        cells += [_ci(e["rtts"][g]["mean_mbps"]) if g in e["rtts"] else "" for g in rtts]
+        cells += [_rtt_group_cell(e["rtts"][g]) if g in e["rtts"] else "" for g in rtts]
         cells += [_ci(e["total_mbps"]), _ci(e["utilization"], 0, 100) + " %",
                   " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
                                                             "queue_delay_p99_ms")),
@@ -111,6 +117,29 @@ def udp_flow_table(entries: list[dict]) -> list[str]:
         for label, g in e.get("udp_flows", {}).items():
             lines.append("| " + " | ".join([e["case"], label, _ci(g["loss_fraction"], 2, 100), _ci(g["owd_ms"]),
                                              _ci(g["owd_p95_ms"]), _ci(g["jitter_ms"], 2), str(g["runs"])]) + " |")
+    return lines
+
+
+def reverse_table(entries: list[dict]) -> list[str]:
+    head = ["case", "reverse flows' Jain", "their goodput Mbit/s", "utilization of the reverse direction"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        if e.get("reverse"):
+            r = e["reverse"]
+            lines.append("| " + " | ".join([e["case"], _ci(r["jain"], 3), _ci(r["total_mbps"]),
+                                             _ci(r["utilization"], 1, 100) + " %"]) + " |")
+    return lines
+
+
+def mptcp_table(entries: list[dict]) -> list[str]:
+    head = ["case", "MPTCP connection", "goodput Mbit/s", "per subflow Mbit/s", "fair shares",
+            "runs with every subflow carrying data"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        for label, c in e.get("mptcp", {}).items():
+            lines.append("| " + " | ".join([e["case"], label, _ci(c["mean_mbps"]),
+                                             " + ".join(_ci(s) for s in c["subflow_mbps"]), _ci(c["fair_shares"], 2),
+                                             f"{c['runs_all_subflows']} of {c['runs']}"]) + " |")
     return lines
 
 
@@ -290,6 +319,14 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
     if any(e.get("udp_flows") for e in entries):
         lines += ["", "Real-time flows (constant-rate UDP): datagrams lost, one-way delay (sender to receiver, one "
                   "clock) and RFC 3550 jitter over the window, mean over runs.", ""] + udp_flow_table(entries)
+    if any(e.get("reverse") for e in entries):
+        lines += ["", "Reverse flows (sent from the receivers' side, through the link's reverse direction, which "
+                  "then runs the case's discipline too): their own Jain's index and utilization; the table above "
+                  "is the forward flows'.", ""] + reverse_table(entries)
+    if any(e.get("mptcp") for e in entries):
+        lines += ["", "Multipath TCP: each connection's goodput, its subflows' and its fair shares (its goodput "
+                  "over the mean single-path flow's: 1 is one flow's share, 2 two flows'), mean over runs.", ""] \
+            + mptcp_table(entries)
     for p in plots:
         lines += ["", f"![{os.path.basename(p)}]({p})"]
     return lines
@@ -304,7 +341,9 @@ def _flow_list(sc: dict) -> str:
     def rtt(f) -> str:
         return f" ({scenario.base_rtt_ms(f['src'], f['dst']):g} ms RTT)" if scenario.access_delay_ms else ""
     return ", ".join(f"{f['label']} {f['src']}→{f['dst']}" + rtt(f)
-                     + (f" [{f['aggregate']}]" if f.get("aggregate") else "")
+                     + (f" [{f['aggregate']}]" if f.get("aggregate") and not f.get("subflow_aggregates") else "")
+                     + (f" MPTCP, {f['subflows']} subflows" if f.get("mptcp") else "")
+                     + (f" [{', '.join(f['subflow_aggregates'])}]" if f.get("subflow_aggregates") else "")
                      + (f" at {f['rate_bps'] / 1e6:g} Mbit/s" if f.get("rate_bps") else "")
                      + (f" {f['start_s']:g}-{f['stop_s']:g} s" if f["start_s"] or f["stop_s"] != sc["duration_s"]
                         else "") for f in sc["flows"])

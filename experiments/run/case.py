@@ -31,7 +31,7 @@ import zlib
 
 from experiments.analysis import metrics as analysis
 from experiments.batch.records import finished, read_record, write_json
-from experiments.lab import bpf_cc
+from experiments.lab import bpf_cc, mptcp
 from experiments.lab.hosts import host_setup, tcp_counters
 from experiments.lab.net import Controller, mininet_net
 from experiments.lab.policy import apply_policy
@@ -42,7 +42,7 @@ from experiments.run.probes.cpu import CpuSampler
 from experiments.run.probes.iperf import client_port, flow_record, start_clients_on_time, start_servers, \
     wait_for_clients
 from experiments.run.probes.link import SojournSampler, daemon_clock_zeros, link_record
-from experiments.run.probes.ping import ping_series, start_ping
+from experiments.run.probes.ping import group_ping_file, ping_series, start_ping
 from experiments.run.probes.short import short_flow_record, start_short_flows
 from experiments.run.probes.udp import start_udp_flows, udp_flow_record
 from experiments.run.probes.ss import TcpInfoSampler
@@ -76,7 +76,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
     """One lab run of one case; returns the run record (written to run_dir/run.json), with
     `made_by` (its batch and provenance) in it."""
     _empty_run_dir(run_dir)
-    topo, link_ends = topology(scenario.topology, scenario.hosts_per_side)
+    topo, link_ends = topology(scenario.topology, scenario.hosts_per_side, mptcp.extra_interfaces(scenario.flows))
     spec = scenario.qdisc_spec(case.discipline)
     seed = zlib.crc32(f"{scenario.name}/{case.name}/{rep}".encode())
     ctl = Controller(of_port=OF_PORT, rest_port=REST_PORT, log_path=os.path.join(run_dir, "controller.log"),
@@ -92,6 +92,11 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
         net = stack.enter_context(mininet_net(topo, ctl, discovery_wait_s=0))
         spec = spec_with_addresses(spec, lambda host: net.get(host).IP())
         record["qdisc"] = spec
+        reverse_spec = None
+        if scenario.has_reverse_flows:
+            reverse_spec = spec_with_addresses(scenario.reverse_qdisc_spec(case.discipline),
+                                               lambda host: net.get(host).IP())
+            record["qdisc_reverse"] = reverse_spec
         # Every link gets every host's delay: a flow crosses one of them (dumbbell: the one;
         # twopaths: the path it takes), and a host's frames only ever come from its own side.
         host_delays = {net.get(h).IP(): ms for h, ms in scenario.access_delay_ms.items()}
@@ -103,7 +108,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
                 log_path=os.path.join(run_dir, f"link-{name}.jsonl"), log_interval_ms=LOG_INTERVAL_MS,
                 seed=seed, release_batch_us=scenario.link.release_batch_us,
                 release_lateness_us=scenario.link.release_lateness_us, host_delay_ms=host_delays,
-                **daemon_options(scenario.link)))
+                **daemon_options(scenario.link, reverse_spec)))
         time.sleep(3.0)  # LLDP (every second) finds the links through the daemons
         loss = net.pingAll(timeout=2)
         if loss > 0:
@@ -169,18 +174,22 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
         start_udp_flows(started, scenario, net, run_dir, t0)
         clients, launched = start_clients_on_time(started, scenario, net, run_dir, t0, progress)
         wait_for_clients(clients, FLOW_GRACE_S)
-        stats = {name: c.stats("ab", max_flows=256) for name, c in controls.items()}
+        stats = {name: c.stats("both", max_flows=256) for name, c in controls.items()}
     finally:
         started.end()
     finals = {name: link.stop() for name, link in links.items()}
     return {
         "t0_wall": wall0,
-        "flows": [flow_record(f, launched.get(i), run_dir, stats, tcp.series.get(f.port, []))
+        "flows": [flow_record(f, launched.get(i), run_dir, stats, tcp.series.get(f.port, []), tcp.subflows.get(f.port))
                   for i, f in enumerate(scenario.flows)],
         "links": {name: link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
-                                     sampler.values.get(name, []), _ping_keys(scenario, net))
+                                     sampler.values.get(name, []), _ping_keys(scenario, net),
+                                     {f"{s}>{d}": _icmp_keys(net, s, d) for s, d in scenario.group_pings()})
                   for name in links},
         "ping": ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
+        **({"group_pings": [{"src": s, "dst": d,
+                             "series": ping_series(os.path.join(run_dir, group_ping_file(s, d)), wall0)}
+                            for s, d in scenario.group_pings()]} if scenario.group_pings() else {}),
         "tcp_info_errors": tcp.errors,
         **({"short_flows": [short_flow_record(g, run_dir, short_t0) for g in scenario.short_flows]}
            if scenario.short_flows else {}),
@@ -194,7 +203,11 @@ def _ping_keys(scenario: Scenario, net) -> tuple[str, ...]:
     """ckcd-link's flow keys of ping's echo requests and replies (docs/ckcd-link.md: `icmp a>b`)."""
     if not scenario.ping:
         return ()
-    src, dst = net.get(scenario.ping.src).IP(), net.get(scenario.ping.dst).IP()
+    return _icmp_keys(net, scenario.ping.src, scenario.ping.dst)
+
+
+def _icmp_keys(net, src_host: str, dst_host: str) -> tuple[str, str]:
+    src, dst = net.get(src_host).IP(), net.get(dst_host).IP()
     return (f"icmp {src}>{dst}", f"icmp {dst}>{src}")
 
 

@@ -14,7 +14,7 @@ from experiments.output.text import fmt
 from experiments.batch import provenance
 from experiments.batch.plan import (Batch, BatchError, PlanItem, Shard, check_resume, complete, declared_order,
                                     plan_batch, read_batch_file, write_batch_file)
-from experiments.lab import bpf_cc
+from experiments.lab import bpf_cc, mptcp
 from experiments.batch.records import finished, finished_runs, read_record, run_dir_of, run_key, trusted, \
     walk_records, write_json
 from experiments.run.case import failed_record, run_case
@@ -45,6 +45,7 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
     if batch is None:
         batch = plan_batch(scenarios, provenance.project_version())
     _check_bpf_controls(scenarios)
+    _check_mptcp(scenarios)
     if resume:
         check_resume(out_dir, batch)
     else:
@@ -75,6 +76,14 @@ def _check_bpf_controls(scenarios: list[Scenario]) -> None:
     if why:
         raise bpf_cc.BpfUnavailable(f"{', '.join(wanted)}: {why}")
     bpf_cc.build()
+
+
+def _check_mptcp(scenarios: list[Scenario]) -> None:
+    """MPTCP flows need mptcpize and the kernel's MPTCP, checked before any lab starts."""
+    if any(f.mptcp for s in scenarios for f in s.flows):
+        why = mptcp.prerequisites_missing()
+        if why:
+            raise mptcp.MptcpUnavailable(f"MPTCP flows: {why}")
 
 
 def _refuse_finished_runs(out_dir: str) -> None:

@@ -25,6 +25,22 @@ def check_disciplines(scenario: Scenario, source: str | None) -> None:
                 raise ScenarioError(f"{src}>{dst}: the hosts are {', '.join(hosts['senders'] + hosts['receivers'])}",
                                     where, source)
         _check_by_core(scenario, d, spec, source)
+        if scenario.has_reverse_flows:
+            _check_reverse(scenario, d, source)
+
+
+def _check_reverse(scenario: Scenario, discipline: str, source: str | None) -> None:
+    """With reverse flows the case's discipline runs in the reverse direction too, at its rate
+    and buffer: checked there as well, naming the discipline's table and the direction."""
+    where = _param_key(scenario, discipline, None)
+    try:
+        spec = HOST_PAIR_RE.sub("0", scenario.reverse_qdisc_spec(discipline))
+        refusal = _core_refusal(spec, scenario.reverse_rate_bps)
+    except (AqmSpecError, AqmBackendError) as err:
+        refusal = err
+    if refusal is not None:
+        raise ScenarioError(f"in the reverse direction ([link.reverse], which reverse flows load): {refusal}",
+                            where, source)
 
 
 def _check_by_core(scenario: Scenario, discipline: str, spec: str, source: str | None) -> None:

@@ -75,13 +75,15 @@ def check_loss(spec: str) -> str:
     return " ".join(words)
 
 
-def daemon_options(link) -> dict:
+def daemon_options(link, reverse_spec: str | None = None) -> dict:
     """What ckcd-link is given for a scenario's [link] beyond its rate, delay and discipline
     (ovs_config.link_daemon.LinkDaemon's keywords): the traces by path, the loss models, and
-    the reverse direction's own rate, delay and buffer."""
+    the reverse direction's own rate, delay and buffer; its discipline is reverse_spec when
+    flows are sent back (Scenario.reverse_qdisc_spec), else a droptail queue."""
     reverse = link.reverse
+    droptail = f"droptail limit={reverse.buffer_pkts}" if reverse.buffer_pkts else None
     out = {"trace": trace_path(link.trace) if link.trace else None, "loss": link.loss,
            "trace_ba": trace_path(reverse.trace) if reverse.trace else None, "loss_ba": reverse.loss,
            "rate_ba_bps": reverse.rate_bps, "delay_ba_ms": reverse.delay_ms,
-           "qdisc_ba": f"droptail limit={reverse.buffer_pkts}" if reverse.buffer_pkts else None}
+           "qdisc_ba": reverse_spec or droptail}
     return {k: v for k, v in out.items() if v is not None}

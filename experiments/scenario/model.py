@@ -155,6 +155,17 @@ class Flow:
     # ECN-capable (RFC 3168): its sender host asks for ECN (net.ipv4.tcp_ecn=1). A per-host
     # setting in Linux, so every flow of one sender agrees (checked when the file is read).
     ecn: bool = False
+    # Multipath TCP (RFC 8684): the connection runs through mptcpize and opens `subflows`
+    # subflows in all, each after the first from an address of its sender's own
+    # (experiments/lab/mptcp.py); subflow_aggregates puts each subflow in an aggregate (the
+    # first's is the flow's), so that Separate Paths can give each its own path.
+    mptcp: bool = False
+    subflows: int = 1
+    subflow_aggregates: list[str] | None = None
+    # Sent from a receiver-side host to a sender-side one, through the link's reverse direction
+    # (Flent's rrul loads both): its data shares that queue with the forward flows' ACKs, and its
+    # ACKs the forward queue with their data.
+    reverse: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -209,6 +220,9 @@ class Ping:
     dst: str
     interval_s: float
     aggregate: str | None = None
+    # One more ping for each other base RTT of the forward flows (Scenario.group_pings), so that
+    # every RTT group's delay is measured, not the ping pair's alone.
+    per_rtt_group: bool = False
 
 
 @dataclasses.dataclass
@@ -270,6 +284,20 @@ class Scenario:
         plus the access delays of the sender (its data) and the receiver (its ACKs)."""
         return self.link.rtt_ms + self.access_delay_ms.get(src, 0.0) + self.access_delay_ms.get(dst, 0.0)
 
+    def group_pings(self) -> list[tuple[str, str]]:
+        """With [ping] per_rtt_group: (src, dst) of one ping per base RTT of the forward flows
+        other than the ping's own, between the hosts of the first flow with that RTT."""
+        if not self.ping or not self.ping.per_rtt_group:
+            return []
+        seen = {self.base_rtt_ms(self.ping.src, self.ping.dst)}
+        pairs = []
+        for f in self.flows:
+            rtt = self.base_rtt_ms(f.src, f.dst)
+            if not f.reverse and rtt not in seen:
+                seen.add(rtt)
+                pairs.append((f.src, f.dst))
+        return pairs
+
     def cases(self) -> list[Case]:
         return [Case(d, a) for a in self.approaches for d in self.disciplines]
 
@@ -284,6 +312,22 @@ class Scenario:
         """The ckcd-link spec of a discipline or variant of this scenario."""
         base, params = self.overrides(discipline)
         return discipline_spec(base, self.link.rate_bps, self.link.rtt_ms, self.link.buffer_pkts, params)
+
+    @property
+    def has_reverse_flows(self) -> bool:
+        return any(f.reverse for f in self.flows)
+
+    @property
+    def reverse_rate_bps(self) -> int:
+        return self.link.reverse.rate_bps or self.link.rate_bps
+
+    def reverse_qdisc_spec(self, discipline: str) -> str:
+        """The reverse direction's spec when flows are sent back: the case's discipline there
+        too (a home router's AQM on both directions, as Flent's rrul is run), at that
+        direction's rate and buffer ([link.reverse], else the forward's)."""
+        base, params = self.overrides(discipline)
+        return discipline_spec(base, self.reverse_rate_bps, self.link.rtt_ms,
+                               self.link.reverse.buffer_pkts or self.link.buffer_pkts, params)
 
     def expanded(self) -> list["Scenario"]:
         """The grid's members, one per point of the [sweep] (itself when nothing is swept).

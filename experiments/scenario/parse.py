@@ -7,7 +7,9 @@ import dataclasses
 import math
 from typing import Any
 
-from experiments.lab.traffic import CONGESTION_CONTROLS, ECN_CONGESTION_CONTROLS
+from experiments.lab.mptcp import MAX_SUBFLOWS
+from experiments.lab.traffic import BPF_CONGESTION_CONTROLS, CONGESTION_CONTROLS, ECN_CONGESTION_CONTROLS, \
+    KERNEL_CONGESTION_CONTROLS
 from experiments.names import RULE, is_safe_name
 from experiments.scenario.check import check_disciplines
 from experiments.scenario.disciplines import DISCIPLINES
@@ -290,8 +292,23 @@ def _flows(top: Table, hosts: dict[str, tuple[str, ...]], duration_s: float) -> 
                                   f"must agree")
         flows += entry
     _one_default_per_host(flows, top)
+    _one_subflow_count_per_host(flows, top)
     _make_labels_unique(flows)
     return flows
+
+
+def _one_subflow_count_per_host(flows: list[Flow], top: Table) -> None:
+    """A sender's extra subflows come from its namespace's MPTCP endpoints, one per extra
+    subflow, which every MPTCP connection of that host uses: its MPTCP flows agree on subflows."""
+    first: dict[str, Flow] = {}
+    for f in flows:
+        if not f.mptcp:
+            continue
+        g = first.setdefault(f.src, f)
+        if g.subflows != f.subflows:
+            raise top.error("flows", f"{f.label} ({f.subflows} subflows) and {g.label} ({g.subflows}) are both "
+                                     f"sent by {f.src}: a host's MPTCP endpoints serve all its MPTCP "
+                                     f"connections, so its MPTCP flows must agree on subflows")
 
 
 def _one_default_per_host(flows: list[Flow], top: Table) -> None:
@@ -310,8 +327,7 @@ def _one_default_per_host(flows: list[Flow], top: Table) -> None:
 
 
 def _flow_entry(ft: Table, hosts: dict[str, tuple[str, ...]], duration_s: float, first_port: int) -> list[Flow]:
-    src = ft.choice("src", hosts["senders"])
-    dst = ft.choice("dst", hosts["receivers"])
+    src, dst, reverse = _flow_ends(ft, hosts)
     cc = ft.choice("cc", CONGESTION_CONTROLS)
     count = int(ft.number("count", 1, low=1, high=64))
     start_s, stop_s, every_s = _flow_times(ft, count, duration_s)
@@ -321,11 +337,60 @@ def _flow_entry(ft: Table, hosts: dict[str, tuple[str, ...]], duration_s: float,
     if cc in ECN_CONGESTION_CONTROLS and not ecn:
         raise ft.error("ecn", f"{cc} negotiates ECN itself: its flows are ECN-capable (leave ecn out)")
     label = ft.get("label", str, cc)
+    mptcp, subflows, subflow_aggregates = _mptcp(ft, cc, aggregate)
+    if subflow_aggregates:
+        aggregate = subflow_aggregates[0]
+    if reverse:
+        why = {"aggregate": "the CoEx approaches act on the forward direction's bottleneck ports",
+               "mptcp": "an MPTCP sender's extra interfaces are on the senders' switch"}
+        for key, given in (("aggregate", aggregate), ("mptcp", mptcp)):
+            if given:
+                raise ft.error(key, f"not for a reverse flow ({src} sends to {dst}): {why[key]}")
     ft.done()
     return [Flow(label=f"{label}{k + 1}" if count > 1 else label, src=src, dst=dst, cc=cc,
                  start_s=start_s + k * every_s, stop_s=stop_s, port=first_port + k, aggregate=aggregate,
-                 rate_bps=rate_bps, ecn=ecn)
+                 rate_bps=rate_bps, ecn=ecn, mptcp=mptcp, subflows=subflows,
+                 subflow_aggregates=subflow_aggregates, reverse=reverse)
             for k in range(count)]
+
+
+def _flow_ends(ft: Table, hosts: dict[str, tuple[str, ...]]) -> tuple[str, str, bool]:
+    """src and dst of a flow, one on each side of the bottleneck; from a receiver-side host to a
+    sender-side one, it is a reverse flow."""
+    every = hosts["senders"] + hosts["receivers"]
+    src, dst = ft.choice("src", every), ft.choice("dst", every)
+    reverse = src in hosts["receivers"]
+    if (dst in hosts["receivers"]) != (not reverse):
+        side = ", ".join(hosts["senders"] if reverse else hosts["receivers"])
+        raise ft.error("dst", f"{dst} is on {src}'s side of the bottleneck: a flow from {src} goes to one of {side}")
+    return src, dst, reverse
+
+
+def _mptcp(ft: Table, cc: str, aggregate: str | None) -> tuple[bool, int, list[str] | None]:
+    """mptcp, subflows (2 unless said; 2..MAX_SUBFLOWS) and subflow_aggregates (one per subflow,
+    the first the flow's own aggregate) of a [[flows]] entry."""
+    mptcp = ft.get("mptcp", bool, False)
+    if not mptcp:
+        for key in ("subflows", "subflow_aggregates"):
+            if key in ft.data:
+                raise ft.error(key, "only for a multipath flow (mptcp = true)")
+        return False, 1, None
+    if cc in BPF_CONGESTION_CONTROLS:
+        raise ft.error("cc", f"{cc} is loaded as BPF per run; an MPTCP flow takes one of the kernel's "
+                             f"({', '.join(KERNEL_CONGESTION_CONTROLS)})")
+    subflows = ft.get("subflows", int, 2)
+    if not 2 <= subflows <= MAX_SUBFLOWS:
+        raise ft.error("subflows", f"{subflows} is out of range (2..{MAX_SUBFLOWS})")
+    names = ft.get("subflow_aggregates", list, None)
+    if names is None:
+        return True, subflows, None
+    if len(names) != subflows or any(n not in AGGREGATES for n in names):
+        raise ft.error("subflow_aggregates", f"expected {subflows} aggregates (one per subflow) from "
+                                             f"{', '.join(AGGREGATES)}, got {names!r}")
+    if aggregate is not None and aggregate != names[0]:
+        raise ft.error("subflow_aggregates", f"the first subflow's aggregate is the flow's: {names[0]!r} "
+                                             f"is not aggregate = {aggregate!r}")
+    return True, subflows, list(names)
 
 
 def _flow_times(ft: Table, count: int, duration_s: float) -> tuple[float, float, float]:
@@ -455,7 +520,8 @@ def _ping(pg: Table | None, hosts: dict[str, tuple[str, ...]]) -> Ping | None:
         return None
     ping = Ping(src=pg.choice("src", hosts["senders"]), dst=pg.choice("dst", hosts["receivers"]),
                 interval_s=pg.number("interval_s", 0.2, low=0.002, high=10),
-                aggregate=pg.choice("aggregate", AGGREGATES, None))
+                aggregate=pg.choice("aggregate", AGGREGATES, None),
+                per_rtt_group=pg.get("per_rtt_group", bool, False))
     pg.done()
     return ping
 

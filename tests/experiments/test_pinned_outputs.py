@@ -345,7 +345,8 @@ class FakeControl:
         return {"dirs": {"ab": {"rate_bps": 50_000_000, "delay_ms": 10, "qdisc": "droptail", "drops": {"overflow": 3},
                                 "tx_bytes": 123, "sojourn_us": {"mean": 5.0}, "schedule": {}, "tx_wake": 1,
                                 "nflows": 2, "flows": [{"key": "tcp 10.0.0.1:45202>10.0.0.3:5202",
-                                                        "drops": {"overflow": 2}}]}}}
+                                                        "drops": {"overflow": 2}}]},
+                         "ba": {"flows": []}}}
 
     def samples(self, direction, n):
         return []
@@ -367,6 +368,7 @@ class FakeTcpInfo:
     def __init__(self, hosts, flows_by_host, t0, interval_s, stop):
         self.series = {p: [[1.0, 21.0 + p % 7, 10 + p % 5, 20.2]] for ports in flows_by_host.values()
                        for p in ports.values()}
+        self.subflows = {}
         self.errors = []
 
     def run(self):

@@ -16,6 +16,7 @@ import os
 import subprocess
 import time
 
+from experiments.lab import mptcp
 from experiments.scenario.model import Flow, Scenario
 
 if TYPE_CHECKING:  # only named in annotations: case.py imports this module
@@ -25,7 +26,8 @@ if TYPE_CHECKING:  # only named in annotations: case.py imports this module
 
 def start_servers(started: Started, flows: list[Flow], net) -> None:
     for f in flows:  # -1: each serves one client and exits
-        started.popen(net.get(f.dst), ["iperf3", "-s", "-1", "-J", "-p", str(f.port)])
+        cmd = ["iperf3", "-s", "-1", "-J", "-p", str(f.port)]
+        started.popen(net.get(f.dst), mptcp.run_under(cmd) if f.mptcp else cmd)
 
 
 def start_clients_on_time(started: Started, scenario: Scenario, net, run_dir: str, t0: float,
@@ -59,6 +61,8 @@ def _start_client(started: Started, f: Flow, net, run_dir: str) -> subprocess.Po
            "-t", f"{f.duration_s:g}", "-C", f.cc, "-J", "--get-server-output", "-i", "1"]
     if f.rate_bps:
         cmd += ["-b", str(f.rate_bps)]
+    if f.mptcp:
+        cmd = mptcp.run_under(cmd)
     return started.popen(net.get(f.src), cmd, os.path.join(run_dir, f"iperf3-{f.port}.json"))
 
 
@@ -78,9 +82,13 @@ def wait_for_clients(clients: list[subprocess.Popen], grace_s: float) -> None:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
-def flow_record(f, launched_s: float | None, run_dir: str, stats: dict, tcp_info: list) -> dict:
+def flow_record(f, launched_s: float | None, run_dir: str, stats: dict, tcp_info: list,
+                subflows: dict[str, list] | None = None) -> dict:
+    """A flow's record: iperf3's report read back, its TCP state (tcp_info: its data connection's
+    ss rows) and ckcd-link's counts of its frames; an MPTCP flow's further subflows (`subflows`:
+    ss rows by local address:port) each with their own."""
     rec = {"label": f.label, "cc": f.cc, "src": f.src, "dst": f.dst, "port": f.port, "aggregate": f.aggregate,
-           "ecn": f.ecn,
+           "ecn": f.ecn, "reverse": f.reverse,
            "start_s": f.start_s, "stop_s": f.stop_s, "rate_bps": f.rate_bps, "launched_s": launched_s,
            "goodput": [], "srtt": [], "tcp_info": tcp_info, "error": None,
            "min_rtt_ms": min((row[3] for row in tcp_info if row[3] is not None), default=None)}
@@ -113,10 +121,24 @@ def flow_record(f, launched_s: float | None, run_dir: str, stats: dict, tcp_info
     conn = report["start"]["connected"][0]
     key = f"tcp {conn['local_host']}:{conn['local_port']}>{conn['remote_host']}:{conn['remote_port']}"
     rec["key"] = key
-    rec["link_drops"], rec["link_marks"] = {}, {}
-    for name, st in stats.items():
-        for fl in st["dirs"]["ab"].get("flows", []):
-            if fl["key"] == key:
-                rec["link_drops"][name] = fl["drops"]
-                rec["link_marks"][name] = fl.get("marks", {})
+    direction = "ba" if f.reverse else "ab"
+    rec["link_drops"], rec["link_marks"] = _link_counts(stats, key, direction)
+    if f.mptcp:
+        rec["subflows"] = []
+        for local, rows in sorted((subflows or {}).items()):
+            sub_key = f"tcp {local}>{conn['remote_host']}:{conn['remote_port']}"
+            drops, marks = _link_counts(stats, sub_key, direction)
+            rec["subflows"].append({"key": sub_key, "tcp_info": rows, "link_drops": drops, "link_marks": marks})
     return rec
+
+
+def _link_counts(stats: dict, key: str, direction: str) -> tuple[dict, dict]:
+    """ckcd-link's drops and marks by reason of the flow with this key, per link it crossed in
+    `direction` (ab: the senders' data; ba: a reverse flow's)."""
+    drops, marks = {}, {}
+    for name, st in stats.items():
+        for fl in st["dirs"][direction].get("flows", []):
+            if fl["key"] == key:
+                drops[name] = fl["drops"]
+                marks[name] = fl.get("marks", {})
+    return drops, marks

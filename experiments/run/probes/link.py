@@ -32,10 +32,13 @@ def daemon_clock_zeros(controls: dict) -> dict[str, float]:
 
 
 def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: dict | None,
-                 sojourn_samples: list, ping_keys: tuple[str, ...] = ()) -> dict:
+                 sojourn_samples: list, ping_keys: tuple[str, ...] = (),
+                 group_ping_keys: dict[str, tuple[str, ...]] | None = None) -> dict:
     """ping_keys: ckcd-link's flow keys of ping's echo requests and replies, whose own
-    queueing delay the record keeps as `ping_sojourn`."""
+    queueing delay the record keeps as `ping_sojourn`; group_ping_keys: those of each RTT
+    group's ping ("h2>h5"), kept as `group_ping_sojourn`."""
     series, ping_sojourn = [], []
+    groups = {pair: [] for pair in group_ping_keys or {}}
     ckcd = CkcdStateReader()
     path = os.path.join(run_dir, f"link-{name}.jsonl")
     with contextlib.suppress(OSError):
@@ -46,6 +49,8 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
                 except ValueError:
                     continue
                 ping_sojourn += _flow_sojourn(row, offset_s, ping_keys)
+                for pair, keys in (group_ping_keys or {}).items():
+                    groups[pair] += _flow_sojourn(row, offset_s, keys)
                 if row.get("dir") != "ab":
                     continue
                 soj = row.get("sojourn_us") or {}
@@ -60,7 +65,8 @@ def link_record(name: str, run_dir: str, offset_s: float, stats: dict, final: di
     if len(sojourn_samples) > MAX_STORED_SAMPLES:  # an even subsample keeps the percentiles
         step = len(sojourn_samples) / MAX_STORED_SAMPLES
         sojourn_samples = [sojourn_samples[int(k * step)] for k in range(MAX_STORED_SAMPLES)]
-    return {"series": series, "sojourn_samples": sojourn_samples, "ping_sojourn": ping_sojourn, "ckcd": ckcd.points,
+    return {"series": series, "sojourn_samples": sojourn_samples, "ping_sojourn": ping_sojourn,
+            **({"group_ping_sojourn": groups} if groups else {}), "ckcd": ckcd.points,
             "final": final, "stats_ab": {k: ab.get(k) for k in ("rate_bps", "delay_ms", "qdisc", "drops", "marks",
                                                                 "tx_bytes", "sojourn_us", "schedule",
                                                                 "tx_wake", "nflows", "rx_io",

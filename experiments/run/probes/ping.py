@@ -15,11 +15,17 @@ if TYPE_CHECKING:  # only named in annotations: case.py imports this module
 
 
 def start_ping(started: Started, scenario: Scenario, net, run_dir: str) -> None:
-    """Ping for the whole run, each reply stamped with the wall clock (-D)."""
+    """Ping for the whole run, each reply stamped with the wall clock (-D), into ping.txt; with
+    per_rtt_group one more per other RTT group (Scenario.group_pings) into its own file."""
     ping = scenario.ping
-    src, dst = net.get(ping.src), net.get(ping.dst)
-    started.popen(src, ["ping", "-n", "-D", "-i", f"{ping.interval_s:g}", "-w", f"{scenario.duration_s:g}",
-                        dst.IP()], os.path.join(run_dir, "ping.txt"))
+    for src, dst, path in [(ping.src, ping.dst, "ping.txt")] + [
+            (s, d, group_ping_file(s, d)) for s, d in scenario.group_pings()]:
+        started.popen(net.get(src), ["ping", "-n", "-D", "-i", f"{ping.interval_s:g}", "-w",
+                                     f"{scenario.duration_s:g}", net.get(dst).IP()], os.path.join(run_dir, path))
+
+
+def group_ping_file(src: str, dst: str) -> str:
+    return f"ping-{src}-{dst}.txt"
 
 
 def ping_series(path: str, wall0: float) -> list:

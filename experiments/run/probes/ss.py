@@ -44,6 +44,10 @@ _RWND_LIMITED = re.compile(r"\brwnd_limited:(\d+)ms")
 _PACING = re.compile(r"\bpacing_rate (\d+)bps")
 _DELIVERY = re.compile(r"\bdelivery_rate (\d+)bps")
 _RETRANS = re.compile(r"\bretrans:\d+/(\d+)")
+# An MPTCP subflow's line ends "tcp-ulp-mptcp flags:Mmec token:0000(id:0)/8c21ad10(id:0) ...": its
+# local token and address id, then its peer's token (the connection's, the same on every subflow)
+# and id.
+_MPTCP_TOKEN = re.compile(r"\btcp-ulp-mptcp\b.*?\btoken:[0-9a-f]+\(id:\d+\)/([0-9a-f]+)\(id:\d+\)")
 _BBR = re.compile(r"\bbbr:\(bw:(\d+)bps,mrtt:[\d.]+(?:,pacing_gain:([\d.]+))?(?:,cwnd_gain:([\d.]+))?\)")
 
 
@@ -65,6 +69,7 @@ class SocketInfo:
     bbr_bw_bps: int | None = None         # BBR's bottleneck bandwidth estimate (BBR only)
     bbr_pacing_gain: float | None = None  # its gain: 2.89 startup, 0.35 drain, 1.25/0.75/1 probing
     bbr_cwnd_gain: float | None = None
+    mptcp_token: str | None = None  # an MPTCP subflow's connection (its peer's token)
 
     def row(self, t: float) -> list:
         """The sampler's row (TcpInfoSampler.series)."""
@@ -100,7 +105,8 @@ def _socket_info(addrs: re.Match, line: str) -> SocketInfo:
     """One socket: its address line's match and its info line."""
     busy = _number(_BUSY, line)
     bbr = _BBR.search(line)
-    return SocketInfo(local=addrs.group(1).strip("[]"), local_port=int(addrs.group(2)),
+    # a subflow from an address of a host's own prints it scoped: "10.0.1.1%h1-eth0"
+    return SocketInfo(local=addrs.group(1).strip("[]").split("%")[0], local_port=int(addrs.group(2)),
                       peer=addrs.group(3).strip("[]"), peer_port=int(addrs.group(4)),
                       srtt_ms=_number(_RTT, line, float), cwnd=_number(_CWND, line),
                       min_rtt_ms=_number(_MINRTT, line, float), bytes_acked=_number(_ACKED, line), busy_ms=busy,
@@ -112,7 +118,8 @@ def _socket_info(addrs: re.Match, line: str) -> SocketInfo:
                       retrans_total=_number(_RETRANS, line) if _RETRANS.search(line) else (0 if busy is not None else None),
                       bbr_bw_bps=int(bbr.group(1)) if bbr else None,
                       bbr_pacing_gain=float(bbr.group(2)) if bbr and bbr.group(2) else None,
-                      bbr_cwnd_gain=float(bbr.group(3)) if bbr and bbr.group(3) else None)
+                      bbr_cwnd_gain=float(bbr.group(3)) if bbr and bbr.group(3) else None,
+                      mptcp_token=_number(_MPTCP_TOKEN, line, str))
 
 
 class TcpInfoSampler:
@@ -132,6 +139,8 @@ class TcpInfoSampler:
         self.interval_s = interval_s
         self.stop = stop
         self.series: dict[int, list[list]] = {p: [] for ports in flows_by_host.values() for p in ports.values()}
+        # an MPTCP flow's further subflows, by its server port and then the subflow's local address:port
+        self.subflows: dict[int, dict[str, list[list]]] = {}
         self.errors: list[str] = []
 
     def run(self) -> None:
@@ -167,6 +176,14 @@ class TcpInfoSampler:
             self._error(f"{name}: ss exited {proc.returncode}: {err_text.strip()[:200]}")
             return
         t = round(time.monotonic() - self.t0, 3)
-        for s in parse_ss(text):
+        sockets = parse_ss(text)
+        connections = {}  # MPTCP token -> the flow's server port, from its first subflow
+        for s in sockets:
             if s.local_port in ports:
                 self.series[ports[s.local_port]].append(s.row(t))
+                if s.mptcp_token:
+                    connections[s.mptcp_token] = ports[s.local_port]
+        for s in sockets:
+            if s.local_port not in ports and s.mptcp_token in connections:
+                by_address = self.subflows.setdefault(connections[s.mptcp_token], {})
+                by_address.setdefault(f"{s.local}:{s.local_port}", []).append(s.row(t))
