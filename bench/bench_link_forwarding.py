@@ -14,7 +14,10 @@ the two veth ends; offloads off on all veths, MTU 1500). In the same run:
   shaped   ckcd-link at 100 Mbit/s, 10 ms each way, "ckcd limit=80 ...";
            one CUBIC flow; daemon CPU % (utime+stime of all its threads over
            the flow) and how late its releases were; with the default sender
-           threads and the ring, with --rx-io recvmmsg, with --single-thread
+           threads and the ring, then the same with --capture (a pcapng of every
+           frame's events, to a temporary directory deleted after: the capture's
+           CPU cost, its writer thread's share and records/s), with --rx-io
+           recvmmsg, with --single-thread
 
 The goal is link >= 50 % of bridge, so the daemon never limits a 100 Mbit/s
 experiment. Writes bench/results/link_forwarding.json and prints it beside
@@ -30,7 +33,9 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
+from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -51,6 +56,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_seconds(pid: int, name: str) -> float:
+    """utime + stime of pid's threads called name (ckcd-link's capture writer: ckcd-capture)."""
+    total = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def iperf(lab: NetLab, seconds: int) -> float:
     port = lab.next_port()
     lab.iperf_server(port)
@@ -64,19 +85,31 @@ def iperf(lab: NetLab, seconds: int) -> float:
 
 
 def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, spec: str,
-                   extra_args: tuple = (), rx_io: str = "auto") -> dict:
+                   extra_args: tuple = (), rx_io: str = "auto", capture_dir: Optional[str] = None) -> dict:
+    capture = os.path.join(capture_dir, "bench.pcapng") if capture_dir else None
     d = LinkDaemon(lab.if_la, lab.if_lb, rate_bps=rate_bps, delay_ms=delay_ms, qdisc=spec,
-                   netns=lab.ns_m, extra_args=list(extra_args), rx_io=rx_io)
+                   netns=lab.ns_m, extra_args=list(extra_args), rx_io=rx_io, capture=capture)
     d.start()
     try:
-        c0, t0 = cpu_seconds(d.pid), time.monotonic()
+        c0, w0, t0 = cpu_seconds(d.pid), thread_cpu_seconds(d.pid, "ckcd-capture"), time.monotonic()
         goodput = iperf(lab, seconds)
-        c1, t1 = cpu_seconds(d.pid), time.monotonic()
+        c1, w1, t1 = cpu_seconds(d.pid), thread_cpu_seconds(d.pid, "ckcd-capture"), time.monotonic()
         st = d.stop()
     finally:
         d.kill()
     ab = st["dirs"]["ab"]
     frames = sum(d["tx_frames"] for d in st["dirs"].values())  # both ways: the ACKs cost a wake-up too
+    extra = {}
+    if capture:
+        cap = st["capture"]
+        records = sum(sum(per_dir.values()) for per_dir in cap["records"].values())
+        extra = {"capture": {  # over the flow: the daemon's records before and after it are a handful
+            "records": records,
+            "records_per_s": round(records / (t1 - t0)),
+            "mbyte_per_s": round(cap["bytes"] / (t1 - t0) / 1e6, 2),
+            "writer_cpu_pct": round(100.0 * (w1 - w0) / (t1 - t0), 1),
+            "not_written": cap["skipped"] + cap["overrun"] + cap["failed"],
+        }}
     return {
         "rx_io": ab["rx_io"],
         "goodput_bps": goodput,
@@ -89,6 +122,7 @@ def through_daemon(lab: NetLab, seconds: int, rate_bps: int, delay_ms: float, sp
         "rx_no_buffer": ab["rx_no_buffer"],
         "rx_kernel_drops": ab["rx_kernel_drops"],
         "tx_errors": ab["tx_errors"],
+        **extra,
     }
 
 
@@ -108,6 +142,8 @@ def run(seconds: int, repeat: int) -> dict:
                 mmsg_runs.append(through_daemon(lab, seconds, 100_000_000_000, 0.0, UNLIMITED_SPEC,
                                                 rx_io="recvmmsg"))
             shaped = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC)
+            with tempfile.TemporaryDirectory(prefix="ckcd-link-bench-") as tmp:  # the capture goes with it
+                shaped_capture = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC, capture_dir=tmp)
             shaped_mmsg = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC, rx_io="recvmmsg")
             shaped_single = through_daemon(lab, seconds, 100_000_000, 10.0, SHAPED_SPEC,
                                            ("--single-thread",))
@@ -130,6 +166,7 @@ def run(seconds: int, repeat: int) -> dict:
         "link_recvmmsg": mmsg,
         "link_recvmmsg_vs_bridge": round(mmsg["goodput_bps"] / bridge_bps, 3),
         "shaped_100mbit": shaped,
+        "shaped_100mbit_capture": shaped_capture,
         "shaped_100mbit_recvmmsg": shaped_mmsg,
         "shaped_100mbit_single_thread": shaped_single,
         "specs": {"link": UNLIMITED_SPEC, "shaped_100mbit": SHAPED_SPEC},
@@ -154,6 +191,14 @@ def flat(r: dict) -> dict:
         "100M shaped CPU us/frame": r["shaped_100mbit"].get("cpu_us_per_frame"),
         "100M shaped late mean us": r["shaped_100mbit"]["late_mean_us"],
         "100M shaped late >1ms frac": r["shaped_100mbit"]["late_over_1ms_frac"],
+        **({
+            "capture: 100M shaped CPU %": r["shaped_100mbit_capture"]["daemon_cpu_pct"],
+            "capture: CPU us/frame": r["shaped_100mbit_capture"]["cpu_us_per_frame"],
+            "capture: writer thread CPU %": r["shaped_100mbit_capture"]["capture"]["writer_cpu_pct"],
+            "capture: records/s": r["shaped_100mbit_capture"]["capture"]["records_per_s"],
+            "capture: MB/s written": r["shaped_100mbit_capture"]["capture"]["mbyte_per_s"],
+            "capture: records not written": r["shaped_100mbit_capture"]["capture"]["not_written"],
+        } if "shaped_100mbit_capture" in r else {}),
         **({
             "100M single-thread CPU %": r["shaped_100mbit_single_thread"]["daemon_cpu_pct"],
             "100M single-thread late mean us": r["shaped_100mbit_single_thread"]["late_mean_us"],

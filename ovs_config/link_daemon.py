@@ -81,7 +81,10 @@ class LinkControl:
                 buf += chunk
         if not buf:
             raise LinkDaemonError("ckcd-link closed the control connection without a reply")
-        return json.loads(buf)
+        try:
+            return json.loads(buf)
+        except ValueError:  # UnicodeDecodeError too: not what ckcd-link writes
+            raise LinkDaemonError(f"ckcd-link's reply is not JSON: {buf[:200]!r}") from None
 
     @staticmethod
     def _check(reply: dict) -> dict:
@@ -126,8 +129,10 @@ class LinkDaemon(LinkControl):
     rate_bps/delay_ms apply to both directions unless rate_ba_bps/delay_ba_ms
     are given (trace/trace_ba: a direction follows a delivery-opportunity trace file
     instead; loss/loss_ba: a loss model, "bernoulli p=0.01"); qdisc is the A->B discipline spec, qdisc_ba the B->A one (the
-    daemon defaults to a large droptail). netns runs the daemon through
-    ``ip netns exec``. The constructor only prepares; start() (or ``with``)
+    daemon defaults to a large droptail). capture writes every frame's events to that pcapng
+    file (which must not exist), the first snaplen bytes of each frame, up to capture_max_mb
+    MiB (the daemon's defaults: 128 bytes, 1024 MiB; docs/ckcd-link.md, "Packet capture").
+    netns runs the daemon through ``ip netns exec``. The constructor only prepares; start() (or ``with``)
     runs the daemon and returns once its control socket answers.
     """
 
@@ -141,6 +146,8 @@ class LinkDaemon(LinkControl):
                  host_delay_ms: Optional[dict[str, float]] = None,
                  trace: Optional[str] = None, trace_ba: Optional[str] = None,
                  loss: Optional[str] = None, loss_ba: Optional[str] = None,
+                 capture: Optional[str] = None, snaplen: Optional[int] = None,
+                 capture_max_mb: Optional[int] = None,
                  binary: Optional[str] = None, extra_args: Optional[list[str]] = None):
         self.if_a, self.if_b = if_a, if_b
         self.netns = netns
@@ -181,6 +188,10 @@ class LinkDaemon(LinkControl):
                 args += [option, str(value)]
         if rx_io != "auto":  # ring or recvmmsg: ckcd-link refuses anything else, naming --rx-io
             args += ["--rx-io", rx_io]
+        # the packet capture; the daemon refuses --snaplen or --capture-max-mb without --capture
+        for option, value in (("--capture", capture), ("--snaplen", snaplen), ("--capture-max-mb", capture_max_mb)):
+            if value is not None:
+                args += [option, str(value)]
         args += list(extra_args or [])
         if netns:
             args = ["ip", "netns", "exec", netns] + args

@@ -12,7 +12,9 @@
  * With --trace, t_s is the first delivery opportunity at or after the
  * serializer is free and t_f the one that carries the frame's last byte
  * (trace.h); with --loss, a frame may be lost at t_f instead of released
- * (loss.h), counted apart from the queue's drops.
+ * (loss.h), counted apart from the queue's drops. With --capture every
+ * such event of a frame is also a record in a pcapng file (capture.h),
+ * all of them made on the main thread.
  * The times are computed from arrivals and the link state, never from when
  * a timer happened to fire; how late the real send was against t_r is
  * recorded (struct late_hist) so experiments can tell whether the daemon
@@ -39,6 +41,7 @@
 
 #include "../core/aqm.h"
 #include "../host/aqm_host.h"
+#include "capture.h"
 #include "frame.h"
 #include "host_delay.h"
 #include "json.h"
@@ -231,6 +234,12 @@ struct link_dir {
 	uint64_t drops[AQM_DROP_REASONS]; /* mirrors the core's, plus FLUSH on reconfigure */
 	uint64_t marks[AQM_DROP_REASONS]; /* ECN CE marks, by the reason they replace */
 	uint64_t ce_not_written; /* marked by the core but the frame would not take CE (never expected) */
+	/* --capture: the time of the core call under way (an enqueue, a
+	 * dequeue, a reconfiguration), which the core's drop and mark
+	 * callbacks are not told, and the frame that call is enqueueing (a
+	 * drop of any other one was queued, and has a sojourn) */
+	uint64_t event_ns;
+	const struct pkt *arriving;
 
 	struct ns_hist sojourn;     /* since start */
 	struct ns_hist sojourn_log; /* since the previous log line */
@@ -275,6 +284,9 @@ struct link_config {
 	enum rx_io rx_io;          /* asked for; each direction's ring says what it got */
 	struct host_delay host_delay[HOST_DELAY_MAX]; /* --host-delay, both directions */
 	unsigned n_host_delay;
+	const char *capture_path;  /* --capture: NULL for none */
+	uint32_t snaplen;          /* --snaplen */
+	uint64_t capture_max_mb;   /* --capture-max-mb */
 };
 
 struct link {
@@ -287,6 +299,7 @@ struct link {
 	FILE *log;
 	uint64_t next_log_ns;
 	uint64_t log_prev_ns;
+	struct capture *cap; /* --capture, or NULL */
 };
 
 uint64_t now_ns(void);
@@ -308,6 +321,10 @@ void dir_serve(struct link_dir *d, uint64_t t);
 void dir_reclaim(struct link_dir *d);
 /* When the main thread must next serve this direction, or UINT64_MAX. */
 uint64_t dir_next_event(const struct link_dir *d);
+/* --capture: a frame discarded before the queue at t, avail of its len
+ * bytes readable at data; reason is the counter it is in (rx_oversize). */
+void dir_capture_discard(struct link_dir *d, uint64_t t, const uint8_t *data, uint32_t avail,
+			 uint32_t len, const char *reason);
 
 /* tx.c: the sender thread of a direction */
 int tx_start(struct link_dir *d, char *err, size_t errlen);

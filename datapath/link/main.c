@@ -68,8 +68,15 @@ static void usage(FILE *f)
 		"                         the queue, as on a longer access link (repeat, up to 16 hosts)\n"
 		"  --rx-io HOW            how frames are read: ring (a mapped PACKET_RX_RING, no system\n"
 		"                         call per batch), recvmmsg, or auto (default: the ring, else\n"
-		"                         recvmmsg); show and stats say which runs\n",
-		DEFAULT_POOL_PKTS);
+		"                         recvmmsg); show and stats say which runs\n"
+		"  --capture FILE         write every frame's events (enqueue, drop, mark, dequeue, lost,\n"
+		"                         discard) to FILE as pcapng, one interface per direction and\n"
+		"                         event (ab.drop, ...); FILE must not exist (default: off)\n"
+		"  --snaplen N            bytes of each frame captured (default %u; %u..%u)\n"
+		"  --capture-max-mb M     stop writing records, counting them as skipped, before the\n"
+		"                         file would exceed M MiB (default %u; 1..%u)\n",
+		DEFAULT_POOL_PKTS, CAP_SNAPLEN_DEFAULT, CAP_SNAPLEN_MIN, CAP_SNAPLEN_MAX, CAP_MAX_MB_DEFAULT,
+		CAP_MAX_MB_MAX);
 }
 
 static void die_param(const char *param, const char *msg)
@@ -110,12 +117,48 @@ static const char *check_loss(const char *spec, const char *param)
 	return spec;
 }
 
+/* --capture, --snaplen, --capture-max-mb. A snap length or limit left 0
+ * is not given (capture_defaults). */
+static void parse_capture_opt(const char *opt, const char *arg, struct link_config *cfg)
+{
+	char err[256];
+	uint64_t v;
+
+	if (strcmp(opt, "capture") == 0) {
+		if (!*arg)
+			die_param(opt, "empty file name");
+		cfg->capture_path = arg;
+	} else if (strcmp(opt, "snaplen") == 0) {
+		if (parse_uint(arg, CAP_SNAPLEN_MIN, CAP_SNAPLEN_MAX, &v, err, sizeof(err)) < 0)
+			die_param(opt, err);
+		cfg->snaplen = (uint32_t)v;
+	} else {
+		if (parse_uint(arg, 1, CAP_MAX_MB_MAX, &v, err, sizeof(err)) < 0)
+			die_param(opt, err);
+		cfg->capture_max_mb = v;
+	}
+}
+
+/* Refuses a snap length or size limit without a capture: silently unused,
+ * either would look like a capture that is not there. */
+static void capture_defaults(struct link_config *cfg)
+{
+	if (cfg->snaplen && !cfg->capture_path)
+		die_param("snaplen", "only with --capture FILE");
+	if (cfg->capture_max_mb && !cfg->capture_path)
+		die_param("capture-max-mb", "only with --capture FILE");
+	if (!cfg->snaplen)
+		cfg->snaplen = CAP_SNAPLEN_DEFAULT;
+	if (!cfg->capture_max_mb)
+		cfg->capture_max_mb = CAP_MAX_MB_DEFAULT;
+}
+
 static void parse_args(int argc, char **argv, struct link_config *cfg)
 {
 	enum { O_IF_A = 256, O_IF_B, O_RATE, O_DELAY, O_RATE_BA, O_DELAY_BA, O_QDISC, O_QDISC_BA,
 	       O_MTU, O_OVERHEAD, O_POOL, O_CONTROL, O_LOG, O_LOG_INTERVAL, O_SEED, O_QUIET,
 	       O_SINGLE_THREAD, O_RELEASE_BATCH, O_RELEASE_LATENESS, O_RX_IO, O_HOST_DELAY,
-	       O_TRACE, O_TRACE_BA, O_LOSS, O_LOSS_BA };
+	       O_TRACE, O_TRACE_BA, O_LOSS, O_LOSS_BA, O_CAPTURE, O_SNAPLEN, O_CAPTURE_MAX_MB };
 	static const struct option opts[] = {
 		{"if-a", required_argument, 0, O_IF_A},
 		{"if-b", required_argument, 0, O_IF_B},
@@ -142,6 +185,9 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		{"trace-ba", required_argument, 0, O_TRACE_BA},
 		{"loss", required_argument, 0, O_LOSS},
 		{"loss-ba", required_argument, 0, O_LOSS_BA},
+		{"capture", required_argument, 0, O_CAPTURE},
+		{"snaplen", required_argument, 0, O_SNAPLEN},
+		{"capture-max-mb", required_argument, 0, O_CAPTURE_MAX_MB},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -244,6 +290,9 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		case O_TRACE_BA: cfg->trace_path[1] = optarg; break;
 		case O_LOSS: cfg->loss[0] = check_loss(optarg, "loss"); break;
 		case O_LOSS_BA: cfg->loss[1] = check_loss(optarg, "loss-ba"); break;
+		case O_CAPTURE: parse_capture_opt("capture", optarg, cfg); break;
+		case O_SNAPLEN: parse_capture_opt("snaplen", optarg, cfg); break;
+		case O_CAPTURE_MAX_MB: parse_capture_opt("capture-max-mb", optarg, cfg); break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -265,6 +314,7 @@ static void parse_args(int argc, char **argv, struct link_config *cfg)
 		die_param("rate", "missing (e.g. --rate 50mbit), or --trace FILE with --rate-ba or --trace-ba");
 	if (cfg->release_batch_ns && !cfg->sender_threads)
 		die_param("release-batch", "batches the sender threads' wake-ups: not with --single-thread");
+	capture_defaults(cfg);
 	cfg->rate_bps[0] = rate;
 	cfg->rate_bps[1] = rate_ba_given ? rate_ba : rate;
 	cfg->delay_ns[0] = delay;
@@ -320,6 +370,43 @@ static void serve_all(struct link *l, uint64_t t)
 {
 	for (int i = 0; i < 2; i++)
 		dir_serve(&l->dir[i], t);
+}
+
+/* --capture: created once the interfaces are open (a refused interface
+ * leaves no file behind) and before the loop makes the first record. */
+static void open_capture(struct link *l)
+{
+	struct capture_config cc;
+	char desc[2][2 * 64], err[512];
+
+	if (!l->cfg.capture_path)
+		return;
+	for (int i = 0; i < 2; i++)
+		snprintf(desc[i], sizeof(desc[i]), "%s -> %s", l->cfg.if_name[i], l->cfg.if_name[1 - i]);
+	memset(&cc, 0, sizeof(cc));
+	cc.path = l->cfg.capture_path;
+	cc.snaplen = l->cfg.snaplen;
+	cc.max_bytes = l->cfg.capture_max_mb << 20;
+	cc.dir_desc[0] = desc[0];
+	cc.dir_desc[1] = desc[1];
+	l->cap = capture_open(&cc, err, sizeof(err));
+	if (!l->cap)
+		die_param("capture", err);
+}
+
+/* When the loop must run next: the log's tick, either direction's next
+ * event, or the capture's hand-off of a chunk a second old (capture_tick
+ * makes it when due). */
+static uint64_t next_wakeup(struct link *l, uint64_t t)
+{
+	uint64_t next = l->next_log_ns, e;
+
+	if (l->cap && (e = capture_tick(l->cap, t)) < next)
+		next = e;
+	for (int i = 0; i < 2; i++)
+		if ((e = dir_next_event(&l->dir[i])) < next)
+			next = e;
+	return next;
 }
 
 static void print_final_stats(struct link *l)
@@ -431,6 +518,9 @@ int main(int argc, char **argv)
 			trace_start(&l.dir[i].trace, l.start_ns);
 	}
 
+	/* After SIGTERM is blocked: its writer thread inherits the mask, so
+	 * the signal still reaches the signalfd and not a thread it kills. */
+	open_capture(&l);
 	/* The control socket answers only once everything else is ready:
 	 * clients take "it answers" to mean "it forwards". */
 	for (int i = 0; i < 2 && l.cfg.sender_threads; i++)
@@ -454,7 +544,7 @@ int main(int argc, char **argv)
 		int n = epoll_wait(epfd, events, 32, -1);
 		int readable[2] = {0, 0}, requests = 0;
 		struct epoll_event control[32];
-		uint64_t t, next;
+		uint64_t t;
 
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait failed");
@@ -515,24 +605,23 @@ int main(int argc, char **argv)
 			while (l.next_log_ns <= t)
 				l.next_log_ns += l.cfg.log_interval_ns;
 		}
-		next = l.next_log_ns;
-		for (int i = 0; i < 2; i++) {
-			uint64_t e = dir_next_event(&l.dir[i]);
-			if (e < next)
-				next = e;
-		}
-		arm_timer(tfd, next, &armed);
+		arm_timer(tfd, next_wakeup(&l, t), &armed);
 	}
 
 	serve_all(&l, now_ns()); /* the final log line and stats: the queues as they are now */
 	for (int i = 0; i < 2; i++)
 		tx_stop(&l.dir[i]);
+	/* Every record written before the final stats count them; the frames
+	 * dir_destroy() flushes below are in neither. */
+	capture_close(l.cap);
 	if (l.log) {
 		report_log_tick(&l, now_ns());
 		fclose(l.log);
 	}
 	print_final_stats(&l);
 	control_close(&l);
+	capture_free(l.cap);
+	l.cap = NULL;
 	for (int i = 0; i < 2; i++)
 		dir_destroy(&l.dir[i]);
 	for (int i = 0; i < 2; i++)

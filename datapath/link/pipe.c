@@ -112,6 +112,50 @@ void pool_put(struct pkt_pool *pool, struct pkt *p)
 	pool->nfree++;
 }
 
+/* ---- --capture (capture.h) ---------------------------------------------- */
+
+/* p's frame as event ev at t; the check is here so that every call site
+ * costs one test when capture is off. */
+static inline void capture_pkt(struct link_dir *d, enum cap_event ev, uint64_t t, const struct pkt *p,
+			       const char *reason, int64_t sojourn_ns)
+{
+	struct cap_rec r;
+
+	if (!d->link->cap)
+		return;
+	r.t_ns = t;
+	r.data = p->data;
+	r.avail = r.len = p->aqm.len;
+	r.reason = reason;
+	r.sojourn_ns = sojourn_ns;
+	r.ce = ev == CAP_DEQUEUE && p->aqm.ecn == AQM_ECN_CE;
+	capture_record(d->link->cap, d->index, ev, &r);
+}
+
+/* A drop or mark the core made during the call under way (d->event_ns): a
+ * frame that was queued says how long it had waited, so a reader can take
+ * it out of the queue it keeps; the arriving one never was in it. */
+static void capture_decision(struct link_dir *d, enum cap_event ev, const struct pkt *p, int why)
+{
+	int64_t sojourn = -1;
+
+	if (!d->link->cap)
+		return;
+	if (p != d->arriving)
+		sojourn = d->event_ns > p->arrival_ns ? (int64_t)(d->event_ns - p->arrival_ns) : 0;
+	capture_pkt(d, ev, d->event_ns, p, drop_reason_key(why), sojourn);
+}
+
+void dir_capture_discard(struct link_dir *d, uint64_t t, const uint8_t *data, uint32_t avail,
+			 uint32_t len, const char *reason)
+{
+	struct cap_rec r = {.t_ns = t, .data = data, .avail = avail, .len = len, .reason = reason,
+			    .sojourn_ns = -1, .ce = 0};
+
+	if (d->link->cap)
+		capture_record(d->link->cap, d->index, CAP_DISCARD, &r);
+}
+
 /* ---- the core's environment (host/aqm_host.c) -------------------------- */
 
 static void dir_drop(void *owner, struct aqm_pkt *ap, enum aqm_drop_reason why)
@@ -125,6 +169,7 @@ static void dir_drop(void *owner, struct aqm_pkt *ap, enum aqm_drop_reason why)
 		f->drops[why]++;
 	}
 	f->drop_bytes += ap->len;
+	capture_decision(d, CAP_DROP, p, why);
 	pool_put(&d->link->pool, p);
 }
 
@@ -139,6 +184,7 @@ static void dir_mark(void *owner, struct aqm_pkt *ap, enum aqm_drop_reason why)
 		d->marks[why]++;
 		d->flows[p->flow_idx].marks[why]++;
 	}
+	capture_decision(d, CAP_MARK, p, why);
 }
 
 /* ---- flows ----------------------------------------------------------- */
@@ -254,6 +300,7 @@ int dir_set_qdisc(struct link_dir *d, const char *spec, char *err, size_t errlen
 
 	if (host_key_resolve(spec, d->link->hash_seed, resolved, sizeof(resolved), err, errlen) < 0)
 		return -1;
+	d->event_ns = now_ns(); /* the time of what it drops (flush, overflow) */
 	if (aqm_reconfigure(&d->q, resolved, err, errlen) < 0)
 		return -1;
 	memcpy(d->spec, resolved, sizeof(resolved));
@@ -291,6 +338,7 @@ int dir_prepare_rate(struct link_dir *d, uint64_t rate_bps, struct aqm_queue **r
 void dir_commit_rate(struct link_dir *d, uint64_t rate_bps, struct aqm_queue *rebuilt)
 {
 	d->env.rate_bps = rate_bps;
+	d->event_ns = now_ns(); /* the time of what a rebuilt discipline drops */
 	aqm_set_env_rate(d->q, rate_bps);
 	if (rebuilt)
 		aqm_replace(&d->q, rebuilt);
@@ -318,7 +366,11 @@ static void enqueue_at(struct link_dir *d, struct pkt *p, uint64_t t)
 	 * up to t, so an empty queue means the link has been idle. */
 	if (d->free_ns < t && aqm_qlen_pkts(d->q) == 0)
 		d->free_ns = t;
-	aqm_enqueue(d->q, &p->aqm, t);
+	d->event_ns = t;
+	d->arriving = p;
+	if (aqm_enqueue(d->q, &p->aqm, t) == AQM_QUEUED)
+		capture_pkt(d, CAP_ENQUEUE, t, p, NULL, -1);
+	d->arriving = NULL;
 }
 
 void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
@@ -351,6 +403,7 @@ void dir_arrive(struct link_dir *d, struct pkt *p, uint32_t len, uint64_t t)
 
 		if (a->count >= d->link->pool.count / HOST_LINE_SHARE) {
 			d->host_delay_drops++;
+			dir_capture_discard(d, t, p->data, len, len, "host_delay");
 			pool_put(&d->link->pool, p);
 			return;
 		}
@@ -472,6 +525,7 @@ static int lost_on_link(struct link_dir *d, struct pkt *p)
 	d->lost_frames++;
 	d->lost_bytes += p->aqm.len;
 	d->flows[p->flow_idx].lost++;
+	capture_pkt(d, CAP_LOST, d->free_ns, p, NULL, -1); /* at the end of its time on the link */
 	pool_put(&d->link->pool, p);
 	return 1;
 }
@@ -486,16 +540,22 @@ static void serve_until(struct link_dir *d, uint64_t t, uint64_t *first_release)
 	 * before: its wait for one is queueing delay, which the discipline
 	 * measures as a real cellular link's would be. */
 	while ((start = next_start(d)) <= t) {
-		struct aqm_pkt *ap = aqm_dequeue(d->q, start);
+		struct aqm_pkt *ap;
 		struct pkt *p;
 		uint64_t sojourn;
 
+		d->event_ns = start;
+		ap = aqm_dequeue(d->q, start);
 		if (!ap)
 			break;
 		p = (struct pkt *)ap;
+		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
+		/* Captured as it was queued, before CE is written into it (the
+		 * comment says ce=1): a reader matches a dequeue to its enqueue
+		 * by the bytes. */
+		capture_pkt(d, CAP_DEQUEUE, start, p, NULL, (int64_t)sojourn);
 		if (ap->ecn == AQM_ECN_CE && !frame_set_ce(p->data, ap->len))
 			d->ce_not_written++;
-		sojourn = start > p->arrival_ns ? start - p->arrival_ns : 0;
 		d->free_ns = d->trace.ms ? trace_take(&d->trace, start, trace_bytes(ap->len))
 					 : start + tx_time_ns(d, ap->len);
 		record_dequeue(d, p, start, sojourn);

@@ -258,6 +258,9 @@ static void accept_frame(struct link_dir *d, struct pkt *p, uint32_t len, int ta
 			d->rx_runt++;
 		else
 			d->rx_oversize++;
+		/* as read: at most one byte past the largest valid frame */
+		dir_capture_discard(d, t, p->data, len < max_frame + 1 ? len : max_frame + 1, len,
+				    v == FRAME_RUNT ? "rx_runt" : "rx_oversize");
 		pool_put(&d->link->pool, p);
 		return;
 	}
@@ -267,6 +270,12 @@ static void accept_frame(struct link_dir *d, struct pkt *p, uint32_t len, int ta
 static struct tpacket2_hdr *ring_slot(const struct rx_ring *ring, uint32_t i)
 {
 	return (void *)(ring->map + (size_t)i * ring->frame_size);
+}
+
+/* --capture: a frame discarded from its slot, as much of it as the slot holds. */
+static void capture_slot(struct link_dir *d, const struct tpacket2_hdr *h, uint64_t t, const char *reason)
+{
+	dir_capture_discard(d, t, (const uint8_t *)h + h->tp_mac, h->tp_snaplen, h->tp_len, reason);
 }
 
 /* How many slots from next the kernel has handed over, at most max. They are
@@ -317,8 +326,10 @@ static int receive_ring(struct link_dir *d, int budget)
 				d->rx_outgoing++;
 			} else if (h->tp_len + (tagged ? VLAN_TAG_LEN : 0) > max_frame) {
 				d->rx_oversize++; /* by its length, not read */
+				capture_slot(d, h, t, "rx_oversize");
 			} else if (!(p = pool_get(&d->link->pool))) {
 				d->rx_no_buffer++;
+				capture_slot(d, h, t, "rx_no_buffer");
 			} else {
 				uint16_t tpid = status & TP_STATUS_VLAN_TPID_VALID ? h->tp_vlan_tpid : 0;
 				uint32_t len = h->tp_len;
@@ -349,6 +360,34 @@ static void count_receive_error(struct link_dir *d)
 	fprintf(stderr, "ckcd-link: %s: %s\n", d->link->cfg.if_name[d->index], strerror(errno));
 }
 
+/* The pool is empty: read one frame into scratch and count it (an oversize
+ * one as oversize, as the ring path does). -1 when there was none to read. */
+static int drain_one(struct link_dir *d, uint32_t max_frame)
+{
+	static uint8_t scratch[65536];
+	struct sockaddr_ll sll;
+	socklen_t sll_len = sizeof(sll);
+	int r = (int)recvfrom(d->rx_fd, scratch, sizeof(scratch), MSG_DONTWAIT | MSG_TRUNC,
+			      (struct sockaddr *)&sll, &sll_len);
+	int oversize = r > (int)max_frame;
+
+	if (r < 0) {
+		count_receive_error(d);
+		return -1;
+	}
+	if (sll.sll_pkttype == PACKET_OUTGOING) {
+		d->rx_outgoing++;
+		return 0;
+	}
+	if (oversize)
+		d->rx_oversize++;
+	else
+		d->rx_no_buffer++;
+	dir_capture_discard(d, now_ns(), scratch, r < (int)sizeof(scratch) ? (uint32_t)r : sizeof(scratch),
+			    (uint32_t)r, oversize ? "rx_oversize" : "rx_no_buffer");
+	return 0;
+}
+
 /* recvmmsg: one system call per batch, the kernel copying into pool frames. */
 static int receive_mmsg(struct link_dir *d, int budget)
 {
@@ -362,7 +401,6 @@ static int receive_mmsg(struct link_dir *d, int budget)
 		uint8_t buf[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
 	} aux[RX_BATCH];
 	struct pkt *batch[RX_BATCH];
-	static uint8_t scratch[65536];
 	int total = 0;
 
 	while (total < budget) {
@@ -381,24 +419,9 @@ static int receive_mmsg(struct link_dir *d, int budget)
 			iov[n].iov_len = max_frame + 1;
 			n++;
 		}
-		if (n == 0) {
-			/* Pool exhausted: drain one frame and count it (an
-			 * oversize one as oversize, as the ring path does). */
-			struct sockaddr_ll sll;
-			socklen_t sll_len = sizeof(sll);
-
-			r = (int)recvfrom(d->rx_fd, scratch, sizeof(scratch), MSG_DONTWAIT | MSG_TRUNC,
-					  (struct sockaddr *)&sll, &sll_len);
-			if (r < 0) {
-				count_receive_error(d);
+		if (n == 0) { /* pool exhausted */
+			if (drain_one(d, max_frame) < 0)
 				return total;
-			}
-			if (sll.sll_pkttype == PACKET_OUTGOING)
-				d->rx_outgoing++;
-			else if ((uint32_t)r > max_frame)
-				d->rx_oversize++;
-			else
-				d->rx_no_buffer++;
 			total++;
 			continue;
 		}

@@ -163,6 +163,47 @@ static void put_qdisc(struct jbuf *b, const struct aqm_queue *q)
 	put_xstats(b, q);
 }
 
+/* --capture's file, snap length and size limit (show, and stats' capture). */
+static void put_capture_config(struct jbuf *b, const struct capture *c)
+{
+	jb_kstr(b, "file", capture_path(c));
+	jb_ku64(b, "snaplen", capture_snaplen(c));
+	jb_ku64(b, "max_mb", capture_max_bytes(c) >> 20);
+}
+
+/* stats' capture: records in the file per direction and event, and those
+ * not written, by why. While the daemon runs the file trails the events
+ * by the buffered chunks; the final stats are after the last write. */
+static void put_capture(struct jbuf *b, const struct capture *c)
+{
+	struct capture_stats st;
+
+	capture_get_stats(c, &st);
+	jb_key(b, "capture");
+	jb_obj_open(b);
+	put_capture_config(b, c);
+	jb_key(b, "records");
+	jb_obj_open(b);
+	for (int d = 0; d < CAP_DIRS; d++) {
+		jb_key(b, capture_dir_name(d));
+		jb_obj_open(b);
+		for (int ev = 0; ev < CAP_EVENTS; ev++)
+			jb_ku64(b, capture_event_name((enum cap_event)ev), st.records[d][ev]);
+		jb_obj_close(b);
+	}
+	jb_obj_close(b);
+	jb_ku64(b, "bytes", st.bytes);
+	jb_ku64(b, "skipped", st.skipped);
+	jb_ku64(b, "overrun", st.overrun);
+	jb_ku64(b, "failed", st.failed);
+	jb_key(b, "error");
+	if (st.error)
+		jb_str(b, strerror(st.error));
+	else
+		jb_raw(b, "null", 4);
+	jb_obj_close(b);
+}
+
 void report_show(struct link *l, struct jbuf *b)
 {
 	jb_kstr(b, "if_a", l->cfg.if_name[0]);
@@ -209,6 +250,14 @@ void report_show(struct link *l, struct jbuf *b)
 	jb_obj_open(b);
 	jb_ku64(b, "clients_dropped_unread", control_clients_dropped_unread());
 	jb_obj_close(b);
+	jb_key(b, "capture");
+	if (l->cap) {
+		jb_obj_open(b);
+		put_capture_config(b, l->cap);
+		jb_obj_close(b);
+	} else {
+		jb_raw(b, "null", 4);
+	}
 }
 
 static int cmp_flow_bytes(const void *a, const void *b)
@@ -349,6 +398,8 @@ void report_stats(struct link *l, struct jbuf *b, int max_flows, int dir_mask)
 		if (dir_mask & (1 << i))
 			put_dir(b, &l->dir[i], max_flows);
 	jb_obj_close(b);
+	if (l->cap)
+		put_capture(b, l->cap);
 }
 
 void report_samples(struct link_dir *d, struct jbuf *b, unsigned n)

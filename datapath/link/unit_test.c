@@ -1,9 +1,11 @@
 /* unit_test.c - unit tests of ckcd-link's pure parts: frame validation and
  * classification, host pairs named in a spec, the flat JSON request parser, rate/delay parsing, and the
  * random numbers of the core's userspace host (host/aqm_host.c), the
- * delivery-opportunity trace (trace.c) and the loss models (loss.c).
+ * delivery-opportunity trace (trace.c), the loss models (loss.c) and the
+ * capture's pcapng writer (capture.c, into a temporary directory).
  * Prints one line per failed check; exit status 0 when all pass. Run by
  * tests/link/test_link_units.py. */
+#include "capture.h"
 #include "frame.h"
 #include "host_key.h"
 #include "host_delay.h"
@@ -15,7 +17,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int failures, checks;
 
@@ -612,6 +619,369 @@ static void test_loss(void)
 	CHECK((double)lost / bursts > 3.6 && (double)lost / bursts < 4.4);
 }
 
+/* ---- the capture's pcapng (capture.c) ---------------------------------- */
+
+#define CAP_TEST_SNAPLEN 64u
+#define CAP_FILE_MAX (1u << 16)
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint16_t rd16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static size_t slurp(const char *path, uint8_t *buf, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, cap, f);
+	fclose(f);
+	return n;
+}
+
+/* The blocks of a file, each checked as a reader walks it: a total length
+ * of at least 12, a multiple of 4, within the file and repeated as the
+ * block's last word. Returns how many (their offsets in off), or -1 at the
+ * first block that breaks a rule. */
+static int walk_blocks(const uint8_t *f, size_t n, size_t *off, int max)
+{
+	size_t o = 0;
+	int k = 0;
+
+	while (o < n && k < max) {
+		uint32_t len = n - o >= 8 ? rd32(f + o + 4) : 0;
+
+		if (len < 12 || len % 4 || len > n - o || rd32(f + o + len - 4) != len)
+			return -1;
+		off[k++] = o;
+		o += len;
+	}
+	return o == n ? k : -1;
+}
+
+/* An option's value in the options from o to end, NULL when absent; every
+ * option's value padded to 32 bits. */
+static const uint8_t *find_opt(const uint8_t *o, const uint8_t *end, uint16_t code, uint16_t *len)
+{
+	while (o + 4 <= end && rd16(o) != 0) {
+		uint16_t l = rd16(o + 2);
+		if (rd16(o) == code) {
+			*len = l;
+			return o + 4;
+		}
+		o += 4 + ((l + 3u) & ~3u);
+	}
+	return NULL;
+}
+
+static int opt_is(const uint8_t *blk, size_t opts_at, uint16_t code, const char *want)
+{
+	uint16_t len = 0;
+	const uint8_t *v = find_opt(blk + opts_at, blk + rd32(blk + 4) - 4, code, &len);
+
+	return v && len == strlen(want) && memcmp(v, want, len) == 0;
+}
+
+/* A capture written into dir: path set, NULL on failure. */
+static struct capture *cap_open_in(const char *dir, const char *name, uint64_t max_bytes, char *path,
+				   size_t pathlen)
+{
+	struct capture_config cc = {.snaplen = CAP_TEST_SNAPLEN, .max_bytes = max_bytes,
+				    .dir_desc = {"la -> lb", "lb -> la"}};
+	char err[256];
+
+	snprintf(path, pathlen, "%s/%s", dir, name);
+	cc.path = path;
+	return capture_open(&cc, err, sizeof(err));
+}
+
+static void cap_put(struct capture *c, int dir, enum cap_event ev, uint64_t t, const uint8_t *frame,
+		    uint32_t avail, uint32_t len, const char *reason, int64_t sojourn, int ce)
+{
+	struct cap_rec r = {.t_ns = t, .data = frame, .avail = avail, .len = len, .reason = reason,
+			    .sojourn_ns = sojourn, .ce = ce};
+
+	capture_record(c, dir, ev, &r);
+}
+
+/* Target: the header is a pcapng SHB (byte-order magic, version 1.0,
+ * section length -1) and one IDB per direction and event, in the order of
+ * their interface ids, named dir.event, Ethernet, the snap length given and
+ * nanosecond timestamps (if_tsresol 9). */
+static void check_capture_header(const uint8_t *f, const size_t *off)
+{
+	static const char *const names[2 * CAP_EVENTS] = {
+		"ab.enqueue", "ab.drop", "ab.mark", "ab.dequeue", "ab.lost", "ab.discard",
+		"ba.enqueue", "ba.drop", "ba.mark", "ba.dequeue", "ba.lost", "ba.discard"};
+
+	CHECK(rd32(f) == 0x0A0D0D0Au && rd32(f + 8) == 0x1A2B3C4Du);
+	CHECK(rd16(f + 12) == 1 && rd16(f + 14) == 0);
+	CHECK(rd32(f + 16) == UINT32_MAX && rd32(f + 20) == UINT32_MAX);
+	CHECK(opt_is(f, 24, 4, "ckcd-link"));
+	for (int i = 0; i < 2 * CAP_EVENTS; i++) {
+		const uint8_t *b = f + off[1 + i];
+		uint16_t len = 0;
+		const uint8_t *res = find_opt(b + 16, b + rd32(b + 4) - 4, 9, &len);
+
+		CHECK(rd32(b) == 1 && rd16(b + 8) == 1 && rd32(b + 12) == CAP_TEST_SNAPLEN);
+		CHECK(opt_is(b, 16, 2, names[i]));
+		CHECK(res && len == 1 && res[0] == 9);
+	}
+}
+
+/* Target: an EPB of interface ifid: its total length is exactly what its
+ * parts take, the captured length is min(len, avail, snap length), the
+ * original length the frame's, the data the frame's first bytes, the
+ * padding zeros and the comment (or none) as given. Returns its time. */
+static uint64_t check_epb(const uint8_t *b, uint32_t ifid, const uint8_t *frame, uint32_t caplen,
+			  uint32_t len, const char *comment)
+{
+	uint32_t pad = (caplen + 3u) & ~3u, clen = comment ? (uint32_t)strlen(comment) : 0;
+	uint32_t want = 32 + pad + (comment ? 4 + ((clen + 3u) & ~3u) + 4 : 0);
+	int zeros = 1;
+
+	CHECK(rd32(b) == 6 && rd32(b + 4) == want && rd32(b + 8) == ifid);
+	CHECK(rd32(b + 20) == caplen && rd32(b + 24) == len);
+	CHECK(memcmp(b + 28, frame, caplen) == 0);
+	for (uint32_t i = caplen; i < pad; i++)
+		zeros &= b[28 + i] == 0;
+	CHECK(zeros);
+	if (comment)
+		CHECK(opt_is(b, 28 + pad, 1, comment));
+	return (uint64_t)rd32(b + 12) << 32 | rd32(b + 16);
+}
+
+/* Target: records of every kind come out as written, in order: snap
+ * length truncation with the original length kept, a frame shorter than
+ * the snap length and one cut short where it was read, 32-bit padding, the
+ * comments, and a dequeue's time less its enqueue's equal to its sojourn
+ * to the ns. A file with no record is the header alone. */
+static void test_capture_layout(const char *dir)
+{
+	static uint8_t f[CAP_FILE_MAX];
+	uint8_t frame[2000];
+	size_t off[32], n;
+	char path[256];
+	struct capture_stats st;
+	struct capture *c = cap_open_in(dir, "layout.pcapng", 1u << 20, path, sizeof(path));
+	uint64_t t0 = 5000000000ull, enq, deq;
+
+	for (unsigned i = 0; i < sizeof(frame); i++)
+		frame[i] = (uint8_t)(i * 7 + 1);
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	cap_put(c, 0, CAP_ENQUEUE, t0, frame, 100, 100, NULL, -1, 0);
+	cap_put(c, 0, CAP_DEQUEUE, t0 + 1234567, frame, 100, 100, NULL, 1234567, 1);
+	cap_put(c, 0, CAP_DROP, t0 + 1234567, frame, 61, 61, "overflow", -1, 0);
+	cap_put(c, 1, CAP_DISCARD, t0 + 2000000, frame, 50, 2000, "rx_oversize", -1, 0);
+	capture_close(c);
+	capture_get_stats(c, &st);
+	capture_free(c);
+	n = slurp(path, f, sizeof(f));
+	unlink(path);
+	CHECK(walk_blocks(f, n, off, 32) == 1 + 2 * CAP_EVENTS + 4);
+	CHECK(st.bytes == n && st.skipped == 0 && st.overrun == 0 && st.failed == 0 && st.error == 0);
+	CHECK(st.records[0][CAP_ENQUEUE] == 1 && st.records[0][CAP_DEQUEUE] == 1 && st.records[0][CAP_DROP] == 1);
+	CHECK(st.records[1][CAP_DISCARD] == 1 && st.records[1][CAP_ENQUEUE] == 0);
+	if (walk_blocks(f, n, off, 32) != 1 + 2 * CAP_EVENTS + 4)
+		return;
+	check_capture_header(f, off);
+	enq = check_epb(f + off[13], CAP_ENQUEUE, frame, CAP_TEST_SNAPLEN, 100, NULL);
+	deq = check_epb(f + off[14], CAP_DEQUEUE, frame, CAP_TEST_SNAPLEN, 100, "sojourn_ns=1234567 ce=1");
+	check_epb(f + off[15], CAP_DROP, frame, 61, 61, "reason=overflow");
+	check_epb(f + off[16], CAP_EVENTS + CAP_DISCARD, frame, 50, 2000, "reason=rx_oversize");
+	CHECK(deq - enq == 1234567);
+}
+
+/* Target: a capture no frame passed through is a valid file of the header
+ * blocks alone. */
+static void test_capture_empty(const char *dir)
+{
+	static uint8_t f[CAP_FILE_MAX];
+	size_t off[32], n;
+	char path[256];
+	struct capture *c = cap_open_in(dir, "empty.pcapng", 1u << 20, path, sizeof(path));
+
+	CHECK(c != NULL);
+	capture_free(c);
+	n = slurp(path, f, sizeof(f));
+	unlink(path);
+	CHECK(walk_blocks(f, n, off, 32) == 1 + 2 * CAP_EVENTS);
+}
+
+/* Target: the size limit. The header and every record that fits are
+ * written; from the first record that would take the file past max_bytes,
+ * every record is skipped and counted, a smaller one that would still fit
+ * too, and the file ends at its last whole record. */
+static void test_capture_limit(const char *dir)
+{
+	static uint8_t f[CAP_FILE_MAX];
+	uint8_t frame[100] = {0};
+	size_t off[32], n, header;
+	char path[256];
+	struct capture_stats st;
+	struct capture *c = cap_open_in(dir, "limit.pcapng", 1u << 20, path, sizeof(path));
+
+	capture_free(c); /* an empty capture: its size is the header's */
+	header = slurp(path, f, sizeof(f));
+	unlink(path);
+	/* room for two records of 32 + 64 bytes, and 40 bytes more */
+	c = cap_open_in(dir, "limit.pcapng", header + 2 * 96 + 40, path, sizeof(path));
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	for (int i = 0; i < 3; i++)
+		cap_put(c, 0, CAP_ENQUEUE, 1000 + (uint64_t)i, frame, 100, 100, NULL, -1, 0);
+	cap_put(c, 0, CAP_LOST, 2000, frame, 0, 0, NULL, -1, 0); /* 32 bytes: would fit */
+	cap_put(c, 1, CAP_ENQUEUE, 3000, frame, 100, 100, NULL, -1, 0);
+	capture_close(c);
+	capture_get_stats(c, &st);
+	capture_free(c);
+	n = slurp(path, f, sizeof(f));
+	unlink(path);
+	CHECK(n == header + 2 * 96 && st.bytes == n);
+	CHECK(walk_blocks(f, n, off, 32) == 1 + 2 * CAP_EVENTS + 2);
+	CHECK(st.records[0][CAP_ENQUEUE] == 2 && st.records[0][CAP_LOST] == 0 && st.records[1][CAP_ENQUEUE] == 0);
+	CHECK(st.skipped == 3 && st.overrun == 0);
+}
+
+/* Target: the file is the experiment's alone (mode 0600), and a directory
+ * that is a symbolic link is not followed: the file is not created there. */
+static void test_capture_dir_link(const char *dir)
+{
+	struct capture_config cc = {.snaplen = CAP_TEST_SNAPLEN, .max_bytes = 1u << 20};
+	char real[256], link[256], path[256], err[256] = "";
+	struct capture *c;
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/mode.pcapng", dir);
+	cc.path = path;
+	c = capture_open(&cc, err, sizeof(err));
+	CHECK(c != NULL && stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+	capture_free(c);
+	unlink(path);
+	snprintf(real, sizeof(real), "%s/real", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(path, sizeof(path), "%s/link/x.pcapng", dir);
+	CHECK(mkdir(real, 0700) == 0 && symlink(real, link) == 0);
+	CHECK(capture_open(&cc, err, sizeof(err)) == NULL && strstr(err, "cannot open the directory"));
+	snprintf(path, sizeof(path), "%s/real/x.pcapng", dir);
+	CHECK(stat(path, &sb) < 0);
+	unlink(link);
+	rmdir(real);
+}
+
+/* Target: a write that fails (here EFBIG past RLIMIT_FSIZE, SIGXFSZ blocked
+ * in the writer) stops the capture without killing the daemon: the error is
+ * kept, the file is cut back to whole blocks, and every record made after
+ * the failure counts as failed (not as skipped by the size limit), so that
+ * written + skipped + overrun + failed is every record made. */
+static void test_capture_write_failure(const char *dir)
+{
+	static uint8_t f[512 * 1024];
+	static uint8_t frame[1500];
+	static size_t off[16384];
+	struct rlimit old, small;
+	struct capture_stats st;
+	uint64_t made = 0, written = 0;
+	char path[256];
+	/* the size limit (2 MiB) lies between the records made before the
+	 * failure is seen and all of them: counted as skipped, they would pass it */
+	struct capture *c = cap_open_in(dir, "efbig.pcapng", 2u << 20, path, sizeof(path));
+
+	CHECK(c != NULL && getrlimit(RLIMIT_FSIZE, &old) == 0);
+	if (!c)
+		return;
+	small = old;
+	small.rlim_cur = 256 * 1024; /* the first chunk's write fails */
+	setrlimit(RLIMIT_FSIZE, &small);
+	for (int i = 0; i < 12000; i++, made++) /* over one 1 MiB chunk: it is handed to the writer */
+		cap_put(c, i & 1, CAP_DEQUEUE, 1000 + (uint64_t)i, frame, 1500, 1500, NULL, 7, 0);
+	for (int wait = 0; wait < 500; wait++) { /* until the writer has failed, at most 5 s */
+		capture_get_stats(c, &st);
+		if (st.error)
+			break;
+		usleep(10000);
+	}
+	for (int i = 0; i < 30000; i++, made++)
+		cap_put(c, i & 1, CAP_DEQUEUE, 2000000 + (uint64_t)i, frame, 1500, 1500, NULL, 7, 0);
+	capture_close(c);
+	setrlimit(RLIMIT_FSIZE, &old);
+	capture_get_stats(c, &st);
+	capture_free(c);
+	for (int d = 0; d < CAP_DIRS; d++)
+		written += st.records[d][CAP_DEQUEUE];
+	CHECK(st.error == EFBIG && st.failed > 0 && st.skipped == 0);
+	CHECK(written + st.skipped + st.overrun + st.failed == made);
+	size_t n = slurp(path, f, sizeof(f));
+	CHECK(n == st.bytes && n <= small.rlim_cur && walk_blocks(f, n, off, 16384) >= 1 + 2 * CAP_EVENTS);
+	unlink(path);
+}
+
+/* Target: the refusals of a daemon that runs as root. An existing file is
+ * never opened (its bytes stay), nor a symbolic link, even one to a file
+ * that does not exist (which is not created); a limit below the header's
+ * size is refused and leaves no file. */
+static void test_capture_refusals(const char *dir)
+{
+	struct capture_config cc = {.snaplen = CAP_TEST_SNAPLEN, .max_bytes = 1u << 20};
+	char path[256], target[256], err[256] = "";
+	struct stat sb;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/exists.pcapng", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fputs("keep", f);
+		fclose(f);
+	}
+	cc.path = path;
+	CHECK(capture_open(&cc, err, sizeof(err)) == NULL && strstr(err, "already exists"));
+	CHECK(stat(path, &sb) == 0 && sb.st_size == 4);
+	unlink(path);
+
+	snprintf(path, sizeof(path), "%s/link.pcapng", dir);
+	snprintf(target, sizeof(target), "%s/target", dir);
+	CHECK(symlink(target, path) == 0);
+	CHECK(capture_open(&cc, err, sizeof(err)) == NULL && strstr(err, "already exists"));
+	CHECK(stat(target, &sb) < 0);
+	unlink(path);
+
+	snprintf(path, sizeof(path), "%s/small.pcapng", dir);
+	cc.max_bytes = 100;
+	CHECK(capture_open(&cc, err, sizeof(err)) == NULL && strstr(err, "below the header"));
+	CHECK(stat(path, &sb) < 0);
+	test_capture_dir_link(dir);
+}
+
+static void test_capture(void)
+{
+	char dir[] = "/tmp/ckcd-link-unit-XXXXXX";
+
+	if (!mkdtemp(dir)) {
+		CHECK(!"mkdtemp");
+		return;
+	}
+	test_capture_layout(dir);
+	test_capture_empty(dir);
+	test_capture_limit(dir);
+	test_capture_refusals(dir);
+	test_capture_write_failure(dir);
+	CHECK(rmdir(dir) == 0); /* every check removed its files: else one is left to look at */
+}
+
 int main(void)
 {
 	test_host_rng();
@@ -625,6 +995,7 @@ int main(void)
 	test_units();
 	test_trace();
 	test_loss();
+	test_capture();
 	printf("%d checks, %d failures\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -5,12 +5,17 @@ them out without failing either answer."""
 
 from __future__ import annotations
 
+import socket
+import threading
+
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import controller_parts
 from controller_parts import DPID, LINK_CONTROL_PATH, ControllerParts
 from coex.ports import APPLIED, PortState
 from ovs_config import aqm
+from ovs_config.link_daemon import LinkControl, LinkDaemonError
 from ovs_config.link_stats import DROP_REASONS, LinkDirection, LinkStatsReader
 from ryu_app import metrics
 
@@ -99,3 +104,27 @@ def test_the_reader_tolerates_a_missing_socket_and_an_ovsdb_that_does_not_answer
         raise OSError("ovs-vsctl: not found")
 
     assert LinkStatsReader(link_ports=no_ovsdb).served() == {}
+
+
+def test_a_reply_that_is_not_json_is_a_link_daemon_error_naming_it(tmp_path):
+    """Rule: bytes on the control socket that are not JSON (not UTF-8 either) raise
+    LinkDaemonError with the reply's start, which the start-up wait treats as "not answering
+    yet", never a bare UnicodeDecodeError that fails a run."""
+    path = str(tmp_path / "ctl.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def answer():
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1024)
+            conn.sendall(b'{"ok\xfb\xe2 garbage\n')
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(LinkDaemonError, match="not JSON"):
+            LinkControl(path).request({"cmd": "ping"})
+    finally:
+        t.join(timeout=5)
+        server.close()
