@@ -96,8 +96,22 @@ def run_metrics(record: dict) -> dict:
             "udp_flows": {g["label"]: udp_flow_metrics(g, w0, w1) for g in record.get("udp_flows", [])},
             "mptcp": mptcp_metrics(flows),
             **({"group_pings": group_pings} if group_pings else {}),
+            **_capture_metrics(record["links"]),
             **({"reverse": {k: v for k, v in reverse.items() if k != "flow_list"}} if reverse else {}),
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
+
+
+def _capture_metrics(link_records: dict) -> dict:
+    """Per link with a packet capture (experiments/run/probes/capture.py): the forward frames'
+    sojourn measured from it over the window, and its drops and marks of that direction."""
+    out = {}
+    for name, link in link_records.items():
+        cap = link.get("capture")
+        if cap is not None:
+            ab = (cap.get("events") or {}).get("ab", {})
+            out[name] = {"error": cap.get("error"), "sojourn_ms": cap.get("sojourn_ms"),
+                         "drops": ab.get("drop"), "marks": ab.get("mark")}
+    return {"capture": out} if out else {}
 
 
 def _rtts_with_pings(rtts: dict, scenario: Scenario, rtt: dict, group_pings: list[dict]) -> dict:

@@ -81,6 +81,9 @@ def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted:
     entry["short_flows"] = _short_flow_summary(ok)
     entry["udp_flows"] = _udp_flow_summary(ok)
     entry["mptcp"] = _mptcp_summary(ok)
+    captures = _capture_summary(ok)
+    if captures:
+        entry["capture"] = captures
     reverse = [r["metrics"]["reverse"] for r in ok if r["metrics"].get("reverse")]
     if reverse:  # the reverse flows' own fairness and utilization (metrics.py, _reverse_metrics)
         entry["reverse"] = {stat: mean_ci95([m[stat] for m in reverse])
@@ -101,6 +104,19 @@ def _udp_flow_summary(ok: list[dict]) -> dict:
         runs = [r["metrics"]["udp_flows"][label] for r in ok if label in r["metrics"].get("udp_flows", {})]
         out[label] = {stat: mean_ci95([m[stat] for m in runs if m[stat] is not None]) for stat in UDP_STATS}
         out[label]["runs"] = len(runs)
+    return out
+
+
+def _capture_summary(ok: list[dict]) -> dict:
+    """Per link with a packet capture: the mean over runs of the sojourn percentiles measured from
+    it, and of the drops it recorded (with CIs)."""
+    out: dict = {}
+    for name in sorted({n for r in ok for n in r["metrics"].get("capture", {})}):
+        runs = [r["metrics"]["capture"][name] for r in ok
+                if not (r["metrics"].get("capture", {}).get(name) or {}).get("error", True)]
+        out[name] = {stat: mean_ci95([m["sojourn_ms"][stat] for m in runs]) for stat in ("mean", "p50", "p95", "p99")}
+        out[name]["drops"] = mean_ci95([m["drops"] for m in runs])
+        out[name]["runs"] = len(runs)
     return out
 
 

@@ -120,6 +120,19 @@ def udp_flow_table(entries: list[dict]) -> list[str]:
     return lines
 
 
+def capture_table(entries: list[dict]) -> list[str]:
+    head = ["case", "link", "sojourn from the capture mean / p50 / p95 / p99 ms",
+            "ckcd-link's own mean / p95 / p99 ms", "drops in the capture", "runs read"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        own = " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
+                                                        "queue_delay_p99_ms"))
+        for name, c in e.get("capture", {}).items():
+            measured = " / ".join(_ci(c[k], 2) for k in ("mean", "p50", "p95", "p99"))
+            lines.append("| " + " | ".join([e["case"], name, measured, own, _ci(c["drops"], 0), str(c["runs"])]) + " |")
+    return lines
+
+
 def reverse_table(entries: list[dict]) -> list[str]:
     head = ["case", "reverse flows' Jain", "their goodput Mbit/s", "utilization of the reverse direction"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -319,6 +332,11 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
     if any(e.get("udp_flows") for e in entries):
         lines += ["", "Real-time flows (constant-rate UDP): datagrams lost, one-way delay (sender to receiver, one "
                   "clock) and RFC 3550 jitter over the window, mean over runs.", ""] + udp_flow_table(entries)
+    if any(e.get("capture") for e in entries):
+        lines += ["", "Packet capture (`[link] capture`): each forward frame's sojourn measured from ckcd-link's "
+                  "pcapng (its dequeue's time less its enqueue's) over the window, beside the link's own "
+                  "statistics; the files are `capture-<link>.pcapng` in each run's directory.", ""] \
+            + capture_table(entries)
     if any(e.get("reverse") for e in entries):
         lines += ["", "Reverse flows (sent from the receivers' side, through the link's reverse direction, which "
                   "then runs the case's discipline too): their own Jain's index and utilization; the table above "

@@ -38,6 +38,7 @@ from experiments.lab.policy import apply_policy
 from experiments.lab.rest_client import CoexClient
 from experiments.lab.topos import topology
 from experiments.scenario.link_models import daemon_options
+from experiments.run.probes.capture import capture_options, capture_record
 from experiments.run.probes.cpu import CpuSampler
 from experiments.run.probes.iperf import client_port, flow_record, start_clients_on_time, start_servers, \
     wait_for_clients
@@ -108,7 +109,7 @@ def run_case(scenario: Scenario, case: Case, rep: int, run_dir: str, progress: P
                 log_path=os.path.join(run_dir, f"link-{name}.jsonl"), log_interval_ms=LOG_INTERVAL_MS,
                 seed=seed, release_batch_us=scenario.link.release_batch_us,
                 release_lateness_us=scenario.link.release_lateness_us, host_delay_ms=host_delays,
-                **daemon_options(scenario.link, reverse_spec)))
+                **daemon_options(scenario.link, reverse_spec), **capture_options(scenario.link, run_dir, name)))
         time.sleep(3.0)  # LLDP (every second) finds the links through the daemons
         loss = net.pingAll(timeout=2)
         if loss > 0:
@@ -178,14 +179,18 @@ def _traffic(scenario: Scenario, net, links: dict, run_dir: str, progress: Progr
     finally:
         started.end()
     finals = {name: link.stop() for name, link in links.items()}
+    records = {name: link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
+                                 sampler.values.get(name, []), _ping_keys(scenario, net),
+                                 {f"{s}>{d}": _icmp_keys(net, s, d) for s, d in scenario.group_pings()})
+               for name in links}
+    if scenario.link.capture:  # read once the daemons have flushed and closed their files
+        for name, rec in records.items():
+            rec["capture"] = capture_record(run_dir, name, wall0, scenario.measure_window_s)
     return {
         "t0_wall": wall0,
         "flows": [flow_record(f, launched.get(i), run_dir, stats, tcp.series.get(f.port, []), tcp.subflows.get(f.port))
                   for i, f in enumerate(scenario.flows)],
-        "links": {name: link_record(name, run_dir, daemon_zero[name] - t0, stats[name], finals[name],
-                                     sampler.values.get(name, []), _ping_keys(scenario, net),
-                                     {f"{s}>{d}": _icmp_keys(net, s, d) for s, d in scenario.group_pings()})
-                  for name in links},
+        "links": records,
         "ping": ping_series(os.path.join(run_dir, "ping.txt"), wall0) if scenario.ping else [],
         **({"group_pings": [{"src": s, "dst": d,
                              "series": ping_series(os.path.join(run_dir, group_ping_file(s, d)), wall0)}

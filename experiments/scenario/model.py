@@ -122,6 +122,10 @@ class Link:
     trace: str | None = None
     loss: str | None = None
     reverse: ReverseLink = dataclasses.field(default_factory=ReverseLink)
+    # ckcd-link's packet capture of every emulated link (experiments/run/probes/capture.py), the
+    # first capture_snaplen bytes of each frame.
+    capture: bool = False
+    capture_snaplen: int = 128
 
     @property
     def rtt_ms(self) -> float:

@@ -159,9 +159,21 @@ def _link(lt: Table) -> Link:
                 release_batch_us=lt.number("release_batch_us", 0.0, low=0, high=10000),
                 release_lateness_us=lt.number("release_lateness_us", 0.0, low=0, high=10000),
                 trace=trace[0] if trace else None, loss=_loss(lt))
+    link.capture, link.capture_snaplen = _capture(lt)
     link.reverse = _reverse_link(lt.table("reverse", None))
     lt.done()
     return link
+
+
+def _capture(lt: Table) -> tuple[bool, int]:
+    """capture and capture_snaplen (ckcd-link's --snaplen, 64..65535 bytes)."""
+    capture = lt.get("capture", bool, False)
+    snaplen = lt.get("capture_snaplen", int, 128)
+    if "capture_snaplen" in lt.data and not capture:
+        raise lt.error("capture_snaplen", "only with capture = true")
+    if not 64 <= snaplen <= 65535:
+        raise lt.error("capture_snaplen", f"{snaplen} is out of range (64..65535 bytes)")
+    return capture, snaplen
 
 
 def _trace(t: Table) -> tuple[str, float] | None:
