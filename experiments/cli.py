@@ -329,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     _run_parser(sub)
     _offline_parsers(sub)
+    from experiments.reproduce import add_parser as add_reproduce
+    add_reproduce(sub)
     clean = sub.add_parser("clean", help="stop and remove everything a lab run may have left")
     clean.set_defaults(func=cmd_clean)
     ovs = sub.add_parser("ovs", help="the private Open vSwitch for your own mn: prints the export line it needs")

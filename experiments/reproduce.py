@@ -1,0 +1,92 @@
+"""`ckcd-coex reproduce`: one command per published table (experiments/published.py).
+
+    ckcd-coex reproduce --list                 the tables, what each costs, when each was made
+    ckcd-coex reproduce TABLE [--resume]       run its batch (root, the lab), then rewrite its
+                                               summary and its table in the docs
+    ckcd-coex reproduce TABLE --from DIR...    the summary from saved runs instead (no root)
+    ckcd-coex reproduce --render               every marked table in the docs from its summary
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from experiments import published
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("reproduce", help="run what a published table needs and rewrite its summary "
+                       "(results/published/) and its table in the docs; --list, --render",
+                       description=__doc__, formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    p.add_argument("table", nargs="?", help="a published table's name (--list shows them)")
+    p.add_argument("--list", action="store_true", help="the published tables, their cost and their summaries' dates")
+    p.add_argument("--render", action="store_true", help="rewrite every marked table in the docs from its summary")
+    p.add_argument("--from", dest="dirs", nargs="+", metavar="DIR", help="summarize these results directories' "
+                   "runs instead of running (each with its batch.json)")
+    p.add_argument("--out", help="results directory of the table's batch (default results/reproduce/TABLE)")
+    p.add_argument("--resume", action="store_true", help="continue the batch --out holds (an interrupted run)")
+    p.set_defaults(func=cmd_reproduce, needs_root=False)
+
+
+def cmd_reproduce(args) -> int:
+    if args.list:
+        print(_listing())
+        return 0
+    if args.render:
+        changed = published.render_docs()
+        print(f"reproduce: {', '.join(changed) if changed else 'no docs file'} changed")
+        return 0
+    if not args.table:
+        print("ckcd-coex reproduce: name a table (or --list, --render)", file=sys.stderr)
+        return 2
+    try:
+        t = published.table(args.table)
+        records, batches = _from_dirs(args.dirs) if args.dirs else _run(t, args)
+        if records is None:
+            return 2
+        path = published.write_summary(published.build_summary(t, records, batches))
+        changed = published.render_docs()
+    except published.PublishError as err:
+        print(f"ckcd-coex reproduce: {err}", file=sys.stderr)
+        return 2
+    print(f"reproduce: {os.path.relpath(path)} written; {', '.join(changed) or 'no docs file'} changed")
+    return 0
+
+
+def _listing() -> str:
+    lines = []
+    for t in published.TABLES.values():
+        try:
+            made = published.read_summary(t.name)
+            when = ", ".join(sorted({(b["created"] or "")[:10] for b in made["batches"]}))
+        except (OSError, ValueError, published.PublishError):
+            when = "no summary yet"
+        lines.append(f"{t.name:12} {t.title}\n{'':12} scenarios {', '.join(t.scenarios)}; {t.trusted} trusted runs "
+                     f"a case; about {t.minutes} min; {t.doc}; summary: {when}")
+    return "\n".join(lines)
+
+
+def _from_dirs(dirs: list[str]):
+    from experiments.batch.pool import pool_dirs
+
+    return pool_dirs(dirs)
+
+
+def _run(t: published.Table, args):
+    if os.geteuid() != 0:
+        print("ckcd-coex reproduce: running a table's batch needs root (Mininet, Open vSwitch, namespaces); "
+              "--from DIR summarizes saved runs without", file=sys.stderr)
+        return None, None
+    from experiments.batch.pool import pool_dirs
+    from experiments.output.report import write_report
+    from experiments.run.orchestrate import run_batch
+    from experiments.scenario.catalog import resolve
+
+    out = args.out or os.path.join("results", "reproduce", t.name)
+    command = "ckcd-coex " + shlex.join(sys.argv[1:])
+    records = run_batch([resolve(s) for s in t.scenarios], out, resume=args.resume, command=command,
+                        until_trusted=t.trusted, extra_max=t.extra_max)
+    write_report(out, records, command=command)
+    return pool_dirs([out])
