@@ -37,10 +37,11 @@ class PublishError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """A published table: the scenarios its batch runs, the trusted runs each case must have
-    (`ckcd-coex run --until-trusted`, with at most extra_max extra runs a case), which of the
-    report's tables it shows ("cases", "mptcp", "reverse", "udp", "short", "capture") and the
-    docs file that holds it."""
+    """A published table: the scenarios its batch runs (only the cases named in `only`, at
+    duration_s instead of each scenario's own when given: `ckcd-coex run --only`, `--duration`),
+    the trusted runs each case must have (`--repeat` and `--until-trusted` that many, with at
+    most extra_max extra runs a case), which of the report's tables it shows ("cases", "mptcp",
+    "reverse", "udp", "short", "capture") and the docs file that holds it."""
     name: str
     title: str
     scenarios: tuple[str, ...]
@@ -49,6 +50,8 @@ class Table:
     trusted: int = 3
     extra_max: int = 3
     minutes: int = 0  # what a batch costs on the project's 2-core machine, about
+    only: tuple[str, ...] = ()
+    duration_s: float | None = None
 
     @property
     def command(self) -> str:
@@ -60,6 +63,10 @@ TABLES = {t.name: t for t in (
           ("mptcp", "cases"), "docs/experiments.md", minutes=20),
     Table("rrul", "Both directions loaded: BBR and CUBIC each way", ("rrul_bbr_cubic",), ("cases", "reverse"),
           "docs/experiments.md", extra_max=2, minutes=16),
+    # seed 000's headline mixes at the paper's 120 s, five trusted runs a case
+    Table("seed000_headline", "Seed 000: DropTail against CKCD for its three mixes (120 s)",
+          ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), "docs/experiments.md", trusted=5, extra_max=3,
+          minutes=90, only=("droptail", "ckcd")),
 )}
 
 
@@ -78,7 +85,8 @@ def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
     """The summary of a table from its runs: the report's per-case statistics over trusted runs,
     refused when a case of the table's scenarios has fewer than t.trusted trusted runs or none
     at all (a table is cut to the cases a reader needs, never published from fewer runs)."""
-    mine = [r for r in records if r["scenario"]["name"] in t.scenarios]
+    mine = [r for r in records if r["scenario"]["name"] in t.scenarios
+            and (not t.only or r["case"]["name"] in t.only)]
     cases = summarize(mine)
     missing = sorted(set(t.scenarios) - {e["scenario"] for e in cases})
     if missing:

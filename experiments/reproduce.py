@@ -57,13 +57,14 @@ def cmd_reproduce(args) -> int:
 
 def _listing() -> str:
     lines = []
+    width = max(len(name) for name in published.TABLES) + 2
     for t in published.TABLES.values():
         try:
             made = published.read_summary(t.name)
             when = ", ".join(sorted({(b["created"] or "")[:10] for b in made["batches"]}))
         except (OSError, ValueError, published.PublishError):
             when = "no summary yet"
-        lines.append(f"{t.name:12} {t.title}\n{'':12} scenarios {', '.join(t.scenarios)}; {t.trusted} trusted runs "
+        lines.append(f"{t.name:{width}}{t.title}\n{'':{width}}scenarios {', '.join(t.scenarios)}; {t.trusted} trusted runs "
                      f"a case; about {t.minutes} min; {t.doc}; summary: {when}")
     return "\n".join(lines)
 
@@ -82,11 +83,12 @@ def _run(t: published.Table, args):
     from experiments.batch.pool import pool_dirs
     from experiments.output.report import write_report
     from experiments.run.orchestrate import run_batch
-    from experiments.scenario.catalog import resolve
+    from experiments.scenario.catalog import select
 
     out = args.out or os.path.join("results", "reproduce", t.name)
     command = "ckcd-coex " + shlex.join(sys.argv[1:])
-    records = run_batch([resolve(s) for s in t.scenarios], out, resume=args.resume, command=command,
+    scenarios = select(list(t.scenarios), t.duration_s, t.trusted, list(t.only))
+    records = run_batch(scenarios, out, resume=args.resume, command=command,
                         until_trusted=t.trusted, extra_max=t.extra_max)
     write_report(out, records, command=command)
     return pool_dirs([out])

@@ -104,3 +104,17 @@ def test_the_csv_beside_a_summary_has_a_row_per_case():
             with open(path) as f:
                 rows = f.read().splitlines()
             assert len(rows) == 1 + len(published.read_summary(name)["cases"])
+
+
+def test_a_table_that_keeps_some_cases_summarizes_those_cases_only(monkeypatch):
+    """Rule: a table with `only` (seed 000's headline: DropTail and CKCD) leaves the other cases'
+    runs of its scenarios out of its summary, as `ckcd-coex run --only` leaves them out of its batch."""
+    seen = []
+    monkeypatch.setattr(published, "summarize", lambda records: seen.extend(records) or [])
+    t = published.TABLES["seed000_headline"]
+    runs = [{"scenario": {"name": s}, "case": {"name": c}} for s in ("bbr_cubic", "mixed15", "intra_bbr")
+            for c in ("droptail", "red", "ckcd")]
+    with pytest.raises(published.PublishError):
+        published.build_summary(t, runs, [])  # no case summarized: every scenario is missing
+    assert sorted((r["scenario"]["name"], r["case"]["name"]) for r in seen) == [
+        ("bbr_cubic", "ckcd"), ("bbr_cubic", "droptail"), ("mixed15", "ckcd"), ("mixed15", "droptail")]
