@@ -181,17 +181,15 @@ class LinkDaemon(LinkControl):
             args += ["--release-lateness", f"{int(round(release_lateness_us))}us"]
         for addr, ms in (host_delay_ms or {}).items():  # frames from addr wait ms before the queue
             args += ["--host-delay", f"{addr}={int(round(ms * 1000))}us"]
-        # a direction whose service follows a delivery-opportunity trace, and random loss on the
-        # link after the queue (docs/ckcd-link.md, "Traces and loss")
-        for option, value in (("--trace", trace), ("--trace-ba", trace_ba), ("--loss", loss), ("--loss-ba", loss_ba)):
+        # a direction whose service follows a delivery-opportunity trace, random loss on the link
+        # after the queue (docs/ckcd-link.md, "Traces and loss") and the packet capture ("Packet
+        # capture"; the daemon refuses --snaplen or --capture-max-mb without --capture)
+        for option, value in (("--trace", trace), ("--trace-ba", trace_ba), ("--loss", loss), ("--loss-ba", loss_ba),
+                              ("--capture", capture), ("--snaplen", snaplen), ("--capture-max-mb", capture_max_mb)):
             if value is not None:
                 args += [option, str(value)]
         if rx_io != "auto":  # ring or recvmmsg: ckcd-link refuses anything else, naming --rx-io
             args += ["--rx-io", rx_io]
-        # the packet capture; the daemon refuses --snaplen or --capture-max-mb without --capture
-        for option, value in (("--capture", capture), ("--snaplen", snaplen), ("--capture-max-mb", capture_max_mb)):
-            if value is not None:
-                args += [option, str(value)]
         args += list(extra_args or [])
         if netns:
             args = ["ip", "netns", "exec", netns] + args
