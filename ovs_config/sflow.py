@@ -138,14 +138,27 @@ def disable_sflow(bridge: str, vsctl: Optional[Vsctl] = None) -> None:
     (vsctl or _plain_vsctl)("clear", "bridge", bridge, "sflow")
 
 
+READ_TRIES = 3
+
+
 def sflow_settings(bridge: str, vsctl: Optional[Vsctl] = None) -> Optional[dict]:
-    """The bridge's sFlow row as a dict of raw ovs-vsctl column strings, or None if off."""
+    """The bridge's sFlow row as a dict of raw ovs-vsctl column strings, or None if off.
+
+    A change of settings is a new row (enable_sflow), so another writer (the leading
+    controller instance setting the agents' targets) can replace the row between reading the
+    bridge's reference and listing it: the reference is then read again, up to READ_TRIES."""
     _check_name("bridge", bridge)
     run = vsctl or _plain_vsctl
-    ref = run("get", "bridge", bridge, "sflow").strip()
-    if ref in ("", "[]"):
-        return None
-    out = run("--columns=agent,target,sampling,polling,header", "list", "sflow", ref)
+    for attempt in range(1, READ_TRIES + 1):
+        ref = run("get", "bridge", bridge, "sflow").strip()
+        if ref in ("", "[]"):
+            return None
+        try:
+            out = run("--columns=agent,target,sampling,polling,header", "list", "sflow", ref)
+            break
+        except OVSError as err:
+            if "no row" not in str(err) or attempt == READ_TRIES:
+                raise
     settings = {}
     for line in out.splitlines():
         if ":" in line:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ovs_config.private_ovs import OVSError
 from ovs_config.sflow import (disable_sflow, enable_sflow, ensure_sflow, listed_targets, sflow_command, sflow_settings,
                               validate_target)
 
@@ -118,3 +119,26 @@ def test_ensure_sflow_compares_a_set_of_targets():
     assert row["targets"] == ["127.0.0.1:6344"]
     assert listed_targets('["[::1]:6343", "10.0.0.1:6343"]') == ["[::1]:6343", "10.0.0.1:6343"]
     assert listed_targets("127.0.0.1:6343") == ["127.0.0.1:6343"] and listed_targets("") == []
+
+
+def test_a_row_replaced_between_the_two_reads_is_read_again():
+    """Rule: another writer can replace the bridge's sFlow row (a change of targets is a new
+    row) after its reference was read: sflow_settings reads the new reference and its row
+    instead of failing with ovs-vsctl's "no row"; any other failure still raises."""
+    refs = iter(["aaaaaaaa-0000-0000-0000-000000000000\n", "bbbbbbbb-0000-0000-0000-000000000000\n"])
+
+    def vsctl(*args):
+        if args[:2] == ("get", "bridge"):
+            return next(refs)
+        if args[-1].startswith("aaaaaaaa"):
+            raise OVSError(f'ovs-vsctl {" ".join(args)} failed: ovs-vsctl: no row "{args[-1]}" in table sFlow')
+        return 'targets             : ["127.0.0.1:6343", "127.0.0.1:6344"]\n'
+
+    assert sflow_settings("s1", vsctl=vsctl) == {"targets": '["127.0.0.1:6343", "127.0.0.1:6344"]'}
+
+    def broken(*args):
+        if args[:2] == ("get", "bridge"):
+            return "aaaaaaaa-0000-0000-0000-000000000000\n"
+        raise OVSError("ovs-vsctl: unix:/run/db.sock: database connection failed")
+    with pytest.raises(OVSError, match="database connection failed"):
+        sflow_settings("s1", vsctl=broken)
