@@ -310,6 +310,25 @@ def _link_text(link: dict) -> str:
     return text
 
 
+# The tables a scenario's section adds when its cases recorded more than the case table shows:
+# the summary's key, the caption, the table.
+_EXTRA_TABLES = (
+    ("short_flows", "Short flows: completion time (connect to last byte) of the transfers started in the window, "
+                    "mean over runs of each run's percentiles; unfinished transfers were still running when the "
+                    "run ended.", short_flow_table),
+    ("udp_flows", "Real-time flows (constant-rate UDP): datagrams lost, one-way delay (sender to receiver, one "
+                  "clock) and RFC 3550 jitter over the window, mean over runs.", udp_flow_table),
+    ("capture", "Packet capture (`[link] capture`): each forward frame's sojourn measured from ckcd-link's pcapng "
+                "(its dequeue's time less its enqueue's) over the window, beside the link's own statistics; the "
+                "files are `capture-<link>.pcapng` in each run's directory.", capture_table),
+    ("reverse", "Reverse flows (sent from the receivers' side, through the link's reverse direction, which then "
+                "runs the case's discipline too): their own Jain's index and utilization; the table above is the "
+                "forward flows'.", reverse_table),
+    ("mptcp", "Multipath TCP: each connection's goodput, its subflows' and its fair shares (its goodput over the "
+              "mean single-path flow's: 1 is one flow's share, 2 two flows'), mean over runs.", mptcp_table),
+)
+
+
 def _scenario_section(name: str, records, entries: list[dict], plots: list[str]) -> list[str]:
     """One scenario: its setup and flows, the table of its cases, its plots."""
     sc = next(r["scenario"] for r in records if r["scenario"]["name"] == name)
@@ -325,26 +344,9 @@ def _scenario_section(name: str, records, entries: list[dict], plots: list[str])
     if sc.get("notes"):
         lines += ["", sc["notes"]]
     lines += [""] + case_table(entries) + trust_notes(entries)
-    if any(e.get("short_flows") for e in entries):
-        lines += ["", "Short flows: completion time (connect to last byte) of the transfers started in the "
-                  "window, mean over runs of each run's percentiles; unfinished transfers were still running "
-                  "when the run ended.", ""] + short_flow_table(entries)
-    if any(e.get("udp_flows") for e in entries):
-        lines += ["", "Real-time flows (constant-rate UDP): datagrams lost, one-way delay (sender to receiver, one "
-                  "clock) and RFC 3550 jitter over the window, mean over runs.", ""] + udp_flow_table(entries)
-    if any(e.get("capture") for e in entries):
-        lines += ["", "Packet capture (`[link] capture`): each forward frame's sojourn measured from ckcd-link's "
-                  "pcapng (its dequeue's time less its enqueue's) over the window, beside the link's own "
-                  "statistics; the files are `capture-<link>.pcapng` in each run's directory.", ""] \
-            + capture_table(entries)
-    if any(e.get("reverse") for e in entries):
-        lines += ["", "Reverse flows (sent from the receivers' side, through the link's reverse direction, which "
-                  "then runs the case's discipline too): their own Jain's index and utilization; the table above "
-                  "is the forward flows'.", ""] + reverse_table(entries)
-    if any(e.get("mptcp") for e in entries):
-        lines += ["", "Multipath TCP: each connection's goodput, its subflows' and its fair shares (its goodput "
-                  "over the mean single-path flow's: 1 is one flow's share, 2 two flows'), mean over runs.", ""] \
-            + mptcp_table(entries)
+    for key, caption, table in _EXTRA_TABLES:
+        if any(e.get(key) for e in entries):
+            lines += ["", caption, ""] + table(entries)
     for p in plots:
         lines += ["", f"![{os.path.basename(p)}]({p})"]
     return lines
