@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import contextlib
 import os
 import shlex
@@ -28,20 +29,23 @@ def cmd_demo(args) -> int:
     return run_demo(duration_s=args.duration, out_dir=args.out)
 
 
+COUNT_MAX = 1000  # runs per case, trusted runs, extra runs: more is a typo, not a batch
+
+
+def _count(text: str, least: int) -> int:
+    """A count of runs: ASCII digits only (int() would also take '+3', ' 3', '3_000' and other
+    scripts' digits), from `least` to COUNT_MAX, so a slip cannot keep a root lab busy for days."""
+    if not re.fullmatch(r"[0-9]{1,4}", text) or not least <= int(text) <= COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"expected a whole number from {least} to {COUNT_MAX}, got {text!r}")
+    return int(text)
+
+
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+    return _count(text, 1)
 
 
 def _non_negative_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return int(text)
+    return _count(text, 0)
 
 
 def _shard(text: str):
@@ -285,9 +289,10 @@ def _run_parser(sub) -> None:
                      "this batch and run the rest (an interrupted batch or shard); without it a directory that "
                      "holds finished runs is refused, never written over")
     run.add_argument("--until-trusted", type=_positive_int, metavar="N", help="after the planned runs, run "
-                     "each case again until it has N trusted runs (extra runs numbered after the plan's)")
+                     "each case again until it has N trusted runs (extra runs numbered after the plan's; in a shard, "
+                     "until it has the shard's share of N)")
     run.add_argument("--extra-max", type=_non_negative_int, metavar="M", help="at most M extra runs per case "
-                     "for --until-trusted (default N)")
+                     "(per case and shard, in a shard) for --until-trusted (default N)")
     run.add_argument("--include-untrusted", action="store_true", help="pool untrusted runs into the report's "
                      "means too (marked as such; by default only trusted runs are)")
     run.set_defaults(func=cmd_run, needs_root=True)

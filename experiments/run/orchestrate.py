@@ -40,8 +40,9 @@ def run_batch(scenarios: list[Scenario], out_dir: str, log=_log, *, batch: Batch
 
     A results directory holds one batch: one that holds finished runs is refused unless
     `resume`, which keeps the runs it holds complete for this batch and runs the rest. With
-    `until_trusted` N, a case of this shard with fewer than N trusted runs gets extra runs
-    (numbered after the plan's, see extra_rep) until it has N, at most `extra_max` per case."""
+    `until_trusted` N, a case of this shard with fewer trusted runs than its share of N
+    (shard_target; N itself unsharded) gets extra runs (numbered after the plan's, see
+    extra_rep) until it has that share, at most `extra_max` per case in this shard."""
     if batch is None:
         batch = plan_batch(scenarios, provenance.project_version())
     _check_bpf_controls(scenarios)
@@ -168,11 +169,23 @@ def extra_rep(repeat: int, shard: Shard, k: int) -> int:
     return repeat + 1 + shard.index + k * shard.count
 
 
+def shard_target(until: int, planned_here: int, repeat: int) -> int:
+    """The trusted runs a shard tops a case up to: its share of `until`, in proportion to the runs
+    of the case the shard planned (the plan deals a case's `repeat` runs over the shards), rounded
+    up, so the merged batch has at least `until` and no shard tops up for another. Unsharded, a
+    shard plans all `repeat` runs and the target is `until` itself."""
+    return -(-until * planned_here // repeat)
+
+
 def _top_up(lab: _BatchLab, batch: Batch, records: dict[str, dict], until: int, extra_max: int) -> None:
     """Extra runs, one per short case a round (so a drift of the machine spreads over all of
-    them), until each case of this shard has `until` trusted runs or has had extra_max extras."""
-    cases = list(dict.fromkeys((item.scenario.name, item.case.name) for item in batch.mine()))
-    by_name = {(item.scenario.name, item.case.name): item for item in batch.mine()}
+    them), until each case of this shard has its share of `until` trusted runs (shard_target)
+    or has had extra_max extras."""
+    mine = batch.mine()
+    cases = list(dict.fromkeys((item.scenario.name, item.case.name) for item in mine))
+    by_name = {(item.scenario.name, item.case.name): item for item in mine}
+    planned = {c: sum(1 for item in mine if (item.scenario.name, item.case.name) == c) for c in cases}
+    target = {c: shard_target(until, planned[c], by_name[c].scenario.repeat) for c in cases}
 
     def runs_of(case):
         return [r for r in records.values() if (r["scenario"]["name"], r["case"]["name"]) == case]
@@ -181,21 +194,22 @@ def _top_up(lab: _BatchLab, batch: Batch, records: dict[str, dict], until: int, 
         return sum(1 for r in runs_of(case) if r["rep"] > by_name[case].scenario.repeat)
 
     def short(case):
-        return sum(1 for r in runs_of(case) if trusted(r)) < until and extras_of(case) < extra_max
+        return sum(1 for r in runs_of(case) if trusted(r)) < target[case] and extras_of(case) < extra_max
     while any(short(c) for c in cases):
         for case in [c for c in cases if short(c)]:
             item = by_name[case]
             rep = extra_rep(item.scenario.repeat, batch.shard, extras_of(case))
             lab.progress.durations.append(item.scenario.duration_s)
             have = sum(1 for r in runs_of(case) if trusted(r))
-            record = lab.run(PlanItem(item.scenario, item.case, rep), f" (extra: {have}/{until} trusted)")
+            record = lab.run(PlanItem(item.scenario, item.case, rep), f" (extra: {have}/{target[case]} trusted)")
             records[f"{case[0]}/{case[1]}/rep{rep}"] = record
     for case in cases:
         have, extras = sum(1 for r in runs_of(case) if trusted(r)), extras_of(case)
-        if extras or have < until:
-            lab.log(f"[runner] --until-trusted {until}: {case[0]}/{case[1]} has {have} trusted of "
+        if extras or have < target[case]:
+            share = f" (this shard's share: {target[case]})" if batch.shard.count > 1 else ""
+            lab.log(f"[runner] --until-trusted {until}{share}: {case[0]}/{case[1]} has {have} trusted of "
                     f"{len(runs_of(case))} runs after {extras} extra" + (f" (the bound of {extra_max} is spent)"
-                                                                        if have < until else ""))
+                                                                        if have < target[case] else ""))
 
 
 def _declared(batch: Batch, records: dict[str, dict]) -> list[dict]:

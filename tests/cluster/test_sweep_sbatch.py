@@ -111,10 +111,12 @@ def test_builds_the_exact_shard_command(tmp_path, fake_checkout):
 
 
 def test_passes_every_allowed_run_option_in_both_forms(tmp_path, fake_checkout):
-    """Rule (run options): --repeat, --duration, --only and --seed, with their value as the next word
-    or after `=` (the only way to give one that starts with '-'), --no-shuffle and --resume pass."""
+    """Rule (run options): --repeat, --duration, --only, --seed, --until-trusted and --extra-max, with
+    their value as the next word or after `=` (the only way to give one that starts with '-'),
+    --no-shuffle and --resume pass."""
     options = ["--repeat", "3", "--duration=60", "--only", "ckcd", "--seed=-5", "--no-shuffle", "--resume",
-               "--duration", "30.5", "--only=", "--repeat=2", "--seed", "11"]
+               "--duration", "30.5", "--only=", "--repeat=2", "--seed", "11", "--until-trusted", "3",
+               "--extra-max=2"]
     got = run_script(tmp_path, [str(tmp_path / "o"), "bbr_cubic", "--", *options],
                      {"CKCD_COEX_DIR": fake_checkout, **SHARD_0_OF_1})
     assert got.returncode == 0, got.stderr
@@ -185,7 +187,7 @@ REFUSED = [
     ("--out= in options", ["OUT", "bbr_cubic", "--", "--out=/etc"], {}, "sets --shard and --out itself"),
     ("abbreviated --shard", ["OUT", "bbr_cubic", "--", "--sha=0/1"], {}, "sets --shard and --out itself"),
     ("second --", ["OUT", "bbr_cubic", "--", "--", "x"], {}, "a second `--`"),
-    # Run options: only the six, written out in full.
+    # Run options: only the eight, written out in full.
     ("--help", ["OUT", "bbr_cubic", "--", "--help"], {}, "run option --help is not one this script passes on"),
     ("-h", ["OUT", "bbr_cubic", "--", "-h"], {}, "run option -h is not one"),
     ("abbreviated --help", ["OUT", "bbr_cubic", "--", "--he"], {}, "run option --he is not one"),
@@ -197,6 +199,12 @@ REFUSED = [
     ("a word after the options", ["OUT", "bbr_cubic", "--", "--resume", "seed001"], {},
      "run option seed001 is not one"),
     ("a value missing", ["OUT", "bbr_cubic", "--", "--repeat"], {}, "run option --repeat needs a value"),
+    ("abbreviated --until-trusted", ["OUT", "bbr_cubic", "--", "--until", "3"], {}, "run option --until is not one"),
+    ("abbreviated --extra-max=", ["OUT", "bbr_cubic", "--", "--extra=2"], {}, "run option --extra=2 is not one"),
+    ("--extra-max without its value", ["OUT", "bbr_cubic", "--", "--extra-max"], {},
+     "run option --extra-max needs a value"),
+    ("--until-trusted -1 unjoined", ["OUT", "bbr_cubic", "--", "--until-trusted", "-1"], {},
+     "write --until-trusted=-1 if you mean it"),
     ("an option as a value", ["OUT", "bbr_cubic", "--", "--only", "--help"], {},
      "the value --help of run option --only starts with '-'"),
     ("a negative value unjoined", ["OUT", "bbr_cubic", "--", "--seed", "-5"], {}, "write --seed=-5 if you mean it"),

@@ -64,11 +64,26 @@ def test_refusals_exit_2_before_any_lab(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two"])
-def test_repeat_must_be_a_positive_integer(value, capsys):
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1001", "+3", " 3", "3_0", "\u0663"])
+@pytest.mark.parametrize("option", ["--repeat", "--until-trusted"])
+def test_counts_of_runs_are_ascii_whole_numbers_up_to_a_thousand(option, value, capsys):
+    """Rule: --repeat and --until-trusted take 1..1000 in ASCII digits only (int() alone would take
+    '+3', ' 3', '3_0' and other scripts' digits), so a slip cannot keep a root lab busy for days."""
     with pytest.raises(SystemExit) as e:
-        cli.main(["run", "bbr_cubic", "--repeat", value])
-    assert e.value.code == 2 and "--repeat" in capsys.readouterr().err
+        cli.main(["run", "bbr_cubic", option, value])
+    assert e.value.code == 2 and option in capsys.readouterr().err
+
+
+def test_extra_max_takes_zero_and_no_option_is_abbreviated_or_smuggled_in_a_value():
+    """Rule: --extra-max takes 0..1000; `run` accepts no abbreviation (`--until 3`), and a value
+    after `=` stays a value (`--only=--out=/x` sets --only, not --out)."""
+    parser = cli.build_parser()
+    assert parser.parse_args(["run", "bbr_cubic", "--until-trusted", "3", "--extra-max", "0"]).extra_max == 0
+    for argv in (["--until", "3"], ["--extra", "2"], ["--until-trusted=--out=/x"], ["--extra-max", "1001"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["run", "bbr_cubic", *argv])
+    args = parser.parse_args(["run", "bbr_cubic", "--only=--out=/x"])
+    assert args.only == "--out=/x" and args.out == "results/run"
 
 
 def test_report_of_a_directory_without_runs_says_so(tmp_path, capsys):

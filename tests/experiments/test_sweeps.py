@@ -488,6 +488,25 @@ def test_extra_runs_of_two_shards_never_share_a_number_and_merge_keeps_them(fake
     assert (tmp_path / "m" / "runs" / keys[0] / "run.json").exists()
 
 
+def test_each_shard_tops_a_case_up_to_its_share_so_the_merged_batch_has_n_and_no_more(fake_lab, tmp_path):
+    """Rule: with --until-trusted N a shard tops a case up to ceil(N x the runs of it the shard
+    planned / repeat), its share: the shards' shares add up to at least N, and a case already
+    trusted in every run gets no extra run in any shard (a shard holding one of a case's two
+    runs does not top it up to two on its own)."""
+    assert [runner.shard_target(3, k, 3) for k in (0, 1, 2, 3)] == [0, 1, 2, 3]
+    assert runner.shard_target(5, 1, 3) + runner.shard_target(5, 2, 3) == 2 + 4 >= 5
+    sc = [parse_scenario({**BASE, "repeat": 2})]
+    lab = fake_lab(FakeLab())
+    dirs = [str(tmp_path / f"s{i}") for i in range(2)]
+    for i in range(2):  # the seeded plan deals each case one run to each shard: each holds half of each case
+        assert sorted(item.case.name for item in plan_batch(sc, PROJECT, Shard(i, 2)).mine()) == ["ckcd", "droptail"]
+    for i, d in enumerate(dirs):
+        runner.run_batch(sc, d, log=lambda msg: None, batch=plan_batch(sc, PROJECT, Shard(i, 2)), until_trusted=2)
+    assert len(lab.calls) == 4  # the plan's 2 cases x 2 runs, all trusted: no shard ran an extra
+    merged = merge_shards(dirs, str(tmp_path / "m"), log=lambda msg: None)
+    assert sorted(r["rep"] for r in merged) == [1, 1, 2, 2]
+
+
 # --- pooling -----------------------------------------------------------------------------------
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_record", "runs", "bbr_cubic", "droptail", "rep1", "run.json")
