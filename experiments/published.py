@@ -11,8 +11,10 @@ the date and the command that reproduces it. The docs hold each table between ma
     ...rendered from results/published/mptcp.json...
     <!-- /published:mptcp -->
 
-which `ckcd-coex reproduce --render` rewrites; a test holds every marked table to its summary, so
-a table in the docs is always what its summary says.
+which `ckcd-coex reproduce --render` rewrites, with the README's short form of a table
+(`headline:NAME`) and the list of every table and its state (`index:tables`, in
+docs/results/README.md); a test holds every marker to its summary, so a table in the docs is
+always what its summary says.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import json
 import os
 import re
 
-from experiments.analysis.summary import summarize
+from experiments import regimes
+from experiments.analysis.summary import headline, summarize
 from experiments.output import markdown
 from experiments.output.csv_files import summary_csv
 
@@ -37,11 +40,12 @@ class PublishError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """A published table: the scenarios its batch runs (only the cases named in `only`, at
-    duration_s instead of each scenario's own when given: `ckcd-coex run --only`, `--duration`),
-    the trusted runs each case must have (`--repeat` and `--until-trusted` that many, with at
-    most extra_max extra runs a case), which of the report's tables it shows ("cases", "mptcp",
-    "reverse", "udp", "short", "capture") and the docs file that holds it."""
+    """A published table: the scenarios its batch runs (grids by name, each member of theirs;
+    only the members and cases named in `only`, at duration_s instead of each scenario's own
+    when given: `ckcd-coex run --only`, `--duration`), the trusted runs each case must have
+    (`--until-trusted` that many, with at most extra_max extra runs a case), which of the
+    report's tables it shows ("cases", "mptcp", "reverse", "udp", "short", "capture"), the
+    docs page that holds it and, where a paper has the figure, what the paper reports."""
     name: str
     title: str
     scenarios: tuple[str, ...]
@@ -52,21 +56,68 @@ class Table:
     minutes: int = 0  # what a batch costs on the project's 2-core machine, about
     only: tuple[str, ...] = ()
     duration_s: float | None = None
+    paper: str = ""
 
     @property
     def command(self) -> str:
         return f"ckcd-coex reproduce {self.name}"
 
 
+RESULTS = "docs/results"
+_SEED000_PAPER = ("Seed 000 (Liu et al., its Mininet experiments of section IV) reports for CKCD against DropTail "
+                  "inter-flow fairness up to +62 %, average latency up to −92 % and 96 % link utilization.")
 TABLES = {t.name: t for t in (
-    Table("mptcp", "Multipath TCP: one fair share or two (seed 000's question)", ("mptcp_dumbbell", "mptcp_paths"),
-          ("mptcp", "cases"), "docs/experiments.md", minutes=20),
-    Table("rrul", "Both directions loaded: BBR and CUBIC each way", ("rrul_bbr_cubic",), ("cases", "reverse"),
-          "docs/experiments.md", extra_max=2, minutes=16),
     # seed 000's headline mixes at the paper's 120 s, five trusted runs a case
     Table("seed000_headline", "Seed 000: DropTail against CKCD for its three mixes (120 s)",
-          ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), "docs/experiments.md", trusted=5, extra_max=3,
-          minutes=90, only=("droptail", "ckcd")),
+          ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md", trusted=5,
+          extra_max=3, minutes=90, only=("droptail", "ckcd"), paper=_SEED000_PAPER),
+    # every discipline side by side at 60 s (DropTail and CKCD again, so the comparison is within one batch)
+    Table("seed000_disciplines", "Seed 000: every discipline of Table II and the Linux baselines (60 s)",
+          ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md", minutes=120,
+          duration_s=60),
+    Table("seed000_intra", "Seed 000: five flows of one congestion control (60 s)",
+          ("intra_cubic", "intra_bbr"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md", minutes=20,
+          duration_s=60),
+    Table("coex", "Seed 001: Separate Paths, Separate Queues and Limited Queue at 20 Mbit/s",
+          ("coex_queues", "coex_queues_paced", "coex_paths"), ("cases",), f"{RESULTS}/coex-approaches.md",
+          minutes=40),
+    Table("cocoa", "Seed 002: Cocoa against DropTail and CoDel with one long flow (120 s)",
+          ("cocoa_cubic", "cocoa_reno"), ("cases",), f"{RESULTS}/cocoa.md", minutes=50),
+    Table("cocoa_change", "Seed 002, Figs. 4–6: the link rate halved and doubled under one CUBIC flow",
+          ("cocoa_halve", "cocoa_double"), ("cases",), f"{RESULTS}/cocoa.md", minutes=20),
+    Table("hdcodel", "Seed 003: dynamic CoDel with ten CUBIC and ten Reno connections, at 1, 16 and 64 ms",
+          ("hdcodel_fair",), ("cases",), f"{RESULTS}/hdcodel.md", minutes=60,
+          only=("hdcodel_fair_rtt1ms", "hdcodel_fair_rtt16ms", "hdcodel_fair_rtt64ms")),
+    Table("hdcodel_bbr", "Seed 003's mechanism where CoDel is unfair: ten BBR against ten CUBIC connections",
+          ("hdcodel_bbr",), ("cases",), f"{RESULTS}/hdcodel.md", minutes=25),
+    Table("seed004", "Seed 004, Table 1 at 10 flows: which AQM with which TCP",
+          ("seed004_newreno", "seed004_sack", "seed004_cubic"), ("cases",), f"{RESULTS}/aqm-and-tcp.md",
+          minutes=120),
+    Table("seed004_100", "Seed 004 at 100 flows, CUBIC", ("seed004_cubic_100",), ("cases",),
+          f"{RESULTS}/aqm-and-tcp.md", minutes=45),
+    Table("seed004_paths", "Seed 004 with the paper's nine paths (134–330 ms RTT), CUBIC", ("seed004_paths_cubic",),
+          ("cases",), f"{RESULTS}/aqm-and-tcp.md", minutes=45),
+    Table("rtt", "RTT unfairness: a 10 ms and a 50 ms flow of one congestion control",
+          ("rtt_bbr", "rtt_cubic", "rtt_bbr_deep"), ("cases",), f"{RESULTS}/rtt-unfairness.md", minutes=30),
+    Table("short_flows", "Short transfers beside long BBR and CUBIC flows", ("short_mix", "short_websearch"),
+          ("cases", "short"), f"{RESULTS}/short-flows.md", minutes=30),
+    Table("ecn", "ECN: marking CUBIC (and BBR) under CKCD", ("ecn_bbr_cubic", "ecn_bbr_both"), ("cases",),
+          f"{RESULTS}/ecn.md", minutes=25),
+    Table("dctcp_cubic", "Classic against scalable: DCTCP and CUBIC in one bottleneck", ("dctcp_cubic",),
+          ("cases",), f"{RESULTS}/ecn.md", minutes=25),
+    Table("link_models", "Link models: an on-off trace, random loss and asymmetric access",
+          ("trace_onoff", "lossy_link", "asymmetric_access"), ("cases",), f"{RESULTS}/link-models.md", minutes=35),
+    Table("realtime", "A real-time UDP flow beside BBR and CUBIC", ("realtime_bbr_cubic",), ("cases", "udp"),
+          f"{RESULTS}/link-models.md", minutes=20),
+    Table("ckcd_readings", "CKCD's readings of seed 000: eq. 9's steepness k, how μ_i is measured, which flows "
+          "count in I, the dequeue's choices", ("ckcd_k_curve", "ckcd_mu", "ckcd_active_min", "ckcd_dequeue"),
+          ("cases",), "docs/ckcd.md", minutes=55),
+    Table("batching", "What batching ckcd-link's releases changes: BBR + CUBIC, exact and 1 ms batches",
+          ("release_batching",), ("cases",), f"{RESULTS}/emulation.md", minutes=18),
+    Table("mptcp", "Multipath TCP: one fair share or two (seed 000's question)", ("mptcp_dumbbell", "mptcp_paths"),
+          ("mptcp", "cases"), f"{RESULTS}/mptcp.md", minutes=20),
+    Table("rrul", "Both directions loaded: BBR and CUBIC each way", ("rrul_bbr_cubic",), ("cases", "reverse"),
+          f"{RESULTS}/both-directions.md", extra_max=2, minutes=16),
 )}
 
 
@@ -81,14 +132,26 @@ def summary_path(name: str, published_dir: str = PUBLISHED_DIR) -> str:
     return os.path.join(published_dir, f"{name}.json")
 
 
+def expected_runs(t: Table) -> list[tuple[str, str]]:
+    """The (scenario, case) pairs the table's batch runs, in the batch's order of scenarios: a
+    grid's members by their own names, `only` and `duration_s` applied as `ckcd-coex run` does."""
+    from experiments.scenario.catalog import select  # the scenario files, read when asked
+
+    return [(sc.name, case.name) for sc in select(list(t.scenarios), t.duration_s, None, list(t.only))
+            for case in sc.cases()]
+
+
 def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
-    """The summary of a table from its runs: the report's per-case statistics over trusted runs,
-    refused when a case of the table's scenarios has fewer than t.trusted trusted runs or none
-    at all (a table is cut to the cases a reader needs, never published from fewer runs)."""
-    mine = [r for r in records if r["scenario"]["name"] in t.scenarios
-            and (not t.only or r["case"]["name"] in t.only)]
+    """The summary of a table from its runs: the report's per-case statistics over trusted runs
+    of the (scenario, case) pairs its batch runs, refused when one of them has fewer than
+    t.trusted trusted runs or none at all (a table is cut to the cases a reader needs, never
+    published from fewer runs)."""
+    want = expected_runs(t)
+    wanted = set(want)
+    mine = [r for r in records if (r["scenario"]["name"], r["case"]["name"]) in wanted]
     cases = summarize(mine)
-    missing = sorted(set(t.scenarios) - {e["scenario"] for e in cases})
+    have = {(e["scenario"], e["case"]) for e in cases}
+    missing = [f"{s}/{c}" for s, c in want if (s, c) not in have]
     if missing:
         raise PublishError(f"{t.name}: no runs of {', '.join(missing)}")
     short = [f"{e['scenario']}/{e['case']} ({e['trusted']} of {e['runs']})" for e in cases if e["trusted"] < t.trusted]
@@ -97,7 +160,7 @@ def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
                            f"`{t.command} --resume` for more")
     first = mine[0].get("provenance") or {}
     return {"format": FORMAT, "table": t.name, "title": t.title, "command": t.command,
-            "trusted_per_case": t.trusted,
+            "trusted_per_case": t.trusted, "scenarios": list(dict.fromkeys(s for s, _ in want)),
             "batches": sorted(({k: b.get(k) for k in ("batch_id", "created", "command", "project")}
                                for b in batches if any(r.get("batch_id") == b.get("batch_id") for r in mine)),
                               key=lambda b: b["created"] or ""),
@@ -128,18 +191,12 @@ _VIEWS = {"cases": markdown.case_table, "mptcp": markdown.mptcp_table, "reverse"
 
 
 def render(summary: dict) -> list[str]:
-    """The table's markdown: how it was made (command, n, CIs, dates, commits, kernel), then per
-    scenario the views its Table names, as the report renders them."""
+    """The table's markdown: how it was made (command, n, CIs, dates, commits, kernel), what the
+    paper reports where it has the figure, then per scenario the views its Table names, as the
+    report renders them, and the runs left out."""
     t = table(summary["table"])
-    batches = summary["batches"]
-    dates = sorted({(b["created"] or "")[:10] for b in batches})
-    commits = sorted({(b["project"] or {}).get("commit", "")[:7] + ("+" if (b["project"] or {}).get("dirty") else "")
-                      for b in batches})
-    prov = summary["provenance"]
-    lines = [f"Generated by `{t.command}` from `results/published/{t.name}.json`: n = {t.trusted} trusted runs "
-             f"or more per case, means with 95 % CIs (Student's t); runs of {', '.join(dates)}, commit "
-             f"{', '.join(commits)} (`+`: with changes the batch records), kernel {prov.get('kernel')}."]
-    for scenario in t.scenarios:
+    lines = [_made_line(t, summary)] + (["", t.paper] if t.paper else [])
+    for scenario in summary.get("scenarios") or t.scenarios:
         entries = [e for e in summary["cases"] if e["scenario"] == scenario]
         lines += ["", f"`{scenario}`:"]
         for view in t.views:
@@ -148,35 +205,118 @@ def render(summary: dict) -> list[str]:
     return lines
 
 
-_MARKER = re.compile(r"(<!-- published:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /published:(?P=name) -->)",
-                     re.S)
+def _made_line(t: Table, summary: dict) -> str:
+    batches = summary["batches"]
+    commits = sorted({(b["project"] or {}).get("commit", "")[:7] + ("+" if (b["project"] or {}).get("dirty") else "")
+                      for b in batches})
+    return (f"Generated by `{t.command}` from `results/published/{t.name}.json`: n = {t.trusted} trusted runs "
+            f"or more per case, means with 95 % CIs (Student's t); runs of {', '.join(_dates(summary))}, commit "
+            f"{', '.join(commits)} (`+`: with changes the batch records), kernel {summary['provenance'].get('kernel')}.")
+
+
+def _dates(summary: dict) -> list[str]:
+    return sorted({(b["created"] or "")[:10] for b in summary["batches"]})
+
+
+def render_headline(summary: dict) -> list[str]:
+    """The README's headline: per mix, DropTail and CKCD side by side (Jain, utilization, mean
+    queueing delay and RTT with their CIs), what CKCD changes, and what the paper reports."""
+    t = table(summary["table"])
+    lines = ["| flows | discipline | Jain | utilization | queueing delay mean ms | RTT mean ms | trusted / runs |",
+             "|---|---|---|---|---|---|---|"]
+    for e in summary["cases"]:
+        lines.append(f"| `{e['scenario']}` | {e['case']} | {markdown.ci_cell(e['jain'], 3)} | "
+                     f"{markdown.ci_cell(e['utilization'], 0, 100)} % | {markdown.ci_cell(e['queue_delay_mean_ms'], 2)} | "
+                     f"{markdown.ci_cell(e['rtt_mean_ms'])} | {e['trusted']} / {e['runs']} |")
+    lines.append("")
+    for h in headline(summary["cases"]):
+        lines.append(f"- `{h['scenario']}`: CKCD against DropTail, fairness {_signed_pct(h['fairness_gain'])}, mean "
+                     f"queueing delay {_signed_pct(-h['queue_delay_reduction'])}, utilization "
+                     f"{100 * h['utilization_ckcd']:.0f} % (DropTail {100 * h['utilization_droptail']:.0f} %).")
+    return lines + ["", t.paper, "", _made_line(t, summary)]
+
+
+def _signed_pct(fraction: float) -> str:
+    return f"{100 * fraction:+.0f} %".replace("-", "−")
+
+
+def render_index(published_dir: str = PUBLISHED_DIR) -> list[str]:
+    """Every published table: its question, n, lab time, page and the date of its summary, or
+    that it has not been run with the project's current code yet."""
+    lines = ["| table | what it answers | trusted runs a case | lab time, about | page | summary |",
+             "|---|---|---|---|---|---|"]
+    for t in TABLES.values():
+        try:
+            made = ", ".join(_dates(read_summary(t.name, published_dir)))
+        except OSError:
+            made = "not yet run"
+        page = os.path.relpath(t.doc, RESULTS)
+        lines.append(f"| `{t.name}` | {t.title} | {t.trusted} | {t.minutes} min | [{page}]({page}) | {made} |")
+    return lines
+
+
+# <!-- published:NAME --> a table in full (once in all the docs), <!-- headline:NAME --> its
+# short form (the README's), <!-- index:tables --> the list of every table and <!-- index:regimes -->
+# which discipline is best where (experiments/regimes.py)
+_MARKER = re.compile(r"(<!-- (?P<kind>published|headline|index):(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)"
+                     r"(<!-- /(?P=kind):(?P=name) -->)", re.S)
+INDEX_DOC = f"{RESULTS}/README.md"
+
+
+def render_regimes(published_dir: str = PUBLISHED_DIR) -> list[str]:
+    """The regime table (experiments/regimes.py) from the summaries there are."""
+    summaries = {}
+    for name in {r.table for r in regimes.REGIMES}:
+        try:
+            summaries[name] = read_summary(name, published_dir)
+        except OSError:
+            pass
+    return regimes.render(summaries)
+
+
+_INDEXES = {"tables": render_index, "regimes": render_regimes}
+
+
+def _docs(repo: str) -> list[str]:
+    """The files that may hold markers: each table's page that exists, the README, the results index."""
+    return sorted(d for d in {t.doc for t in TABLES.values()} | {"README.md", INDEX_DOC}
+                  if os.path.exists(os.path.join(repo, d)))
 
 
 def rendered_docs(published_dir: str = PUBLISHED_DIR, repo: str = REPO) -> dict[str, tuple[str, str]]:
-    """{docs file: (its text now, its text with every marked table rendered from its summary)}.
-    A marker without a summary, a summary without a marker and a marker twice are refused."""
+    """{docs file: (its text now, its text with every marker rendered from the summaries)}.
+    A marker without a summary, a summary without its full table, a full table twice and an
+    unknown marker are refused."""
     names = sorted(n[:-len(".json")] for n in os.listdir(published_dir) if n.endswith(".json")) \
         if os.path.isdir(published_dir) else []
     seen: dict[str, str] = {}
     out = {}
-    for doc in sorted({t.doc for t in TABLES.values()}):
+    for doc in _docs(repo):
         with open(os.path.join(repo, doc)) as f:
             text = f.read()
 
         def fill(m: re.Match) -> str:
-            name = m.group("name")
-            if name in seen:
+            kind, name = m.group("kind"), m.group("name")
+            if kind == "index":
+                if name not in _INDEXES:
+                    raise PublishError(f"{doc}: unknown marker index:{name} (index:tables lists the tables, "
+                                       "index:regimes the regime table)")
+                return m.group(1) + "\n".join(_INDEXES[name](published_dir)) + "\n" + m.group(5)
+            if kind == "published" and name in seen:
                 raise PublishError(f"{doc}: table {name!r} is marked twice (also in {seen[name]})")
-            seen[name] = doc
             if name not in names:
                 raise PublishError(f"{doc}: table {name!r} has no summary (results/published/{name}.json): "
                                    f"run `ckcd-coex reproduce {name}`")
-            return m.group(1) + "\n".join(render(read_summary(name, published_dir))) + "\n" + m.group(4)
+            summary = read_summary(name, published_dir)
+            if kind == "headline":
+                return m.group(1) + "\n".join(render_headline(summary)) + "\n" + m.group(5)
+            seen[name] = doc
+            return m.group(1) + "\n".join(render(summary)) + "\n" + m.group(5)
         out[doc] = (text, _MARKER.sub(fill, text))
     unplaced = sorted(set(names) - set(seen))
     if unplaced:
         raise PublishError(f"summaries with no table in the docs: {', '.join(unplaced)} (mark each with "
-                           f"<!-- published:NAME --> ... <!-- /published:NAME --> in its Table's doc)")
+                           f"<!-- published:NAME --> ... <!-- /published:NAME --> in its Table's page)")
     return out
 
 

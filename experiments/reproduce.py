@@ -5,6 +5,8 @@
                                                summary and its table in the docs
     ckcd-coex reproduce TABLE --from DIR...    the summary from saved runs instead (no root)
     ckcd-coex reproduce --render               every marked table in the docs from its summary
+    ckcd-coex reproduce TABLE --run-args       its batch's arguments for cluster/sweep.sbatch, to
+                                               run it as shards on Slurm (docs/cluster.md)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def add_parser(sub) -> None:
                    "runs instead of running (each with its batch.json)")
     p.add_argument("--out", help="results directory of the table's batch (default results/reproduce/TABLE)")
     p.add_argument("--resume", action="store_true", help="continue the batch --out holds (an interrupted run)")
+    p.add_argument("--run-args", action="store_true", help="print the table's batch as cluster/sweep.sbatch's "
+                   "arguments (SCENARIO... -- OPTION...), to run it as shards on Slurm")
     p.set_defaults(func=cmd_reproduce, needs_root=False)
 
 
@@ -43,6 +47,13 @@ def cmd_reproduce(args) -> int:
         return 2
     try:
         t = published.table(args.table)
+        if args.run_args:
+            if args.dirs or args.out or args.resume:
+                print("ckcd-coex reproduce: --run-args prints the table's batch and runs nothing: it takes no "
+                      "--from, --out or --resume", file=sys.stderr)
+                return 2
+            print(shlex.join(run_args(t)))
+            return 0
         records, batches = _from_dirs(args.dirs) if args.dirs else _run(t, args)
         if records is None:
             return 2
@@ -56,7 +67,7 @@ def cmd_reproduce(args) -> int:
 
 
 def _listing() -> str:
-    lines = []
+    lines, todo = [], []
     width = max(len(name) for name in published.TABLES) + 2
     for t in published.TABLES.values():
         try:
@@ -64,9 +75,23 @@ def _listing() -> str:
             when = ", ".join(sorted({(b["created"] or "")[:10] for b in made["batches"]}))
         except (OSError, ValueError, published.PublishError):
             when = "no summary yet"
+            todo.append(t)
         lines.append(f"{t.name:{width}}{t.title}\n{'':{width}}scenarios {', '.join(t.scenarios)}; {t.trusted} trusted runs "
                      f"a case; about {t.minutes} min; {t.doc}; summary: {when}")
+    minutes = sum(t.minutes for t in todo)
+    lines.append(f"\n{len(published.TABLES)} tables, {len(published.TABLES) - len(todo)} with a summary; the other "
+                 f"{len(todo)} need about {minutes // 60} h {minutes % 60:02d} min of lab time")
     return "\n".join(lines)
+
+
+def run_args(t: published.Table) -> list[str]:
+    """The table's batch as `ckcd-coex run` arguments, in cluster/sweep.sbatch's form: the
+    scenarios, `--`, then the options (each shard tops its cases up to its share of the trusted
+    runs, so the merged shards hold the table's n)."""
+    options = ["--repeat", str(t.trusted), "--until-trusted", str(t.trusted), "--extra-max", str(t.extra_max)]
+    options += ["--only", ",".join(t.only)] if t.only else []
+    options += ["--duration", repr(t.duration_s)] if t.duration_s else []
+    return [*t.scenarios, "--", *options]
 
 
 def _from_dirs(dirs: list[str]):

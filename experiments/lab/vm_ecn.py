@@ -1,6 +1,6 @@
 """Classic against scalable congestion control in one queue, in a real kernel: DCTCP and CUBIC
 through a 20 Mbit/s bottleneck under Linux's RED and CoDel with ECN, under sch_ckcd's CKCD with
-ecn=1, and under a DualQ-like split of sch_ckcd's bands (docs/ecn.md, docs/experiments.md).
+ecn=1, and under a DualQ-like split of sch_ckcd's bands (docs/ecn.md, docs/results/ecn.md).
 
 DCTCP (Linux's tcp_dctcp, in Debian's kernel) answers CE marks in proportion to how many of its
 packets were marked; CUBIC halves its window once per round trip that saw a mark. In one queue
@@ -20,7 +20,7 @@ marks and drops. Offloads are off, so the packet limits count MTU frames.
 
     sudo .venv/bin/python -m experiments.lab.vm_ecn [--repeat 3] [--duration 20] [--out DIR]
 
-prints the table docs/experiments.md holds and writes DIR/vm_ecn.json.
+prints the table docs/results/ecn.md holds and writes DIR/vm_ecn.json.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from experiments.output.text import fmt
 from experiments.scenario.model import Scenario
 
 
-def _ci(stat: dict, digits: int = 1, scale: float = 1.0) -> str:
+def ci_cell(stat: dict, digits: int = 1, scale: float = 1.0) -> str:
     if stat["mean"] is None:
         return "n/a"
     s = f"{stat['mean'] * scale:.{digits}f}"
@@ -73,7 +73,7 @@ def trust_notes(entries: list[dict]) -> list[str]:
 
 def _rtt_group_cell(group: dict) -> str:
     ping = group.get("ping_rtt_ms") or {}
-    return _ci(group["mean_mbps"]) + (f", {_ci(ping)}" if ping.get("mean") is not None else "")
+    return ci_cell(group["mean_mbps"]) + (f", {ci_cell(ping)}" if ping.get("mean") is not None else "")
 
 
 def case_table(entries: list[dict]) -> list[str]:
@@ -92,12 +92,12 @@ def case_table(entries: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in entries:
         drops = ", ".join(f"{k} {v['mean']:.0f}" for k, v in e["drops_by_reason"].items() if v["mean"]) or "0"
-        cells = [e["case"], _ci(e["jain"], 3)]
-        cells += [_ci(e["classes"][g]["mean_mbps"]) if g in e["classes"] else "" for g in groups]
-        cells += [f"{_ci(e['aggregates'][a]['total_mbps'])}, {_ci(e['aggregates'][a]['srtt_ms'])}"
+        cells = [e["case"], ci_cell(e["jain"], 3)]
+        cells += [ci_cell(e["classes"][g]["mean_mbps"]) if g in e["classes"] else "" for g in groups]
+        cells += [f"{ci_cell(e['aggregates'][a]['total_mbps'])}, {ci_cell(e['aggregates'][a]['srtt_ms'])}"
                   if a in e["aggregates"] else "" for a in aggs]
         cells += [_rtt_group_cell(e["rtts"][g]) if g in e["rtts"] else "" for g in rtts]
-        cells += [_ci(e["total_mbps"]), _ci(e["utilization"], 0, 100) + " %",
+        cells += [ci_cell(e["total_mbps"]), ci_cell(e["utilization"], 0, 100) + " %",
                   " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
                                                             "queue_delay_p99_ms")),
                   " / ".join(fmt(e[k]["mean"]) for k in ("rtt_mean_ms", "rtt_p95_ms", "rtt_p99_ms")),
@@ -115,8 +115,8 @@ def udp_flow_table(entries: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in entries:
         for label, g in e.get("udp_flows", {}).items():
-            lines.append("| " + " | ".join([e["case"], label, _ci(g["loss_fraction"], 2, 100), _ci(g["owd_ms"]),
-                                             _ci(g["owd_p95_ms"]), _ci(g["jitter_ms"], 2), str(g["runs"])]) + " |")
+            lines.append("| " + " | ".join([e["case"], label, ci_cell(g["loss_fraction"], 2, 100), ci_cell(g["owd_ms"]),
+                                             ci_cell(g["owd_p95_ms"]), ci_cell(g["jitter_ms"], 2), str(g["runs"])]) + " |")
     return lines
 
 
@@ -128,8 +128,8 @@ def capture_table(entries: list[dict]) -> list[str]:
         own = " / ".join(fmt(e[k]["mean"], 2) for k in ("queue_delay_mean_ms", "queue_delay_p95_ms",
                                                         "queue_delay_p99_ms"))
         for name, c in e.get("capture", {}).items():
-            measured = " / ".join(_ci(c[k], 2) for k in ("mean", "p50", "p95", "p99"))
-            lines.append("| " + " | ".join([e["case"], name, measured, own, _ci(c["drops"], 0), str(c["runs"])]) + " |")
+            measured = " / ".join(ci_cell(c[k], 2) for k in ("mean", "p50", "p95", "p99"))
+            lines.append("| " + " | ".join([e["case"], name, measured, own, ci_cell(c["drops"], 0), str(c["runs"])]) + " |")
     return lines
 
 
@@ -139,8 +139,8 @@ def reverse_table(entries: list[dict]) -> list[str]:
     for e in entries:
         if e.get("reverse"):
             r = e["reverse"]
-            lines.append("| " + " | ".join([e["case"], _ci(r["jain"], 3), _ci(r["total_mbps"]),
-                                             _ci(r["utilization"], 1, 100) + " %"]) + " |")
+            lines.append("| " + " | ".join([e["case"], ci_cell(r["jain"], 3), ci_cell(r["total_mbps"]),
+                                             ci_cell(r["utilization"], 1, 100) + " %"]) + " |")
     return lines
 
 
@@ -150,8 +150,8 @@ def mptcp_table(entries: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in entries:
         for label, c in e.get("mptcp", {}).items():
-            lines.append("| " + " | ".join([e["case"], label, _ci(c["mean_mbps"]),
-                                             " + ".join(_ci(s) for s in c["subflow_mbps"]), _ci(c["fair_shares"], 2),
+            lines.append("| " + " | ".join([e["case"], label, ci_cell(c["mean_mbps"]),
+                                             " + ".join(ci_cell(s) for s in c["subflow_mbps"]), ci_cell(c["fair_shares"], 2),
                                              f"{c['runs_all_subflows']} of {c['runs']}"]) + " |")
     return lines
 
@@ -163,7 +163,7 @@ def short_flow_table(entries: list[dict]) -> list[str]:
         for label, g in e.get("short_flows", {}).items():
             for size, p in g["by_size_kb"].items():
                 lines.append("| " + " | ".join([e["case"], label, size, f"{g['completed']} / {g['started']} "
-                                                 f"({g['failed']})", _ci(p["p50"]), _ci(p["p95"]), _ci(p["p99"])])
+                                                 f"({g['failed']})", ci_cell(p["p50"]), ci_cell(p["p95"]), ci_cell(p["p99"])])
                              + " |")
     return lines
 
@@ -207,7 +207,7 @@ def _grid_sections(records, summary: list[dict]) -> list[str]:
         for sc in members:
             for e in (e for e in summary if e["scenario"] == sc["name"]):
                 cells = [json.dumps(sc["grid_point"].get(k)) for k in keys] + [e["case"]]
-                cells += [_ci(e[key], digits, scale) for _title, key, digits, scale in GRID_COLUMNS]
+                cells += [ci_cell(e[key], digits, scale) for _title, key, digits, scale in GRID_COLUMNS]
                 lines.append("| " + " | ".join(cells + [_counts_cell(e) + _warning(e)]) + " |")
     return lines
 

@@ -38,9 +38,9 @@ def test_duration_repeat_and_only_shape_the_batch():
 
 def test_all_expands_without_the_demo_and_without_duplicates():
     names = [s.name for s in select(["all", "bbr_cubic"], None, None, [])]
-    # hdcodel_fair sweeps five delays and emulator_lateness five latenesses: one scenario each, in
-    # place of the file's own.
-    assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1 + 4 + 4
+    # hdcodel_fair sweeps five delays, emulator_lateness five latenesses and release_batching two
+    # settings: one scenario each, in place of the file's own.
+    assert "demo" not in names and len(names) == len(set(names)) == len(builtin_names()) - 1 + 4 + 4 + 1
     assert "hdcodel_fair" not in names and "hdcodel_fair_rtt64ms" in names
 
 

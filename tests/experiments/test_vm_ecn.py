@@ -1,6 +1,6 @@
 """The DCTCP-against-CUBIC kernel experiment's parts that need no VM (experiments/lab/vm_ecn.py):
 the guest script it builds and the arithmetic of its summary. The VM run itself is an
-experiment (docs/experiments.md), not a test."""
+experiment (docs/results/ecn.md), not a test."""
 
 import os
 import re
