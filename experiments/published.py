@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 
@@ -53,7 +54,6 @@ class Table:
     doc: str
     trusted: int = 3
     extra_max: int = 3
-    minutes: int = 0  # what a batch costs on the project's 2-core machine, about
     only: tuple[str, ...] = ()
     duration_s: float | None = None
     paper: str = ""
@@ -62,7 +62,22 @@ class Table:
     def command(self) -> str:
         return f"ckcd-coex reproduce {self.name}"
 
+    @property
+    def minutes(self) -> int:
+        """What its batch costs on the project's 2-core machine, about: n runs of each case, each
+        its length and RUN_OVERHEAD_S, and EXTRA_ALLOWANCE for runs left out and run again;
+        rounded up to 5 minutes."""
+        from experiments.scenario.catalog import select  # the scenario files, read when asked
 
+        seconds = sum(len(sc.cases()) * self.trusted * (sc.duration_s + RUN_OVERHEAD_S)
+                      for sc in select(list(self.scenarios), self.duration_s, None, list(self.only)))
+        return 5 * math.ceil(seconds * EXTRA_ALLOWANCE / 300)
+
+
+# Bring-up and tear-down per run, measured on the project's 2-core machine (2026-11-27: 31 runs of
+# 120 s in 68 min, 18 of 60 s in 21 min), and the share of runs left out and run again.
+RUN_OVERHEAD_S = 12.0
+EXTRA_ALLOWANCE = 1.1
 RESULTS = "docs/results"
 _SEED000_PAPER = ("Seed 000 (Liu et al., its Mininet experiments of section IV) reports for CKCD against DropTail "
                   "inter-flow fairness up to +62 %, average latency up to −92 % and 96 % link utilization.")
@@ -70,54 +85,50 @@ TABLES = {t.name: t for t in (
     # seed 000's headline mixes at the paper's 120 s, five trusted runs a case
     Table("seed000_headline", "Seed 000: DropTail against CKCD for its three mixes (120 s)",
           ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md", trusted=5,
-          extra_max=3, minutes=90, only=("droptail", "ckcd"), paper=_SEED000_PAPER),
+          extra_max=3, only=("droptail", "ckcd"), paper=_SEED000_PAPER),
     # every discipline side by side at 60 s (DropTail and CKCD again, so the comparison is within one batch)
     Table("seed000_disciplines", "Seed 000: every discipline of Table II and the Linux baselines (60 s)",
-          ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md", minutes=120,
+          ("bbr_cubic", "bbr_cubic_reno", "mixed15"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md",
           duration_s=60),
     Table("seed000_intra", "Seed 000: five flows of one congestion control (60 s)",
-          ("intra_cubic", "intra_bbr"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md", minutes=20,
+          ("intra_cubic", "intra_bbr"), ("cases",), f"{RESULTS}/bbr-vs-loss-based.md",
           duration_s=60),
     Table("coex", "Seed 001: Separate Paths, Separate Queues and Limited Queue at 20 Mbit/s",
-          ("coex_queues", "coex_queues_paced", "coex_paths"), ("cases",), f"{RESULTS}/coex-approaches.md",
-          minutes=40),
+          ("coex_queues", "coex_queues_paced", "coex_paths"), ("cases",), f"{RESULTS}/coex-approaches.md"),
     Table("cocoa", "Seed 002: Cocoa against DropTail and CoDel with one long flow (120 s)",
-          ("cocoa_cubic", "cocoa_reno"), ("cases",), f"{RESULTS}/cocoa.md", minutes=50),
+          ("cocoa_cubic", "cocoa_reno"), ("cases",), f"{RESULTS}/cocoa.md"),
     Table("cocoa_change", "Seed 002, Figs. 4–6: the link rate halved and doubled under one CUBIC flow",
-          ("cocoa_halve", "cocoa_double"), ("cases",), f"{RESULTS}/cocoa.md", minutes=20),
+          ("cocoa_halve", "cocoa_double"), ("cases",), f"{RESULTS}/cocoa.md"),
     Table("hdcodel", "Seed 003: dynamic CoDel with ten CUBIC and ten Reno connections, at 1, 16 and 64 ms",
-          ("hdcodel_fair",), ("cases",), f"{RESULTS}/hdcodel.md", minutes=60,
+          ("hdcodel_fair",), ("cases",), f"{RESULTS}/hdcodel.md",
           only=("hdcodel_fair_rtt1ms", "hdcodel_fair_rtt16ms", "hdcodel_fair_rtt64ms")),
     Table("hdcodel_bbr", "Seed 003's mechanism where CoDel is unfair: ten BBR against ten CUBIC connections",
-          ("hdcodel_bbr",), ("cases",), f"{RESULTS}/hdcodel.md", minutes=25),
+          ("hdcodel_bbr",), ("cases",), f"{RESULTS}/hdcodel.md"),
     Table("seed004", "Seed 004, Table 1 at 10 flows: which AQM with which TCP",
-          ("seed004_newreno", "seed004_sack", "seed004_cubic"), ("cases",), f"{RESULTS}/aqm-and-tcp.md",
-          minutes=120),
+          ("seed004_newreno", "seed004_sack", "seed004_cubic"), ("cases",), f"{RESULTS}/aqm-and-tcp.md"),
     Table("seed004_100", "Seed 004 at 100 flows, CUBIC", ("seed004_cubic_100",), ("cases",),
-          f"{RESULTS}/aqm-and-tcp.md", minutes=45),
+          f"{RESULTS}/aqm-and-tcp.md"),
     Table("seed004_paths", "Seed 004 with the paper's nine paths (134–330 ms RTT), CUBIC", ("seed004_paths_cubic",),
-          ("cases",), f"{RESULTS}/aqm-and-tcp.md", minutes=45),
+          ("cases",), f"{RESULTS}/aqm-and-tcp.md"),
     Table("rtt", "RTT unfairness: a 10 ms and a 50 ms flow of one congestion control",
-          ("rtt_bbr", "rtt_cubic", "rtt_bbr_deep"), ("cases",), f"{RESULTS}/rtt-unfairness.md", minutes=30),
+          ("rtt_bbr", "rtt_cubic", "rtt_bbr_deep"), ("cases",), f"{RESULTS}/rtt-unfairness.md"),
     Table("short_flows", "Short transfers beside long BBR and CUBIC flows", ("short_mix", "short_websearch"),
-          ("cases", "short"), f"{RESULTS}/short-flows.md", minutes=30),
+          ("cases", "short"), f"{RESULTS}/short-flows.md"),
     Table("ecn", "ECN: marking CUBIC (and BBR) under CKCD", ("ecn_bbr_cubic", "ecn_bbr_both"), ("cases",),
-          f"{RESULTS}/ecn.md", minutes=25),
+          f"{RESULTS}/ecn.md"),
     Table("dctcp_cubic", "Classic against scalable: DCTCP and CUBIC in one bottleneck", ("dctcp_cubic",),
-          ("cases",), f"{RESULTS}/ecn.md", minutes=25),
+          ("cases",), f"{RESULTS}/ecn.md"),
     Table("link_models", "Link models: an on-off trace, random loss and asymmetric access",
-          ("trace_onoff", "lossy_link", "asymmetric_access"), ("cases",), f"{RESULTS}/link-models.md", minutes=35),
+          ("trace_onoff", "lossy_link", "asymmetric_access"), ("cases",), f"{RESULTS}/link-models.md"),
     Table("realtime", "A real-time UDP flow beside BBR and CUBIC", ("realtime_bbr_cubic",), ("cases", "udp"),
-          f"{RESULTS}/link-models.md", minutes=20),
+          f"{RESULTS}/link-models.md"),
     Table("ckcd_readings", "CKCD's readings of seed 000: eq. 9's steepness k, how μ_i is measured, which flows "
           "count in I, the dequeue's choices", ("ckcd_k_curve", "ckcd_mu", "ckcd_active_min", "ckcd_dequeue"),
-          ("cases",), "docs/ckcd.md", minutes=55),
-    Table("batching", "What batching ckcd-link's releases changes: BBR + CUBIC, exact and 1 ms batches",
-          ("release_batching",), ("cases",), f"{RESULTS}/emulation.md", minutes=18),
+          ("cases",), "docs/ckcd.md"),
     Table("mptcp", "Multipath TCP: one fair share or two (seed 000's question)", ("mptcp_dumbbell", "mptcp_paths"),
-          ("mptcp", "cases"), f"{RESULTS}/mptcp.md", minutes=20),
+          ("mptcp", "cases"), f"{RESULTS}/mptcp.md"),
     Table("rrul", "Both directions loaded: BBR and CUBIC each way", ("rrul_bbr_cubic",), ("cases", "reverse"),
-          f"{RESULTS}/both-directions.md", extra_max=2, minutes=16),
+          f"{RESULTS}/both-directions.md", extra_max=2),
 )}
 
 

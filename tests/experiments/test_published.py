@@ -142,7 +142,16 @@ def test_every_table_has_its_page_and_the_index_lists_each_with_its_state(tmp_pa
     assert "not yet run" in rows["mptcp"] and "[mptcp.md](mptcp.md)" in rows["mptcp"]
     dates = {b["created"][:10] for b in published.read_summary("rrul")["batches"]}
     assert "not yet run" not in rows["rrul"] and all(d in rows["rrul"] for d in dates)
-    assert "| 5 | 90 min |" in rows["seed000_headline"]
+    assert "| 5 | 75 min |" in rows["seed000_headline"]
+
+
+def test_a_tables_lab_time_is_its_runs_and_their_measured_overhead():
+    """Rule: a table's lab time (the index's, --list's) is n runs of each case, each its length
+    plus the measured bring-up and tear-down, with an allowance for runs run again, rounded up to
+    5 minutes: seed 000's headline is 6 cases x 5 runs x (120 + 12) s x 1.1 = 72.6 min -> 75."""
+    assert published.RUN_OVERHEAD_S == 12.0 and published.EXTRA_ALLOWANCE == 1.1
+    assert published.TABLES["seed000_headline"].minutes == 75
+    assert published.TABLES["rtt"].minutes == 25  # 6 cases x 3 x 72 s x 1.1 = 23.8 min
 
 
 def test_the_index_and_headline_markers_render_and_an_unknown_one_is_refused(tmp_path):
