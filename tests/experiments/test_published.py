@@ -217,7 +217,8 @@ def test_run_args_are_the_batch_reproduce_runs_in_sweep_sbatch_form(name):
     words = reproduce.run_args(t)
     assert shlex.join(words).split() == words and all(re.fullmatch(r"[A-Za-z0-9_.,+=-]+", w) for w in words)
     values = words[words.index("--") + 2::2]
-    assert not any(v.startswith("-") for v in values) and all(o.startswith("--") for o in words[words.index("--") + 1::2])
+    options = words[words.index("--") + 1::2]
+    assert not any(v.startswith("-") for v in values) and all(o.startswith("--") for o in options)
     cut = words.index("--")
     args = cli.build_parser().parse_args(["run", *words[:cut], *words[cut + 1:]])
     scenarios = select(args.scenarios, args.duration, args.repeat, cli._only(args.only))
