@@ -71,8 +71,7 @@ def _listing() -> str:
     width = max(len(name) for name in published.TABLES) + 2
     for t in published.TABLES.values():
         try:
-            made = published.read_summary(t.name)
-            when = ", ".join(sorted({(b["created"] or "")[:10] for b in made["batches"]}))
+            when = ", ".join(published.summary_dates(published.read_summary(t.name)))
         except (OSError, ValueError, published.PublishError):
             when = "no summary yet"
             todo.append(t)
@@ -108,12 +107,9 @@ def _run(t: published.Table, args):
     from experiments.batch.pool import pool_dirs
     from experiments.output.report import write_report
     from experiments.run.orchestrate import run_batch
-    from experiments.scenario.catalog import select
-
     out = args.out or os.path.join("results", "reproduce", t.name)
     command = "ckcd-coex " + shlex.join(sys.argv[1:])
-    scenarios = select(list(t.scenarios), t.duration_s, t.trusted, list(t.only))
-    records = run_batch(scenarios, out, resume=args.resume, command=command,
+    records = run_batch(t.batch(), out, resume=args.resume, command=command,
                         until_trusted=t.trusted, extra_max=t.extra_max)
     write_report(out, records, command=command)
     return pool_dirs([out])
