@@ -45,7 +45,7 @@ class Table:
     only the members and cases named in `only`, at duration_s instead of each scenario's own
     when given: `ckcd-coex run --only`, `--duration`), the trusted runs each case must have
     (`--until-trusted` that many, with at most extra_max extra runs a case), which of the
-    report's tables it shows ("cases", "mptcp", "reverse", "udp", "short", "capture"), the
+    report's tables it shows ("cases", "mptcp", "reverse", "udp", "short", "capture", "phases"), the
     docs page that holds it and, where a paper has the figure, what the paper reports."""
     name: str
     title: str
@@ -102,7 +102,7 @@ TABLES = {t.name: t for t in (
     Table("cocoa", "Seed 002: Cocoa against DropTail and CoDel with one long flow (120 s)",
           ("cocoa_cubic", "cocoa_reno"), ("cases",), f"{RESULTS}/cocoa.md"),
     Table("cocoa_change", "Seed 002, Figs. 4–6: the link rate halved and doubled under one CUBIC flow",
-          ("cocoa_halve", "cocoa_double"), ("cases",), f"{RESULTS}/cocoa.md"),
+          ("cocoa_halve", "cocoa_double"), ("cases", "phases"), f"{RESULTS}/cocoa.md"),
     Table("hdcodel", "Seed 003: dynamic CoDel with ten CUBIC and ten Reno connections, at 1, 16 and 64 ms",
           ("hdcodel_fair",), ("cases",), f"{RESULTS}/hdcodel.md",
           only=("hdcodel_fair_rtt1ms", "hdcodel_fair_rtt16ms", "hdcodel_fair_rtt64ms")),
@@ -199,7 +199,8 @@ def read_summary(name: str, published_dir: str = PUBLISHED_DIR) -> dict:
 
 
 _VIEWS = {"cases": markdown.case_table, "mptcp": markdown.mptcp_table, "reverse": markdown.reverse_table,
-          "udp": markdown.udp_flow_table, "short": markdown.short_flow_table, "capture": markdown.capture_table}
+          "udp": markdown.udp_flow_table, "short": markdown.short_flow_table, "capture": markdown.capture_table,
+          "phases": markdown.phase_table}
 
 
 def render(summary: dict) -> list[str]:

@@ -96,7 +96,19 @@ def run_args(t: published.Table) -> list[str]:
 def _from_dirs(dirs: list[str]):
     from experiments.batch.pool import pool_dirs
 
-    return pool_dirs(dirs)
+    return _measured(*pool_dirs(dirs))
+
+
+def _measured(records: list[dict], batches: list[dict]):
+    """The records with their metrics computed by this code from what each run saved, as
+    `ckcd-coex report` computes them: a summary's numbers do not depend on the version that
+    ran the batch having measured them the same way."""
+    from experiments.analysis.metrics import run_metrics
+
+    for rec in records:
+        if not rec.get("error"):
+            rec["metrics"] = run_metrics(rec)
+    return records, batches
 
 
 def _run(t: published.Table, args):
@@ -112,4 +124,4 @@ def _run(t: published.Table, args):
     records = run_batch(t.batch(), out, resume=args.resume, command=command,
                         until_trusted=t.trusted, extra_max=t.extra_max)
     write_report(out, records, command=command)
-    return pool_dirs([out])
+    return _measured(*pool_dirs([out]))

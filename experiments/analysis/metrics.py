@@ -69,6 +69,7 @@ def run_metrics(record: dict) -> dict:
     ping = scenario.ping
     ping_access_ms = scenario.base_rtt_ms(ping.src, ping.dst) - scenario.link.rtt_ms if ping else 0.0
     link_ms = fidelity.link_extra_ms(scenario.link)
+    phases = phase_metrics(record, scenario, w0, w1)
     group_pings = [_group_ping_metrics(p, scenario, record["links"], links, cpu, w0, w1)
                    for p in record.get("group_pings", [])]
     reasons = fidelity.untrusted_reasons(cpu, links, rtt, scenario.link.delay_ms, every, ping_access_ms, link_ms) \
@@ -95,6 +96,7 @@ def run_metrics(record: dict) -> dict:
             "short_flows": {g["label"]: short_flow_metrics(g, w0, w1) for g in record.get("short_flows", [])},
             "udp_flows": {g["label"]: udp_flow_metrics(g, w0, w1) for g in record.get("udp_flows", [])},
             "mptcp": mptcp_metrics(flows),
+            **({"phases": phases} if phases else {}),
             **({"group_pings": group_pings} if group_pings else {}),
             **_capture_metrics(record["links"]),
             **({"reverse": {k: v for k, v in reverse.items() if k != "flow_list"}} if reverse else {}),
@@ -192,6 +194,31 @@ def short_flow_metrics(group: dict, w0: float, w1: float) -> dict:
             "failed": sum(1 for x in started if x.get("ok") is False),
             "fct_ms": _stats([x["fct_ms"] for x in done]),
             "by_size_kb": {size: _stats(by_size[size]) for size in sorted(by_size, key=size_key)}}
+
+
+def phase_metrics(record: dict, scenario: Scenario, w0: float, w1: float) -> list[dict]:
+    """The window cut where each [[link_changes]] entry took effect (as the run recorded it), and
+    per part the forward flows' goodput, Jain's index, the utilization of that part's rate, the
+    queueing delay and ping's RTT; [] when no change falls inside the window. The window's means
+    mix the rates before and after a change, and the question of a rate change (seed 002) is
+    what each discipline does on each side of it. A part starts at its change, so its means
+    include the transition that follows."""
+    applied = record.get("link_changes", [])
+    cuts = sorted({c["at_s"] for c in applied if w0 < c["at_s"] < w1})
+    if not cuts:
+        return []
+    edges = [w0, *cuts, w1]
+    out = []
+    for a, b in zip(edges, edges[1:]):
+        rates = [_flow_metrics(f, a, b, None)["mean_mbps"] or 0.0 for f in record["flows"] if not f.get("reverse")]
+        rate_bps = _mean_rate_bps(scenario.link.rate_bps, applied, a, b)
+        capacity_mbps = rate_bps * len(record["links"]) / 1e6
+        windows = [_LinkWindow.of(link, a, b) for link in record["links"].values()]
+        out.append({"from_s": a, "to_s": b, "rate_mbps": rate_bps / 1e6, "flows": len(rates),
+                    "total_mbps": sum(rates), "utilization": sum(rates) / capacity_mbps, "jain": jain_index(rates),
+                    "queue_delay_ms": _queue_delay_ms(windows),
+                    "rtt_ms": _stats(in_window(record.get("ping", []), a, b))})
+    return out
 
 
 def _mean_rate_bps(start_bps: int, applied: list[dict], w0: float, w1: float) -> float:

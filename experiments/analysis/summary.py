@@ -81,6 +81,9 @@ def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted:
     entry["short_flows"] = _short_flow_summary(ok)
     entry["udp_flows"] = _udp_flow_summary(ok)
     entry["mptcp"] = _mptcp_summary(ok)
+    phases = _phase_summary(ok)
+    if phases:
+        entry["phases"] = phases
     captures = _capture_summary(ok)
     if captures:
         entry["capture"] = captures
@@ -92,6 +95,30 @@ def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted:
         reasons = sorted({k for r in ok for k in r["metrics"].get(key, {})})
         entry[out] = {k: mean_ci95([r["metrics"].get(key, {}).get(k, 0) for r in ok]) for k in reasons}
     return entry
+
+
+PHASE_STATS = {"total_mbps": lambda p: p["total_mbps"], "utilization": lambda p: p["utilization"],
+               "jain": lambda p: p["jain"], "queue_delay_mean_ms": lambda p: p["queue_delay_ms"]["mean"],
+               "queue_delay_p95_ms": lambda p: p["queue_delay_ms"]["p95"], "rtt_mean_ms": lambda p: p["rtt_ms"]["mean"]}
+
+
+def _phase_summary(ok: list[dict]) -> list[dict]:
+    """Per part of the window between link changes (metrics.phase_metrics), in order: its mean
+    bounds and rate over the runs, and the mean of each PHASE_STATS over them (with CIs)."""
+    width = max((len(r["metrics"].get("phases", [])) for r in ok), default=0)
+    out = []
+    for k in range(width):
+        parts = [r["metrics"]["phases"][k] for r in ok if len(r["metrics"].get("phases", [])) > k]
+        out.append({"from_s": _mean([p["from_s"] for p in parts]), "to_s": _mean([p["to_s"] for p in parts]),
+                    "rate_mbps": _mean([p["rate_mbps"] for p in parts]), "flows": max(p["flows"] for p in parts),
+                    "runs": len(parts),
+                    **{stat: mean_ci95([read(p) for p in parts])
+                       for stat, read in PHASE_STATS.items()}})
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 UDP_STATS = ("loss_fraction", "owd_ms", "owd_p95_ms", "jitter_ms")

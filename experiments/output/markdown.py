@@ -156,6 +156,23 @@ def mptcp_table(entries: list[dict]) -> list[str]:
     return lines
 
 
+def phase_table(entries: list[dict]) -> list[str]:
+    """Per case, a row per part of the window between link changes (summary._phase_summary);
+    Jain's index only where a part held more than one flow."""
+    jain = any(p["flows"] > 1 for e in entries for p in e.get("phases", []))
+    head = ["case", "part of the window s", "link Mbit/s", "goodput Mbit/s", "util."] + (["Jain"] if jain else []) + \
+           ["queue delay mean / p95 ms", "RTT mean ms", "runs"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in entries:
+        for p in e.get("phases", []):
+            cells = [e["case"], f"{round(p['from_s'], 1):g}–{round(p['to_s'], 1):g}", f"{p['rate_mbps']:g}", ci_cell(p["total_mbps"]),
+                     ci_cell(p["utilization"], 0, 100) + " %"] + ([ci_cell(p["jain"], 3)] if jain else [])
+            cells += [f"{ci_cell(p['queue_delay_mean_ms'], 2)} / {ci_cell(p['queue_delay_p95_ms'], 2)}",
+                      ci_cell(p["rtt_mean_ms"]), str(p["runs"])]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def short_flow_table(entries: list[dict]) -> list[str]:
     head = ["case", "short flows", "size KB", "completed / started (failed)", "FCT p50 ms", "p95 ms", "p99 ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -313,6 +330,9 @@ def _link_text(link: dict) -> str:
 # The tables a scenario's section adds when its cases recorded more than the case table shows:
 # the summary's key, the caption, the table.
 _EXTRA_TABLES = (
+    ("phases", "Either side of each link change (`[[link_changes]]`): the window cut where the change took effect, "
+               "each part's own means over runs; a part begins at its change, so it includes the transition "
+               "that follows.", phase_table),
     ("short_flows", "Short flows: completion time (connect to last byte) of the transfers started in the window, "
                     "mean over runs of each run's percentiles; unfinished transfers were still running when the "
                     "run ended.", short_flow_table),

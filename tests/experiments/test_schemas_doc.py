@@ -210,6 +210,7 @@ def code_keys() -> dict[tuple[str, str], set[str]]:
         # run_metrics pops each group ping's "reasons" into the fidelity reasons
         "metrics.group_pings[]": returned(METRICS, "_group_ping_metrics") - {"reasons"},
         "metrics.capture.<link>": literal_with(METRICS, "_capture_metrics", "sojourn_ms"),
+        "metrics.phases[]": literal_with(METRICS, "phase_metrics", "from_s"),
         # run_metrics keeps every key of the reverse metrics but their flow list
         "metrics.reverse": returned(METRICS, "_reverse_metrics") - {"flow_list"},
         "metrics.fidelity": literal_with(METRICS, "run_metrics", "trusted"),
