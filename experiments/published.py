@@ -126,6 +126,8 @@ TABLES = {t.name: t for t in (
           ("trace_onoff", "lossy_link", "asymmetric_access"), ("cases",), f"{RESULTS}/link-models.md"),
     Table("realtime", "A real-time UDP flow beside BBR and CUBIC", ("realtime_bbr_cubic",), ("cases", "udp"),
           f"{RESULTS}/link-models.md"),
+    Table("batching", "What batching ckcd-link's releases changes: BBR + CUBIC, exact and 1 ms batches",
+          ("release_batching",), ("cases",), f"{RESULTS}/emulation.md"),
     Table("ckcd_readings", "CKCD's readings of seed 000: eq. 9's steepness k, how μ_i is measured, which flows "
           "count in I, the dequeue's choices", ("ckcd_k_curve", "ckcd_mu", "ckcd_active_min", "ckcd_dequeue"),
           ("cases",), "docs/ckcd.md"),

@@ -212,17 +212,29 @@ def own_lateness_part(final: dict | None) -> str:
     return "own" if dirs and all("own" in d for d in dirs) else "tx_wake"
 
 
-def intended_late_ms(final: dict | None) -> float:
-    """What an intended lateness added to a round trip: in each direction, the releases' mean
-    lateness beyond ckcd-link's own."""
-    part = own_lateness_part(final)
+def judged_part(final: dict | None, release_batch_us: float, release_lateness_us: float) -> str:
+    """Which of ckcd-link's lateness records the schedule check judges. Its releases against the
+    schedule, unless the scenario makes them late on purpose. With link.release_batch_us every
+    frame waits up to a batch for the sender's next wake-up, a wait that `own` does not take
+    out (it follows the frames' send times, not the wake-ups the batch sets): the wake-ups
+    against their deadlines (`tx_wake`), which the batch sets. With link.release_lateness_us
+    alone, own_lateness_part."""
+    if release_batch_us:
+        return "tx_wake"
+    return own_lateness_part(final) if release_lateness_us else "schedule"
+
+
+def intended_late_ms(final: dict | None, part: str | None = None) -> float:
+    """What an intended lateness (or a release batch) added to a round trip: in each direction,
+    the releases' mean lateness beyond ckcd-link's own (`part`, by default own_lateness_part)."""
+    part = part or own_lateness_part(final)
     dirs = (final or {}).get("dirs", {}).values()
     return sum(max(0.0, d["schedule"]["late_mean_us"] - d[part]["late_mean_us"]) for d in dirs) / 1000
 
 
 def link_schedule(final: dict | None, part: str = "schedule") -> dict:
     """How late ckcd-link was: its releases against the schedule, or with an intended lateness
-    (link.release_lateness_us) its sender's own wake-ups, which that lateness does not move."""
+    or a release batch (judged_part) its sender's own wake-ups, which neither moves."""
     if not final or "dirs" not in final:
         return {"kept": None, "late_mean_us": None, "late_over_1ms_fraction": None}
     count, over, mean_us = lateness(final, part)

@@ -33,7 +33,7 @@ import dataclasses
 from experiments.analysis import fidelity
 from experiments.analysis.stats import counter_rate, in_window, jain_index, percentile, window_rate
 from experiments.run.probes.cpu import CpuSample
-from experiments.scenario.model import Scenario
+from experiments.scenario.model import Link, Scenario
 from experiments.scenario.workloads import size_bin, size_key
 from ovs_config.link_daemon import lateness
 
@@ -62,7 +62,7 @@ def run_metrics(record: dict) -> dict:
     capacity_mbps = rate_bps * len(record["links"]) / 1e6
     reverse = _reverse_metrics([f for f in every if f["reverse"]], scenario, len(record["links"]))
     windows = {name: _LinkWindow.of(link, w0, w1) for name, link in record["links"].items()}
-    links = {name: _link_metrics(windows[name], link.get("final"), rate_bps, scenario.link.release_lateness_us)
+    links = {name: _link_metrics(windows[name], link.get("final"), rate_bps, scenario.link)
              for name, link in record["links"].items()}
     rtt = _stats(in_window(record.get("ping", []), w0, w1))
     cpu = _cpu_metrics([CpuSample.from_row(row) for row in record.get("cpu", [])])
@@ -396,14 +396,16 @@ class _LinkWindow:
         return sum(total / n for n, total in by_dir.values() if n) / 1000
 
 
-def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intended_late_us: float = 0.0) -> dict:
-    """intended_late_us: link.release_lateness_us, a lateness put there on purpose (to measure
-    what lateness does): the schedule check then judges the sender's own wake-ups, and the
-    lateness it added is part of what the link explains of ping's RTT."""
+def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, link: Link) -> dict:
+    """With link.release_lateness_us (a lateness put there on purpose, to measure what lateness
+    does) or link.release_batch_us (frames released together, late by up to a batch), the
+    schedule check judges the sender's own wake-ups (fidelity.judged_part), and the lateness the
+    releases show beyond them is part of what the link explains of ping's RTT."""
     rows = window.rows
     tx_bytes = sum(r["tx_bytes"] for r in rows)
     span = sum(r["interval_s"] for r in rows)
-    sched = fidelity.link_schedule(final, fidelity.own_lateness_part(final) if intended_late_us else "schedule")
+    part = fidelity.judged_part(final, link.release_batch_us, link.release_lateness_us)
+    sched = fidelity.link_schedule(final, part)
     return {"busy": tx_bytes * 8 / (rate_bps * span) if span else None,
             "wire_mbps": tx_bytes * 8 / span / 1e6 if span else None,
             "queue_delay_ms": _queue_delay_ms([window]),
@@ -420,7 +422,7 @@ def _link_metrics(window: _LinkWindow, final: dict | None, rate_bps: int, intend
             # the releases' own mean lateness, an intended one included (what the schedule check reads
             # without one): the x of the emulator's sensitivity curve
             "release_late_mean_us": lateness(final, "schedule")[2] if final and "dirs" in final else None,
-            "intended_late_rtt_ms": fidelity.intended_late_ms(final) if intended_late_us else 0.0,
+            "intended_late_rtt_ms": fidelity.intended_late_ms(final, part) if part != "schedule" else 0.0,
             "lost_before_link": fidelity.lost_before_link(final)}
 
 

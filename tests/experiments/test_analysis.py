@@ -160,6 +160,27 @@ def test_an_intended_lateness_is_judged_by_the_senders_own_wake_ups():
     assert "fell behind its schedule (20.0 % of releases > 1 ms late" in reasons and "ping RTT" in reasons
 
 
+def test_a_release_batch_is_judged_by_the_senders_wake_ups_against_the_batch():
+    """Rule: with link.release_batch_us every frame waits up to a batch on purpose, and ckcd-link's
+    per-frame `own` record does not take that wait out; the schedule check judges its wake-ups
+    against the batch's deadlines (tx_wake), and the releases' lateness beyond them is part of
+    what the link explains of ping's RTT. Without the key the same stats untrust the run."""
+    late = {"releases": 1000, "late_over_1ms": 40, "late_mean_us": 480.0}  # 4 % over 1 ms
+    own = dict(late)  # follows the frames' send times: the batch's wait is in it
+    wake = {"wakeups": 1000, "late_over_1ms": 0, "late_mean_us": 45.0}
+    doc = dict(DOC, link=dict(DOC["link"], release_batch_us=1000))
+    rec = record("droptail", 60.0, 30.0, 6.0, 26.0 + 0.87 + 0.6)  # 0.6 ms unexplained: within 1.1 ms
+    rec["links"]["l0"]["final"] = {"dirs": {d: {"schedule": late, "own": own, "tx_wake": wake} for d in ("ab", "ba")}}
+    rec["scenario"] = parse_scenario(doc, "syn.toml").to_dict()
+    m = analysis.run_metrics(rec)
+    assert m["links"]["l0"]["schedule"]["measured"] == "tx_wake"
+    assert m["links"]["l0"]["intended_late_rtt_ms"] == pytest.approx(2 * (480 - 45) / 1000)
+    assert m["fidelity"] == {"trusted": True, "reasons": []}
+    rec["scenario"] = parse_scenario(DOC, "syn.toml").to_dict()
+    reasons = " ".join(analysis.run_metrics(rec)["fidelity"]["reasons"])
+    assert "fell behind its schedule (4.0 % of releases > 1 ms late" in reasons and "ping RTT" in reasons
+
+
 def test_summary_and_headline_against_droptail():
     recs = [record("droptail", 80.0, 10.0, 6.0, 26.0), record("droptail", 82.0, 8.0, 6.2, 26.2),
             record("ckcd", 45.0, 45.0, 1.0, 21.0), record("ckcd", 44.0, 46.0, 1.2, 21.2)]
