@@ -45,7 +45,8 @@ class Table:
     only the members and cases named in `only`, at duration_s instead of each scenario's own
     when given: `ckcd-coex run --only`, `--duration`), the trusted runs each case must have
     (`--until-trusted` that many, with at most extra_max extra runs a case), which of the
-    report's tables it shows ("cases", "mptcp", "reverse", "udp", "short", "capture", "phases"), the
+    report's tables it shows ("cases", "mptcp", "reverse", "udp", "short", "capture", "phases"; "grid": one
+    table across a grid's members instead of one per member), the
     docs page that holds it and, where a paper has the figure, what the paper reports."""
     name: str
     title: str
@@ -127,7 +128,10 @@ TABLES = {t.name: t for t in (
     Table("realtime", "A real-time UDP flow beside BBR and CUBIC", ("realtime_bbr_cubic",), ("cases", "udp"),
           f"{RESULTS}/link-models.md"),
     Table("batching", "What batching ckcd-link's releases changes: BBR + CUBIC, exact and 1 ms batches",
-          ("release_batching",), ("cases",), f"{RESULTS}/emulation.md"),
+          ("release_batching",), ("grid",), f"{RESULTS}/emulation.md"),
+    # the fidelity check's limits on release lateness and unexplained RTT are read from this curve
+    Table("lateness", "How late may the emulator be: BBR + CUBIC with every release made late on purpose",
+          ("emulator_lateness",), ("grid",), "docs/experiments.md"),
     Table("ckcd_readings", "CKCD's readings of seed 000: eq. 9's steepness k, how μ_i is measured, which flows "
           "count in I, the dequeue's choices", ("ckcd_k_curve", "ckcd_mu", "ckcd_active_min", "ckcd_dequeue"),
           ("cases",), "docs/ckcd.md"),
@@ -211,12 +215,17 @@ def render(summary: dict) -> list[str]:
     report renders them, and the runs left out."""
     t = table(summary["table"])
     lines = [_made_line(t, summary)] + (["", t.paper] if t.paper else [])
+    if "grid" in t.views:  # one table across the grid's members, before any of their own
+        lines += [""] + markdown.grid_table(summary["cases"])
+    per_scenario = [view for view in t.views if view != "grid"]
     for scenario in summary.get("scenarios") or t.scenarios:
         entries = [e for e in summary["cases"] if e["scenario"] == scenario]
-        lines += ["", f"`{scenario}`:"]
-        for view in t.views:
+        notes = markdown.trust_notes(entries)  # the runs left out, and why
+        if per_scenario or notes:
+            lines += ["", f"`{scenario}`:"]
+        for view in per_scenario:
             lines += [""] + _VIEWS[view](entries)
-        lines += markdown.trust_notes(entries)  # the runs left out, and why
+        lines += notes
     return lines
 
 

@@ -71,6 +71,8 @@ def _case_summary(scenario: str, case: str, recs: list[dict], include_untrusted:
              "untrusted_runs": [{"run": run_name(r), "reasons": r["metrics"]["fidelity"]["reasons"]} for r in untrusted],
              "untrusted_reasons": sorted({why for r in untrusted for why in r["metrics"]["fidelity"]["reasons"]}),
              "errors": [r["error"] for r in recs if r.get("error")]}
+    if recs[0]["scenario"].get("grid_point"):  # a grid's member: where in the grid (markdown.grid_table)
+        entry["grid_point"] = recs[0]["scenario"]["grid_point"]
     for name, read in SCALARS.items():
         entry[name] = mean_ci95([read(r["metrics"]) for r in ok])
     for group in ("classes", "aggregates", "rtts"):

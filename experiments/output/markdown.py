@@ -205,8 +205,7 @@ GRID_COLUMNS = (("Jain", "jain", 3, 1.0), ("util. %", "utilization", 1, 100.0),
 
 
 def _grid_sections(records, summary: list[dict]) -> list[str]:
-    """For each grid whose members ran here, one table: a row per member and case (its grid point),
-    the GRID_COLUMNS with their CIs, and trusted / runs."""
+    """For each grid whose members ran here, its grid_table under the grid's name."""
     grids: dict[str, list[dict]] = {}
     for r in records:
         sc = r["scenario"]
@@ -216,16 +215,27 @@ def _grid_sections(records, summary: list[dict]) -> list[str]:
     for members in grids.values():
         # records made before members named their grid: its title, the members' common start
         grid = members[0].get("grid") or os.path.commonprefix([m["title"] for m in members]).rsplit(", ", 1)[0]
-        members.sort(key=lambda m: [(0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
-                                    for v in m["grid_point"].values()])
-        keys = list(members[0]["grid_point"])
-        head = keys + ["case"] + [title for title, *_ in GRID_COLUMNS] + ["trusted / runs"]
-        lines += ["", f"## Across the grid `{grid}`", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for sc in members:
-            for e in (e for e in summary if e["scenario"] == sc["name"]):
-                cells = [json.dumps(sc["grid_point"].get(k)) for k in keys] + [e["case"]]
-                cells += [ci_cell(e[key], digits, scale) for _title, key, digits, scale in GRID_COLUMNS]
-                lines.append("| " + " | ".join(cells + [_counts_cell(e) + _warning(e)]) + " |")
+        entries = [dict(e, grid_point=sc["grid_point"]) for sc in members for e in summary if e["scenario"] == sc["name"]]
+        lines += ["", f"## Across the grid `{grid}`", ""] + grid_table(entries)
+    return lines
+
+
+def grid_table(entries: list[dict]) -> list[str]:
+    """One table across a grid's members: a row per grid point (in the order of its values) and
+    case, the GRID_COLUMNS with their CIs, and trusted / runs. Entries without a grid_point are
+    not in it."""
+    rows = sorted((e for e in entries if e.get("grid_point")),
+                  key=lambda e: [(0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+                                 for v in e["grid_point"].values()])
+    if not rows:
+        return []
+    keys = list(rows[0]["grid_point"])
+    head = keys + ["case"] + [title for title, *_ in GRID_COLUMNS] + ["trusted / runs"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in rows:
+        cells = [json.dumps(e["grid_point"].get(k)) for k in keys] + [e["case"]]
+        cells += [ci_cell(e[key], digits, scale) for _title, key, digits, scale in GRID_COLUMNS]
+        lines.append("| " + " | ".join(cells + [_counts_cell(e) + _warning(e)]) + " |")
     return lines
 
 

@@ -225,3 +225,26 @@ def test_run_args_are_the_batch_reproduce_runs_in_sweep_sbatch_form(name):
     assert [(sc.name, c.name) for sc in scenarios for c in sc.cases()] == published.expected_runs(t)
     assert {sc.repeat for sc in scenarios} == {t.trusted} and args.until_trusted == t.trusted
     assert args.extra_max == t.extra_max
+
+
+def test_a_grid_table_is_one_table_across_its_members_in_the_order_of_their_points():
+    """Rule: a table with the "grid" view renders one table, a row per grid point and case in
+    the order of the points' values, and a member's own heading only above the runs it left out."""
+    base = published.read_summary("rrul")
+    cases = []
+    for us in (1000, 0):
+        for case in ("droptail", "ckcd"):
+            entry = copy.deepcopy(base["cases"][0])
+            entry.update(scenario=f"release_batching_release_batch_us{us}", case=case, untrusted_runs=[], failed=0,
+                         grid_point={"link.release_batch_us": us})
+            cases.append(entry)
+    cases[0]["untrusted_runs"] = [{"run": "rep4 of batch b", "reasons": ["late"]}]
+    summary = dict(base, table="batching", cases=cases,
+                   scenarios=["release_batching_release_batch_us0", "release_batching_release_batch_us1000"])
+    lines = published.render(summary)
+    rows = [line.split(" | ")[:2] for line in lines if line.startswith("| ") and "---" not in line]
+    assert rows == [["| link.release_batch_us", "case"], ["| 0", "droptail"], ["| 0", "ckcd"],
+                    ["| 1000", "droptail"], ["| 1000", "ckcd"]]
+    assert "`release_batching_release_batch_us1000`:" in lines
+    assert "`release_batching_release_batch_us0`:" not in lines
+    assert "- droptail rep4 of batch b: left out: late" in lines
