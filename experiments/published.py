@@ -132,9 +132,14 @@ TABLES = {t.name: t for t in (
     # the fidelity check's limits on release lateness and unexplained RTT are read from this curve
     Table("lateness", "How late may the emulator be: BBR + CUBIC with every release made late on purpose",
           ("emulator_lateness",), ("grid",), "docs/experiments.md"),
-    Table("ckcd_readings", "CKCD's readings of seed 000: eq. 9's steepness k, how μ_i is measured, which flows "
-          "count in I, the dequeue's choices", ("ckcd_k_curve", "ckcd_mu", "ckcd_active_min", "ckcd_dequeue"),
+    # CKCD's readings of seed 000, each in its section of docs/ckcd.md
+    Table("ckcd_k", "CKCD's eq. 9: the steepness k of d_th, fairness against utilization", ("ckcd_k_curve",),
           ("cases",), "docs/ckcd.md"),
+    Table("ckcd_mu", "CKCD's μ_i: admitted or served bytes, one window or smoothed", ("ckcd_mu",), ("cases",),
+          "docs/ckcd.md"),
+    Table("ckcd_active", "CKCD's I: which flows count as active", ("ckcd_active_min",), ("cases",), "docs/ckcd.md"),
+    Table("ckcd_dequeue", "CKCD's dequeue: CoDel's spacing, a new flow's threshold", ("ckcd_dequeue",), ("cases",),
+          "docs/ckcd.md"),
     Table("mptcp", "Multipath TCP: one fair share or two (seed 000's question)", ("mptcp_dumbbell", "mptcp_paths"),
           ("mptcp", "cases"), f"{RESULTS}/mptcp.md"),
     Table("rrul", "Both directions loaded: BBR and CUBIC each way", ("rrul_bbr_cubic",), ("cases", "reverse"),

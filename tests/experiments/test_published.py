@@ -161,9 +161,9 @@ def test_the_index_and_headline_markers_render_and_an_unknown_one_is_refused(tmp
     repo, pub = _docs_tree(tmp_path, "<!-- published:rrul -->\n<!-- /published:rrul -->\n")
     published.write_summary(published.read_summary("rrul"), pub)
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- index:tables -->\nold\n<!-- /index:tables -->\n" * 2)
+    readme.write_text("<!-- index:tables -->\nSTALE INDEX\n<!-- /index:tables -->\n" * 2)
     assert sorted(published.render_docs(pub, repo)) == sorted(["README.md", PAGE])
-    assert readme.read_text().count("| `rrul` |") == 2 and "old" not in readme.read_text()
+    assert readme.read_text().count("| `rrul` |") == 2 and "STALE INDEX" not in readme.read_text()
     readme.write_text("<!-- headline:mptcp -->\n<!-- /headline:mptcp -->\n")
     with pytest.raises(published.PublishError, match="'mptcp' has no summary"):
         published.rendered_docs(pub, repo)
