@@ -79,6 +79,32 @@ class Table:
         return 5 * math.ceil(seconds * EXTRA_ALLOWANCE / 300)
 
 
+@dataclasses.dataclass(frozen=True)
+class VmTable:
+    """A published table measured in the kernel VM rather than in the lab: real kernel qdiscs
+    (Linux's and sch_ckcd) under qemu, every case and repeat in one boot
+    (experiments/lab/vm_ecn.py). Its runs are trusted by the VM's own checks (vm_ecn's module
+    docstring), `trusted` runs of each of its cases, `duration_s` each."""
+    name: str
+    title: str
+    doc: str
+    trusted: int = 3
+    duration_s: int = 20
+    scenarios: tuple[str, ...] = ()  # none: the VM runs its cases, not the lab's scenarios
+
+    @property
+    def command(self) -> str:
+        return f"ckcd-coex reproduce {self.name}"
+
+    @property
+    def minutes(self) -> int:
+        """The boot and n runs of each case with their overhead, with EXTRA_ALLOWANCE for runs
+        measured again; rounded up to 5 minutes."""
+        from experiments.lab import vm_ecn
+
+        return 5 * math.ceil(vm_ecn.minutes(self.trusted, self.duration_s) * EXTRA_ALLOWANCE / 5)
+
+
 # Bring-up and tear-down per run, measured on the project's 2-core machine (2026-11-27: 31 runs of
 # 120 s in 68 min, 18 of 60 s in 21 min), and the share of runs left out and run again.
 RUN_OVERHEAD_S = 12.0
@@ -123,6 +149,8 @@ TABLES = {t.name: t for t in (
           f"{RESULTS}/ecn.md"),
     Table("dctcp_cubic", "Classic against scalable: DCTCP and CUBIC in one bottleneck", ("dctcp_cubic",),
           ("cases",), f"{RESULTS}/ecn.md"),
+    VmTable("dctcp_cubic_vm", "Classic against scalable in a real kernel: DCTCP and CUBIC under Linux's AQMs and "
+            "sch_ckcd", f"{RESULTS}/ecn.md"),
     Table("link_models", "Link models: an on-off trace, random loss and asymmetric access",
           ("trace_onoff", "lossy_link", "asymmetric_access"), ("cases",), f"{RESULTS}/link-models.md"),
     Table("realtime", "A real-time UDP flow beside BBR and CUBIC", ("realtime_bbr_cubic",), ("cases", "udp"),
@@ -147,7 +175,7 @@ TABLES = {t.name: t for t in (
 )}
 
 
-def table(name: str) -> Table:
+def table(name: str) -> Table | VmTable:
     if name not in TABLES:
         raise PublishError(f"no published table {name!r}: `ckcd-coex reproduce --list` lists them "
                            f"({', '.join(TABLES)})")
@@ -191,13 +219,38 @@ def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
             "cases": cases}
 
 
+def build_vm_summary(t: VmTable, runs: dict[str, list[dict]], kernel: str | None, created: str) -> dict:
+    """The summary of a VM table from its runs (vm_ecn.parse_output's), refused as a lab table's
+    is when a case has fewer than t.trusted trusted runs."""
+    from experiments.batch.provenance import collect
+    from experiments.lab import vm_ecn
+
+    cases = vm_ecn.summarize(runs)
+    short = [f"{e['case']} ({e['trusted']} of {e['runs']})" for e in cases if e["trusted"] < t.trusted]
+    if short:
+        raise PublishError(f"{t.name}: fewer than {t.trusted} trusted runs in {', '.join(short)}: run "
+                           f"`{t.command}` again")
+    host = collect()
+    return {"format": FORMAT, "table": t.name, "title": t.title, "command": t.command, "trusted_per_case": t.trusted,
+            "kind": "vm", "duration_s": t.duration_s,
+            "batches": [{"batch_id": None, "created": created, "command": t.command, "project": host["project"]}],
+            "provenance": {"host": host["host"], "kernel": kernel, "machine": host["machine"],
+                           "python": host["python"], "tools": {"iperf3": host["tools"].get("iperf3")}},
+            "cases": cases}
+
+
 def write_summary(summary: dict, published_dir: str = PUBLISHED_DIR) -> str:
     os.makedirs(published_dir, exist_ok=True)
     path = summary_path(summary["table"], published_dir)
     with open(path, "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
         f.write("\n")
-    summary_csv(path[:-len(".json")] + ".csv", summary["cases"])
+    if summary.get("kind") == "vm":
+        from experiments.lab import vm_ecn
+
+        vm_ecn.summary_csv(path[:-len(".json")] + ".csv", summary["cases"])
+    else:
+        summary_csv(path[:-len(".json")] + ".csv", summary["cases"])
     return path
 
 
@@ -219,6 +272,11 @@ def render(summary: dict) -> list[str]:
     paper reports where it has the figure, then per scenario the views its Table names, as the
     report renders them, and the runs left out."""
     t = table(summary["table"])
+    if isinstance(t, VmTable):
+        from experiments.lab import vm_ecn
+
+        return [_made_line(t, summary), ""] + vm_ecn.table(summary["cases"]) + [""] + vm_ecn.case_list() \
+            + markdown.trust_notes([dict(e, failed=0) for e in summary["cases"]])
     lines = [_made_line(t, summary)] + (["", t.paper] if t.paper else [])
     if "grid" in t.views:  # one table across the grid's members, before any of their own
         lines += [""] + markdown.grid_table(summary["cases"])
@@ -241,7 +299,8 @@ def _made_line(t: Table, summary: dict) -> str:
     return (f"Generated by `{t.command}` from `results/published/{t.name}.json`: n = {t.trusted} trusted runs "
             f"or more per case, means with 95 % CIs (Student's t); runs of {', '.join(summary_dates(summary))}, commit "
             f"{', '.join(commits)} (`+`: with changes the batch records), "
-            f"kernel {summary['provenance'].get('kernel')}.")
+            + (f"{t.duration_s} s runs in the kernel VM, kernel {summary['provenance'].get('kernel')} under qemu."
+               if isinstance(t, VmTable) else f"kernel {summary['provenance'].get('kernel')}."))
 
 
 def summary_dates(summary: dict) -> list[str]:

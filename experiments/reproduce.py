@@ -47,17 +47,21 @@ def cmd_reproduce(args) -> int:
         return 2
     try:
         t = published.table(args.table)
-        if args.run_args:
+        if isinstance(t, published.VmTable):
+            summary = _vm_summary(t, args)
+        elif args.run_args:
             if args.dirs or args.out or args.resume:
                 print("ckcd-coex reproduce: --run-args prints the table's batch and runs nothing: it takes no "
                       "--from, --out or --resume", file=sys.stderr)
                 return 2
             print(shlex.join(run_args(t)))
             return 0
-        records, batches = _from_dirs(args.dirs) if args.dirs else _run(t, args)
-        if records is None:
+        else:
+            records, batches = _from_dirs(args.dirs) if args.dirs else _run(t, args)
+            summary = None if records is None else published.build_summary(t, records, batches)
+        if summary is None:
             return 2
-        path = published.write_summary(published.build_summary(t, records, batches))
+        path = published.write_summary(summary)
         changed = published.render_docs()
     except published.PublishError as err:
         print(f"ckcd-coex reproduce: {err}", file=sys.stderr)
@@ -75,7 +79,8 @@ def _listing() -> str:
         except (OSError, ValueError, published.PublishError):
             when = "no summary yet"
             todo.append(t)
-        lines.append(f"{t.name:{width}}{t.title}\n{'':{width}}scenarios {', '.join(t.scenarios)}; {t.trusted} trusted runs "
+        where = f"scenarios {', '.join(t.scenarios)}" if t.scenarios else "the kernel VM's cases"
+        lines.append(f"{t.name:{width}}{t.title}\n{'':{width}}{where}; {t.trusted} trusted runs "
                      f"a case; about {t.minutes} min; {t.doc}; summary: {when}")
     minutes = sum(t.minutes for t in todo)
     lines.append(f"\n{len(published.TABLES)} tables, {len(published.TABLES) - len(todo)} with a summary; the other "
@@ -91,6 +96,35 @@ def run_args(t: published.Table) -> list[str]:
     options += ["--only", ",".join(t.only)] if t.only else []
     options += ["--duration", repr(t.duration_s)] if t.duration_s else []
     return [*t.scenarios, "--", *options]
+
+
+def _vm_summary(t: published.VmTable, args) -> dict | None:
+    """A VM table's summary: from the runs saved in one directory (--from), or from one boot of
+    the kernel lab that runs them (root), saved under --out first."""
+    from experiments.lab import vm_ecn
+
+    if args.resume or args.run_args or (args.dirs and len(args.dirs) > 1):
+        print(f"ckcd-coex reproduce: {t.name} runs in one boot of the kernel VM: it has no --resume or "
+              "--run-args, and --from takes one directory", file=sys.stderr)
+        return None
+    if args.dirs:
+        try:
+            runs, kernel, created, _ = vm_ecn.load(args.dirs[0])
+        except (OSError, ValueError) as err:
+            raise published.PublishError(str(err)) from err
+        return published.build_vm_summary(t, runs, kernel, created)
+    if os.geteuid() != 0:
+        print("ckcd-coex reproduce: the kernel VM's network needs root; --from DIR summarizes saved runs without",
+              file=sys.stderr)
+        return None
+    created = vm_ecn.now_iso()
+    try:
+        runs, kernel = vm_ecn.measure(t.trusted, t.duration_s)
+    except RuntimeError as err:
+        raise published.PublishError(str(err)) from err
+    vm_ecn.save(args.out or os.path.join("results", "reproduce", t.name), runs, kernel, t.duration_s,
+                vm_ecn.summarize(runs), created)
+    return published.build_vm_summary(t, runs, kernel, created)
 
 
 def _from_dirs(dirs: list[str]):

@@ -18,23 +18,39 @@ Per run: each flow's goodput (iperf3's receiver, the first 3 s omitted), its mea
 (iperf3's sender; less the 20 ms base: the queueing delay that class saw) and the qdisc's
 marks and drops. Offloads are off, so the packet limits count MTU frames.
 
+Each run is a measured step of the kernel lab (tests/kernel/lab.py, MEASURED): the host samples
+its own CPU while it runs and has it run again while the hypervisor withholds the CPU (under
+TCG the guest's every packet is the host's CPU). A run is trusted when both flows reported,
+its step was not measured on a disturbed host, and the two flows together did not read above
+TCP's goodput ceiling of the 20 Mbit/s class; a case's means pool its trusted runs only.
+
     sudo .venv/bin/python -m experiments.lab.vm_ecn [--repeat 3] [--duration 20] [--out DIR]
 
-prints the table docs/results/ecn.md holds and writes DIR/vm_ecn.json.
+prints the table and writes DIR/vm_ecn.json (every run, and the summary);
+`ckcd-coex reproduce dctcp_cubic_vm` runs it and publishes the table in docs/results/ecn.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import json
 import os
 import re
 import sys
 
+from experiments.analysis.fidelity import CEILING_TOLERANCE, GOODPUT_CEILING
 from experiments.analysis.stats import jain_index, mean_ci95
+from experiments.output.markdown import ci_cell
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE_RTT_MS = 20.0
+RATE_MBPS = 20.0
+# What a run costs besides its seconds (the qdisc's set-up, iperf3's start and its omitted 3 s,
+# the report), and the boot: estimates, for reproduce --list's lab time.
+RUN_OVERHEAD_S = 10.0
+BOOT_S = 90.0
 DSCP_EF_TOS = 0xb8  # DSCP 46 (EF) in the TOS byte: the bands case's classifier puts DCTCP in band 1
 
 # name -> (qdisc under test as `tc qdisc add ... parent 1:1 handle 10:` takes it, does DCTCP carry DSCP 46)
@@ -56,6 +72,8 @@ CASES = {
 
 GUEST = r"""
 export TC_LIB_DIR=/lab
+step() { n=$1; shift; echo "@@BEGIN $n"; "$@" 2>&1; echo "@@END $n rc=$?"; }
+@MEASURED@echo "@@KERNEL $(uname -r)"
 insmod /lab/sch_ckcd.ko || exit 1
 modprobe tcp_dctcp && modprobe tcp_bbr && modprobe sch_netem && modprobe sch_red && modprobe sch_codel || exit 1
 # only the initial namespace may make a namespace's default an algorithm not in this list
@@ -88,18 +106,25 @@ run() {  # NAME REP TOS QDISC...
   echo "dctcp $(nums /tmp/dctcp.json | tr '\n' ' ')"
   echo "cubic $(nums /tmp/cubic.json | tr '\n' ' ')"
   $IP netns exec r $TC -s -d qdisc show dev rb parent 1:1
-  echo "@@END"
+  echo "@@RUN-END"
   $IP netns exec r $TC qdisc del dev rb root
 }
 @RUNS@
 """
 
 
-def guest_script(repeat: int, duration_s: int) -> str:
+def guest_script(repeat: int, duration_s: int, measured: str = "") -> str:
+    """The guest's script; `measured` is the kernel lab's MEASURED (each run a measured step,
+    step_name), left out where no host judges the steps."""
     # case by case within a repeat, so a slow drift of the VM spreads over every case alike
-    runs = "\n".join(f"run {name} {rep} {DSCP_EF_TOS if dscp else 0} {qdisc}"
+    runs = "\n".join(f"measured {step_name(name, rep)} run {name} {rep} {DSCP_EF_TOS if dscp else 0} {qdisc}"
                      for rep in range(1, repeat + 1) for name, (qdisc, dscp) in CASES.items())
-    return GUEST.replace("@RUNS@", runs).replace("@DURATION@", str(duration_s))
+    return GUEST.replace("@MEASURED@", measured or "measured() { step \"$@\"; }\n").replace(
+        "@RUNS@", runs).replace("@DURATION@", str(duration_s))
+
+
+def step_name(case: str, rep: int) -> str:
+    return f"{case}_rep{rep}"
 
 
 _FLOW = re.compile(r'^(dctcp|cubic) "bits_per_second":([0-9.e+]+) "mean_rtt":(\d+)', re.M)
@@ -121,45 +146,100 @@ def parse_run(text: str) -> dict:
     return {"flows": flows, "dropped": int(dropped.group(1)) if dropped else None, "marks": n_marks, "text": text}
 
 
-def parse_output(output: str) -> dict[str, list[dict]]:
+def parse_output(output: str, disturbed: dict[str, float] | None = None) -> dict[str, list[dict]]:
+    """Per case its runs, each with `rep` and the reasons it is not trusted (`reasons`, module
+    docstring). A run measured again keeps its last try. disturbed: {step: steal %} of the steps
+    measured while the hypervisor withheld the CPU (lab.Steps.disturbed)."""
+    last: dict[tuple[str, int], dict] = {}
+    for m in re.finditer(r"^@@RUN (\S+) (\d+)\n(.*?)^@@RUN-END", output, re.S | re.M):
+        if m.group(1) in CASES:
+            last[(m.group(1), int(m.group(2)))] = dict(parse_run(m.group(3)), rep=int(m.group(2)))
     runs: dict[str, list[dict]] = {name: [] for name in CASES}
-    for m in re.finditer(r"^@@RUN (\S+) (\d+)\n(.*?)^@@END", output, re.S | re.M):
-        run = parse_run(m.group(3))
-        if set(run["flows"]) == {"dctcp", "cubic"}:
-            runs[m.group(1)].append(run)
+    for (name, rep), run in sorted(last.items(), key=lambda kv: kv[0][1]):
+        run["reasons"] = run_reasons(run, (disturbed or {}).get(step_name(name, rep)))
+        runs[name].append(run)
     return runs
 
 
-def summarize(runs: dict[str, list[dict]]) -> dict:
-    """Per case, over its repeats: Jain's index of the two flows, each flow's goodput and
-    queueing delay (mean sRTT less the base RTT), the total, marks and drops (mean and 95 % CI)."""
-    out = {}
+def run_reasons(run: dict, steal_pct: float | None) -> list[str]:
+    """Why a run is not trusted: a flow without a reading, a host that withheld the CPU while it
+    ran, or together a goodput above TCP's ceiling of the class's rate."""
+    missing = [cc for cc in ("dctcp", "cubic") if cc not in run["flows"]]
+    reasons = [f"no iperf3 reading of {cc}" for cc in missing]
+    if steal_pct is not None:
+        reasons.append(f"the hypervisor stole {steal_pct:.0f} % of the CPU while it ran")
+    if not missing:
+        total = sum(f["mbps"] for f in run["flows"].values())
+        if total > RATE_MBPS * (GOODPUT_CEILING + CEILING_TOLERANCE):
+            reasons.append(f"{total:.1f} Mbit/s together is above TCP's goodput ceiling of "
+                           f"{RATE_MBPS * GOODPUT_CEILING:.1f} Mbit/s")
+    return reasons
+
+
+def summarize(runs: dict[str, list[dict]]) -> list[dict]:
+    """Per case, in CASES's order, over its trusted runs: Jain's index of the two flows, each
+    flow's goodput and queueing delay (mean sRTT less the base RTT), the total, marks and drops
+    (mean and 95 % CI); the runs left out and why."""
+    out = []
     for name, rs in runs.items():
-        per = lambda f: mean_ci95([f(r) for r in rs])  # noqa: E731
-        out[name] = {"runs": len(rs),
-                     "jain": per(lambda r: jain_index([r["flows"]["dctcp"]["mbps"], r["flows"]["cubic"]["mbps"]])),
-                     "total_mbps": per(lambda r: r["flows"]["dctcp"]["mbps"] + r["flows"]["cubic"]["mbps"]),
-                     "marks": per(lambda r: r["marks"]), "drops": per(lambda r: r["dropped"])}
+        ok = [r for r in rs if not r["reasons"]]
+        per = lambda f: mean_ci95([f(r) for r in ok])  # noqa: E731
+        entry = {"case": name, "qdisc": CASES[name][0], "runs": len(rs), "trusted": len(ok), "pooled": len(ok),
+                 "includes_untrusted": False,
+                 "untrusted_runs": [{"run": f"rep{r['rep']}", "reasons": r["reasons"]} for r in rs if r["reasons"]],
+                 "jain": per(lambda r: jain_index([r["flows"]["dctcp"]["mbps"], r["flows"]["cubic"]["mbps"]])),
+                 "total_mbps": per(lambda r: r["flows"]["dctcp"]["mbps"] + r["flows"]["cubic"]["mbps"]),
+                 "marks": per(lambda r: r["marks"]), "drops": per(lambda r: r["dropped"])}
         for cc in ("dctcp", "cubic"):
-            out[name][cc] = {"mbps": per(lambda r, cc=cc: r["flows"][cc]["mbps"]),
-                             "queue_delay_ms": per(lambda r, cc=cc: r["flows"][cc]["srtt_ms"] - BASE_RTT_MS)}
+            entry[cc] = {"mbps": per(lambda r, cc=cc: r["flows"][cc]["mbps"]),
+                         "queue_delay_ms": per(lambda r, cc=cc: r["flows"][cc]["srtt_ms"] - BASE_RTT_MS)}
+        out.append(entry)
     return out
 
 
-def _ci(v: dict, digits: int = 1) -> str:
-    if v["mean"] is None:
-        return "n/a"
-    return f"{v['mean']:.{digits}f}" + (f" ± {v['ci95']:.{digits}f}" if v["ci95"] is not None else "")
-
-
-def table(summary: dict) -> list[str]:
-    lines = ["| case | runs | Jain | DCTCP Mbit/s | CUBIC Mbit/s | total | DCTCP queue delay ms | "
-             "CUBIC queue delay ms | marks | drops |", "|" + "---|" * 10]
-    for name, s in summary.items():
-        lines.append(f"| `{name}` | {s['runs']} | {_ci(s['jain'], 3)} | {_ci(s['dctcp']['mbps'])} | "
-                     f"{_ci(s['cubic']['mbps'])} | {_ci(s['total_mbps'])} | {_ci(s['dctcp']['queue_delay_ms'])} | "
-                     f"{_ci(s['cubic']['queue_delay_ms'])} | {_ci(s['marks'], 0)} | {_ci(s['drops'], 0)} |")
+def table(entries: list[dict]) -> list[str]:
+    lines = ["| case | Jain | DCTCP Mbit/s | CUBIC Mbit/s | total | DCTCP queue delay ms | "
+             "CUBIC queue delay ms | marks | drops | trusted / runs |", "|" + "---|" * 10]
+    for e in entries:
+        lines.append(f"| `{e['case']}` | {ci_cell(e['jain'], 3)} | {ci_cell(e['dctcp']['mbps'])} | "
+                     f"{ci_cell(e['cubic']['mbps'])} | {ci_cell(e['total_mbps'])} | {ci_cell(e['dctcp']['queue_delay_ms'])} | "
+                     f"{ci_cell(e['cubic']['queue_delay_ms'])} | {ci_cell(e['marks'], 0)} | {ci_cell(e['drops'], 0)} | "
+                     f"{e['trusted']} / {e['runs']} |")
     return lines
+
+
+def case_list() -> list[str]:
+    """What each case's qdisc is, as tc takes it (the published table's key to its rows)."""
+    return [f"- `{name}`: `{qdisc}`" + (" (DCTCP marked DSCP 46)" if dscp else "") for name, (qdisc, dscp) in CASES.items()]
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def minutes(repeat: int, duration_s: float) -> float:
+    return (BOOT_S + repeat * len(CASES) * (duration_s + RUN_OVERHEAD_S)) / 60
+
+
+def measure(repeat: int, duration_s: int) -> tuple[dict[str, list[dict]], str]:
+    """Boot the kernel lab once (under the lab lock) and run every case `repeat` times: (the
+    runs per case, the guest's kernel). Raises RuntimeError when the VM's script failed."""
+    from ovs_config.lablock import lab_lock
+    from tests.kernel import lab
+
+    ko, so = lab.build_sch_ckcd(REPO)
+    n = repeat * len(CASES)
+    print(f"kernel lab: {len(CASES)} cases x {repeat} runs of {duration_s} s "
+          f"(about {minutes(repeat, duration_s):.0f} min with the boot)", flush=True)
+    with lab_lock():  # the VM takes a core: no other lab beside it
+        res = lab.run(guest_script(repeat, duration_s, lab.MEASURED), {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so},
+                      timeout_s=180 + n * (duration_s + 15) * lab.MEASURE_TRIES,
+                      modules=lab.DEFAULT_MODULES + ("tcp_dctcp",))
+    if res.exit_status != 0 or "@@FAILED" in res.output:
+        raise RuntimeError(f"the VM's script failed (exit {res.exit_status}):\n"
+                           + (res.output[-4000:] or res.console[-4000:]))
+    kernel = re.search(r"^@@KERNEL (\S+)", res.output, re.M)
+    return parse_output(res.output, lab.Steps(res).disturbed()), kernel.group(1) if kernel else None
 
 
 def main(argv=None) -> int:
@@ -170,28 +250,53 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1 or not 5 <= args.duration <= 300:
         ap.error("--repeat must be at least 1 and --duration between 5 and 300 s")
-    from ovs_config.lablock import lab_lock
-    from tests.kernel import lab
-
-    ko, so = lab.build_sch_ckcd(REPO)
-    n = args.repeat * len(CASES)
-    print(f"kernel lab: {len(CASES)} cases x {args.repeat} runs of {args.duration} s "
-          f"(about {n * (args.duration + 3) / 60:.0f} min after the boot)", flush=True)
-    with lab_lock():  # the VM takes a core: no other lab beside it
-        res = lab.run(guest_script(args.repeat, args.duration), {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so},
-                      timeout_s=180 + n * (args.duration + 15), modules=lab.DEFAULT_MODULES + ("tcp_dctcp",))
-    if res.exit_status != 0 or "@@FAILED" in res.output:
-        print(f"the VM's script failed (exit {res.exit_status}):\n" + (res.output[-4000:] or res.console[-4000:]),
-              file=sys.stderr)
+    try:
+        runs, kernel = measure(args.repeat, args.duration)
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
         return 1
-    runs = parse_output(res.output)
-    summary = summarize(runs)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "vm_ecn.json"), "w") as f:
-        json.dump({"cases": {k: v[0] for k, v in CASES.items()}, "duration_s": args.duration,
-                   "runs": runs, "summary": summary}, f, indent=1)
-    print("\n".join(table(summary)))
-    return 0 if all(s["runs"] == args.repeat for s in summary.values()) else 1
+    entries = summarize(runs)
+    save(args.out, runs, kernel, args.duration, entries, now_iso())
+    print("\n".join(table(entries)))
+    return 0 if all(e["trusted"] == args.repeat for e in entries) else 1
+
+
+def save(out_dir: str, runs: dict[str, list[dict]], kernel: str | None, duration_s: int, entries: list[dict],
+         created: str) -> str:
+    """DIR/vm_ecn.json: when it ran, the cases, every run (its output and its reasons too) and
+    the summary (load reads it back)."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "vm_ecn.json")
+    with open(path, "w") as f:
+        json.dump({"created": created, "cases": {k: v[0] for k, v in CASES.items()}, "duration_s": duration_s,
+                   "kernel": kernel, "runs": runs, "summary": entries}, f, indent=1)
+    return path
+
+
+def load(out_dir: str) -> tuple[dict[str, list[dict]], str | None, str, int]:
+    """DIR/vm_ecn.json's runs, kernel, date and run length. Raises ValueError when it is not one
+    this version wrote (no date, or cases other than CASES)."""
+    with open(os.path.join(out_dir, "vm_ecn.json")) as f:
+        saved = json.load(f)
+    if not saved.get("created") or set(saved.get("runs", {})) != set(CASES) or saved.get("cases") != \
+            {k: v[0] for k, v in CASES.items()}:
+        raise ValueError(f"{out_dir}/vm_ecn.json: not a run of this version's cases (its date or cases differ)")
+    return saved["runs"], saved.get("kernel"), saved["created"], saved["duration_s"]
+
+
+def summary_csv(path: str, entries: list[dict]) -> None:
+    """The published summary's CSV: a row per case, each mean and its CI half-width."""
+    stats = [("jain", lambda e: e["jain"]), ("total_mbps", lambda e: e["total_mbps"]),
+             ("dctcp_mbps", lambda e: e["dctcp"]["mbps"]), ("cubic_mbps", lambda e: e["cubic"]["mbps"]),
+             ("dctcp_queue_delay_ms", lambda e: e["dctcp"]["queue_delay_ms"]),
+             ("cubic_queue_delay_ms", lambda e: e["cubic"]["queue_delay_ms"]),
+             ("marks", lambda e: e["marks"]), ("drops", lambda e: e["drops"])]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["case", "qdisc", "runs", "trusted"] + [c for name, _ in stats for c in (name, f"{name}_ci95")])
+        for e in entries:
+            w.writerow([e["case"], e["qdisc"], e["runs"], e["trusted"]]
+                       + [v for _, read in stats for v in (read(e)["mean"], read(e)["ci95"])])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ than it asks, and `ckcd-coex reproduce` writes and renders them."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 
@@ -201,7 +202,7 @@ def test_a_table_of_grid_members_summarizes_the_members_it_names():
     assert headline == [(s, c) for s in ("bbr_cubic", "bbr_cubic_reno", "mixed15") for c in ("droptail", "ckcd")]
 
 
-@pytest.mark.parametrize("name", sorted(published.TABLES))
+@pytest.mark.parametrize("name", sorted(n for n, t in published.TABLES.items() if isinstance(t, published.Table)))
 def test_run_args_are_the_batch_reproduce_runs_in_sweep_sbatch_form(name):
     """Rule: `reproduce TABLE --run-args` prints, as cluster/sweep.sbatch takes them (scenarios,
     `--`, options), arguments with which `ckcd-coex run` plans exactly the table's runs, its n
@@ -248,3 +249,66 @@ def test_a_grid_table_is_one_table_across_its_members_in_the_order_of_their_poin
     assert "`release_batching_release_batch_us1000`:" in lines
     assert "`release_batching_release_batch_us0`:" not in lines
     assert "- droptail rep4 of batch b: left out: late" in lines
+
+
+def _vm_runs(trusted: int) -> dict:
+    from experiments.lab import vm_ecn
+
+    def run(rep, ok=True):
+        return {"flows": {"dctcp": {"mbps": 9.0 + rep / 10, "srtt_ms": 24.0}, "cubic": {"mbps": 8.0, "srtt_ms": 25.0}},
+                "dropped": 1, "marks": 50, "rep": rep, "reasons": [] if ok else ["no iperf3 reading of cubic"]}
+    return {name: [run(r) for r in range(1, trusted + 1)] + [run(trusted + 1, ok=False)] for name in vm_ecn.CASES}
+
+
+def test_a_vm_table_is_published_from_its_trusted_runs_only_and_renders_its_cases(tmp_path):
+    """Rule: a table measured in the kernel VM is refused while a case has fewer trusted runs
+    than it asks; its summary says where it ran (the guest's kernel, under qemu), renders each
+    case's row with its qdisc and the runs left out, and has its CSV row per case."""
+    from experiments.lab import vm_ecn
+
+    t = published.TABLES["dctcp_cubic_vm"]
+    with pytest.raises(published.PublishError, match="fewer than 3 trusted runs in red_ecn \\(2 of 3\\)"):
+        published.build_vm_summary(t, _vm_runs(2), "6.1.0-test", "2026-11-28T01:00:00+00:00")
+    summary = published.build_vm_summary(t, _vm_runs(3), "6.1.0-test", "2026-11-28T01:00:00+00:00")
+    assert summary["kind"] == "vm" and summary["provenance"]["kernel"] == "6.1.0-test"
+    assert all(e["trusted"] == e["pooled"] == 3 and e["runs"] == 4 for e in summary["cases"])
+    lines = published.render(summary)
+    assert "20 s runs in the kernel VM, kernel 6.1.0-test under qemu." in lines[0] and "2026-11-28" in lines[0]
+    assert sum(line.startswith("| `") for line in lines) == len(vm_ecn.CASES)
+    assert f"- `codel_ecn`: `{vm_ecn.CASES['codel_ecn'][0]}`" in lines
+    assert "- red_ecn rep4: left out: no iperf3 reading of cubic" in lines
+    path = published.write_summary(summary, str(tmp_path))
+    with open(path[:-len(".json")] + ".csv") as f:
+        rows = f.read().splitlines()
+    assert rows[0].startswith("case,qdisc,runs,trusted,jain,jain_ci95") and len(rows) == 1 + len(vm_ecn.CASES)
+
+
+def test_a_vm_table_is_summarized_from_its_saved_runs_and_refuses_what_it_cannot_do(tmp_path, capsys):
+    """Rule: `reproduce NAME --from DIR` of a VM table reads DIR/vm_ecn.json (no root, no VM);
+    a directory of other cases is refused; --resume and --run-args are refused, naming why."""
+    import argparse
+
+    from experiments import reproduce
+    from experiments.lab import vm_ecn
+
+    runs = _vm_runs(3)
+    vm_ecn.save(str(tmp_path), runs, "6.1.0-test", 20, vm_ecn.summarize(runs), "2026-11-28T01:00:00+00:00")
+    assert vm_ecn.load(str(tmp_path)) == (json_roundtrip(runs), "6.1.0-test", "2026-11-28T01:00:00+00:00", 20)
+
+    def args(**kw):
+        return argparse.Namespace(**{"list": False, "render": False, "table": "dctcp_cubic_vm", "dirs": None,
+                                     "out": None, "resume": False, "run_args": False, **kw})
+    t = published.TABLES["dctcp_cubic_vm"]
+    assert published.build_vm_summary(t, *vm_ecn.load(str(tmp_path))[:3])["cases"][0]["trusted"] == 3
+    for bad in ({"resume": True}, {"run_args": True}):
+        assert reproduce.cmd_reproduce(args(**bad)) == 2
+        assert "one boot of the kernel VM" in capsys.readouterr().err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "vm_ecn.json").write_text(json.dumps({"created": "x", "cases": {"a": "b"}, "runs": {"a": []}}))
+    assert reproduce.cmd_reproduce(args(dirs=[str(other)])) == 2
+    assert "not a run of this version's cases" in capsys.readouterr().err
+
+
+def json_roundtrip(value):
+    return json.loads(json.dumps(value))
