@@ -240,23 +240,26 @@ def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
             "cases": cases}
 
 
-def build_vm_summary(t: VmTable, runs: dict[str, list[dict]], kernel: str | None, created: str) -> dict:
-    """The summary of a VM table from its runs (vm_ecn.parse_output's), refused as a lab table's
-    is when a case has fewer than t.trusted trusted runs."""
-    from experiments.batch.provenance import collect
+def build_vm_summary(t: VmTable, saved: dict) -> dict:
+    """The summary of a VM table from what its boot saved (vm_ecn.load's, or measure's), its runs
+    judged by this code (vm_ecn.measured_runs); refused as a lab table's is when a case has fewer
+    than t.trusted trusted runs, and when the runs were not of the table's length."""
     from experiments.lab import vm_ecn
 
-    cases = vm_ecn.summarize(runs)
+    if saved["duration_s"] != t.duration_s:
+        raise PublishError(f"{t.name}: its runs are of {t.duration_s} s, these of {saved['duration_s']} s")
+    cases = vm_ecn.summarize(vm_ecn.measured_runs(saved["runs"]))
     short = [f"{e['case']} ({e['trusted']} of {e['runs']})" for e in cases if e["trusted"] < t.trusted]
     if short:
         raise PublishError(f"{t.name}: fewer than {t.trusted} trusted runs in {', '.join(short)}: run "
                            f"`{t.command}` again")
-    host = collect()
+    host = saved["provenance"]
     return {"format": FORMAT, "table": t.name, "title": t.title, "command": t.command, "trusted_per_case": t.trusted,
             "kind": "vm", "duration_s": t.duration_s,
-            "batches": [{"batch_id": None, "created": created, "command": t.command, "project": host["project"]}],
-            "provenance": {"host": host["host"], "kernel": kernel, "machine": host["machine"],
-                           "python": host["python"], "tools": {"iperf3": host["tools"].get("iperf3")}},
+            "batches": [{"batch_id": None, "created": saved["created"], "command": t.command,
+                         "project": host.get("project")}],
+            "provenance": {"host": host.get("host"), "kernel": saved.get("kernel"), "machine": host.get("machine"),
+                           "python": host.get("python"), "tools": {"iperf3": (host.get("tools") or {}).get("iperf3")}},
             "cases": cases}
 
 

@@ -100,31 +100,23 @@ def run_args(t: published.Table) -> list[str]:
 
 def _vm_summary(t: published.VmTable, args) -> dict | None:
     """A VM table's summary: from the runs saved in one directory (--from), or from one boot of
-    the kernel lab that runs them (root), saved under --out first."""
+    the kernel lab that runs them (root) and saves them under --out first."""
     from experiments.lab import vm_ecn
 
     if args.resume or args.run_args or (args.dirs and len(args.dirs) > 1):
         print(f"ckcd-coex reproduce: {t.name} runs in one boot of the kernel VM: it has no --resume or "
               "--run-args, and --from takes one directory", file=sys.stderr)
         return None
-    if args.dirs:
-        try:
-            runs, kernel, created, _ = vm_ecn.load(args.dirs[0])
-        except (OSError, ValueError) as err:
-            raise published.PublishError(str(err)) from err
-        return published.build_vm_summary(t, runs, kernel, created)
-    if os.geteuid() != 0:
+    if not args.dirs and os.geteuid() != 0:
         print("ckcd-coex reproduce: the kernel VM's network needs root; --from DIR summarizes saved runs without",
               file=sys.stderr)
         return None
-    created = vm_ecn.now_iso()
     try:
-        runs, kernel = vm_ecn.measure(t.trusted, t.duration_s)
-    except RuntimeError as err:
+        saved = vm_ecn.load(args.dirs[0]) if args.dirs else \
+            vm_ecn.measure(t.trusted, t.duration_s, args.out or os.path.join("results", "reproduce", t.name))
+    except (OSError, ValueError, RuntimeError) as err:
         raise published.PublishError(str(err)) from err
-    vm_ecn.save(args.out or os.path.join("results", "reproduce", t.name), runs, kernel, t.duration_s,
-                vm_ecn.summarize(runs), created)
-    return published.build_vm_summary(t, runs, kernel, created)
+    return published.build_vm_summary(t, saved)
 
 
 def _from_dirs(dirs: list[str]):

@@ -19,14 +19,17 @@ Per run: each flow's goodput (iperf3's receiver, the first 3 s omitted), its mea
 marks and drops. Offloads are off, so the packet limits count MTU frames.
 
 Each run is a measured step of the kernel lab (tests/kernel/lab.py, MEASURED): the host samples
-its own CPU while it runs and has it run again while the hypervisor withholds the CPU (under
-TCG the guest's every packet is the host's CPU). A run is trusted when both flows reported,
-its step was not measured on a disturbed host, and the two flows together did not read above
-TCP's goodput ceiling of the 20 Mbit/s class; a case's means pool its trusted runs only.
+its own CPU while it runs and has it run again (at most three tries) while the hypervisor
+withholds the CPU (under TCG the guest's every packet is the host's CPU) or its readings alone
+untrust it. A run is trusted when both flows reported without an iperf3 error, the host sampled
+its steal while it ran and found it under the experiments' STEAL_HIGH_PCT, and the two flows
+together did not read above TCP's goodput ceiling of the 20 Mbit/s class; a case's means pool
+its trusted runs only. What a boot measured is saved before it is read (vm_ecn.json: each
+run's output and steal), and every reading judges the saved runs again (measured_runs).
 
     sudo .venv/bin/python -m experiments.lab.vm_ecn [--repeat 3] [--duration 20] [--out DIR]
 
-prints the table and writes DIR/vm_ecn.json (every run, and the summary);
+prints the table and writes DIR/vm_ecn.out.txt (the guest's output) and DIR/vm_ecn.json;
 `ckcd-coex reproduce dctcp_cubic_vm` runs it and publishes the table in docs/results/ecn.md.
 """
 
@@ -40,7 +43,7 @@ import os
 import re
 import sys
 
-from experiments.analysis.fidelity import CEILING_TOLERANCE, GOODPUT_CEILING
+from experiments.analysis.fidelity import CEILING_TOLERANCE, GOODPUT_CEILING, STEAL_HIGH_PCT
 from experiments.analysis.stats import jain_index, mean_ci95
 from experiments.output.markdown import ci_cell
 
@@ -92,13 +95,15 @@ $IP netns exec b $TC qdisc add dev vb root netem delay 20ms limit 10000 || exit 
 $IP netns exec b iperf3 -s -D -p 5301 && $IP netns exec b iperf3 -s -D -p 5302 || exit 1
 $IP netns exec a ping -c 2 -W 2 10.8.2.1 >/dev/null || exit 1
 # the numbers of one iperf3 -J report: receiver bit/s, sender's mean sRTT (us)
+# and iperf3's error where it gave one (its report's numbers are then not the flow's)
 nums() { tr -d ' \n\t' < $1 | grep -o '"sum_received":{[^}]*}' | grep -o '"bits_per_second":[0-9.e+]*' | head -1;
-         tr -d ' \n\t' < $1 | grep -o '"mean_rtt":[0-9]*' | head -1; }
+         tr -d ' \n\t' < $1 | grep -o '"mean_rtt":[0-9]*' | head -1;
+         tr -d '\n\t' < $1 | grep -o '"error":[[:space:]]*"[^"]*"' | head -1; }
 run() {  # NAME REP TOS QDISC...
   name=$1 rep=$2 tos=$3; shift 3
   $IP netns exec r $TC qdisc add dev rb root handle 1: htb default 1 &&
   $IP netns exec r $TC class add dev rb parent 1: classid 1:1 htb rate 20mbit ceil 20mbit &&
-  $IP netns exec r $TC qdisc add dev rb parent 1:1 handle 10: "$@" || { echo "@@FAILED $name"; return; }
+  $IP netns exec r $TC qdisc add dev rb parent 1:1 handle 10: "$@" || { echo "@@FAILED $name"; return 1; }
   $IP netns exec a iperf3 -c 10.8.2.1 -p 5301 -C dctcp -S $tos -t @DURATION@ -O 3 -J > /tmp/dctcp.json 2>&1 & d=$!
   $IP netns exec a iperf3 -c 10.8.2.1 -p 5302 -C cubic -t @DURATION@ -O 3 -J > /tmp/cubic.json 2>&1 & c=$!
   wait $d; wait $c
@@ -108,6 +113,7 @@ run() {  # NAME REP TOS QDISC...
   $IP netns exec r $TC -s -d qdisc show dev rb parent 1:1
   echo "@@RUN-END"
   $IP netns exec r $TC qdisc del dev rb root
+  return 0
 }
 @RUNS@
 """
@@ -127,13 +133,15 @@ def step_name(case: str, rep: int) -> str:
     return f"{case}_rep{rep}"
 
 
-_FLOW = re.compile(r'^(dctcp|cubic) "bits_per_second":([0-9.e+]+) "mean_rtt":(\d+)', re.M)
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_FLOW = re.compile(rf'^(dctcp|cubic) "bits_per_second":({_NUMBER}) "mean_rtt":(\d+)', re.M)
+_FLOW_ERROR = re.compile(r'^(dctcp|cubic) .*"error":\s*"([^"]*)"', re.M)
 
 
 def parse_run(text: str) -> dict:
     """One run's output: per CC its goodput (Mbit/s) and mean sRTT (ms), and the qdisc's marks
     and drops (Linux's red: marked, early, pdrop; codel: ecn_mark and drops; ckcd: marks/drops
-    by reason)."""
+    by reason); `errors`: per CC the error iperf3 reported."""
     flows = {cc: {"mbps": float(bps) / 1e6, "srtt_ms": int(rtt) / 1000.0} for cc, bps, rtt in _FLOW.findall(text)}
     dropped = re.search(r"dropped (\d+)", text)
     marks = re.search(r"\b(?:marked|ecn_mark) (\d+)", text)
@@ -143,30 +151,33 @@ def parse_run(text: str) -> dict:
         n_marks = sum(int(toks[i + 1]) for i in range(0, len(toks), 2))
     else:
         n_marks = int(marks.group(1)) if marks else 0
-    return {"flows": flows, "dropped": int(dropped.group(1)) if dropped else None, "marks": n_marks, "text": text}
+    return {"flows": flows, "errors": dict(_FLOW_ERROR.findall(text)),
+            "dropped": int(dropped.group(1)) if dropped else None, "marks": n_marks}
 
 
-def parse_output(output: str, disturbed: dict[str, float] | None = None) -> dict[str, list[dict]]:
-    """Per case its runs, each with `rep` and the reasons it is not trusted (`reasons`, module
-    docstring). A run measured again keeps its last try. disturbed: {step: steal %} of the steps
-    measured while the hypervisor withheld the CPU (lab.Steps.disturbed)."""
-    last: dict[tuple[str, int], dict] = {}
-    for m in re.finditer(r"^@@RUN (\S+) (\d+)\n(.*?)^@@RUN-END", output, re.S | re.M):
-        if m.group(1) in CASES:
-            last[(m.group(1), int(m.group(2)))] = dict(parse_run(m.group(3)), rep=int(m.group(2)))
+def measured_runs(raw: list[dict]) -> dict[str, list[dict]]:
+    """Per case (CASES's order) its runs by repeat, each read from what the VM saved of it
+    (`raw`: case, rep, the step's output `text` of its last try, the host's steal while it ran
+    `steal_pct`) and judged (`reasons`, module docstring): the same reading for a run just
+    measured and one loaded from vm_ecn.json, so a saved file's verdicts are never taken on trust."""
     runs: dict[str, list[dict]] = {name: [] for name in CASES}
-    for (name, rep), run in sorted(last.items(), key=lambda kv: kv[0][1]):
-        run["reasons"] = run_reasons(run, (disturbed or {}).get(step_name(name, rep)))
-        runs[name].append(run)
+    for r in sorted(raw, key=lambda r: r["rep"]):
+        run = dict(parse_run(r["text"]), rep=r["rep"])
+        run["reasons"] = run_reasons(run, r["steal_pct"])
+        runs[r["case"]].append(run)
     return runs
 
 
 def run_reasons(run: dict, steal_pct: float | None) -> list[str]:
-    """Why a run is not trusted: a flow without a reading, a host that withheld the CPU while it
-    ran, or together a goodput above TCP's ceiling of the class's rate."""
+    """Why a run is not trusted: a flow without a reading or with iperf3's error, a host that
+    withheld the CPU while it ran (or was not sampled), or together a goodput above TCP's
+    ceiling of the class's rate."""
     missing = [cc for cc in ("dctcp", "cubic") if cc not in run["flows"]]
     reasons = [f"no iperf3 reading of {cc}" for cc in missing]
-    if steal_pct is not None:
+    reasons += [f"iperf3 of {cc} reported: {err}" for cc, err in sorted(run.get("errors", {}).items())]
+    if steal_pct is None:
+        reasons.append("the host's CPU was not sampled while it ran")
+    elif steal_pct >= STEAL_HIGH_PCT:
         reasons.append(f"the hypervisor stole {steal_pct:.0f} % of the CPU while it ran")
     if not missing:
         total = sum(f["mbps"] for f in run["flows"].values())
@@ -174,6 +185,13 @@ def run_reasons(run: dict, steal_pct: float | None) -> list[str]:
             reasons.append(f"{total:.1f} Mbit/s together is above TCP's goodput ceiling of "
                            f"{RATE_MBPS * GOODPUT_CEILING:.1f} Mbit/s")
     return reasons
+
+
+def invalid(step: str, output: str) -> str | None:
+    """The host's judge of a measured step (lab.run's `invalid`): a run without both readings,
+    with iperf3's error or above the ceiling runs again, as one on a disturbed host does."""
+    reasons = run_reasons(parse_run(output), 0.0)
+    return reasons[0] if reasons else None
 
 
 def summarize(runs: dict[str, list[dict]]) -> list[dict]:
@@ -221,25 +239,41 @@ def minutes(repeat: int, duration_s: float) -> float:
     return (BOOT_S + repeat * len(CASES) * (duration_s + RUN_OVERHEAD_S)) / 60
 
 
-def measure(repeat: int, duration_s: int) -> tuple[dict[str, list[dict]], str]:
-    """Boot the kernel lab once (under the lab lock) and run every case `repeat` times: (the
-    runs per case, the guest's kernel). Raises RuntimeError when the VM's script failed."""
+def measure(repeat: int, duration_s: int, out_dir: str) -> dict:
+    """Boot the kernel lab once (under the lab lock), run every case `repeat` times and save
+    what it measured in out_dir (vm_ecn.out.txt: the guest's output; vm_ecn.json: save's) before
+    anything reads it: the saved data (load's). Raises RuntimeError when the VM's script failed,
+    after saving the runs it finished."""
+    from experiments.batch.provenance import collect
     from ovs_config.lablock import lab_lock
     from tests.kernel import lab
 
+    os.makedirs(out_dir, exist_ok=True)
+    if not os.access(out_dir, os.W_OK):
+        raise RuntimeError(f"{out_dir}: not writable: the VM's runs would be lost")
     ko, so = lab.build_sch_ckcd(REPO)
     n = repeat * len(CASES)
     print(f"kernel lab: {len(CASES)} cases x {repeat} runs of {duration_s} s "
           f"(about {minutes(repeat, duration_s):.0f} min with the boot)", flush=True)
+    created, provenance = now_iso(), collect()
     with lab_lock():  # the VM takes a core: no other lab beside it
         res = lab.run(guest_script(repeat, duration_s, lab.MEASURED), {"lab/sch_ckcd.ko": ko, "lab/q_ckcd.so": so},
                       timeout_s=180 + n * (duration_s + 15) * lab.MEASURE_TRIES,
-                      modules=lab.DEFAULT_MODULES + ("tcp_dctcp",))
-    if res.exit_status != 0 or "@@FAILED" in res.output:
-        raise RuntimeError(f"the VM's script failed (exit {res.exit_status}):\n"
-                           + (res.output[-4000:] or res.console[-4000:]))
+                      modules=lab.DEFAULT_MODULES + ("tcp_dctcp",), invalid=invalid)
+    with open(os.path.join(out_dir, "vm_ecn.out.txt"), "w") as f:
+        f.write(res.output or res.console)
+    steps = lab.Steps(res)
+    raw = [{"case": name, "rep": rep, "text": steps[step_name(name, rep)][1],
+            "steal_pct": res.steal_pct(step_name(name, rep))}
+           for rep in range(1, repeat + 1) for name in CASES if step_name(name, rep) in steps]
     kernel = re.search(r"^@@KERNEL (\S+)", res.output, re.M)
-    return parse_output(res.output, lab.Steps(res).disturbed()), kernel.group(1) if kernel else None
+    saved = {"created": created, "cases": {k: v[0] for k, v in CASES.items()}, "duration_s": duration_s,
+             "kernel": kernel.group(1) if kernel else None, "provenance": provenance, "runs": raw}
+    save(out_dir, saved)
+    if res.exit_status != 0 or "@@FAILED" in res.output:
+        raise RuntimeError(f"the VM's script failed (exit {res.exit_status}); its output is in "
+                           f"{out_dir}/vm_ecn.out.txt, the {len(raw)} runs it finished in {out_dir}/vm_ecn.json")
+    return saved
 
 
 def main(argv=None) -> int:
@@ -251,37 +285,50 @@ def main(argv=None) -> int:
     if args.repeat < 1 or not 5 <= args.duration <= 300:
         ap.error("--repeat must be at least 1 and --duration between 5 and 300 s")
     try:
-        runs, kernel = measure(args.repeat, args.duration)
-    except RuntimeError as err:
+        saved = measure(args.repeat, args.duration, args.out)
+    except (OSError, RuntimeError) as err:
         print(err, file=sys.stderr)
         return 1
-    entries = summarize(runs)
-    save(args.out, runs, kernel, args.duration, entries, now_iso())
+    entries = summarize(measured_runs(saved["runs"]))
     print("\n".join(table(entries)))
     return 0 if all(e["trusted"] == args.repeat for e in entries) else 1
 
 
-def save(out_dir: str, runs: dict[str, list[dict]], kernel: str | None, duration_s: int, entries: list[dict],
-         created: str) -> str:
-    """DIR/vm_ecn.json: when it ran, the cases, every run (its output and its reasons too) and
-    the summary (load reads it back)."""
-    os.makedirs(out_dir, exist_ok=True)
+def save(out_dir: str, saved: dict) -> str:
+    """DIR/vm_ecn.json: when it ran and on what (provenance, the guest's kernel), the cases, the
+    run length and every run as measured (measured_runs reads them)."""
     path = os.path.join(out_dir, "vm_ecn.json")
     with open(path, "w") as f:
-        json.dump({"created": created, "cases": {k: v[0] for k, v in CASES.items()}, "duration_s": duration_s,
-                   "kernel": kernel, "runs": runs, "summary": entries}, f, indent=1)
+        json.dump(saved, f, indent=1)
     return path
 
 
-def load(out_dir: str) -> tuple[dict[str, list[dict]], str | None, str, int]:
-    """DIR/vm_ecn.json's runs, kernel, date and run length. Raises ValueError when it is not one
-    this version wrote (no date, or cases other than CASES)."""
-    with open(os.path.join(out_dir, "vm_ecn.json")) as f:
+_SAVED_KEYS = {"created": str, "cases": dict, "duration_s": int, "provenance": dict, "runs": list}
+_RAW_KEYS = {"case": str, "rep": int, "text": str}
+
+
+def load(out_dir: str) -> dict:
+    """DIR/vm_ecn.json as save wrote it. Raises ValueError naming what is wrong when it is not
+    one of this version's cases, or a key is missing or of the wrong type."""
+    where = os.path.join(out_dir, "vm_ecn.json")
+    with open(where) as f:
         saved = json.load(f)
-    if not saved.get("created") or set(saved.get("runs", {})) != set(CASES) or saved.get("cases") != \
-            {k: v[0] for k, v in CASES.items()}:
-        raise ValueError(f"{out_dir}/vm_ecn.json: not a run of this version's cases (its date or cases differ)")
-    return saved["runs"], saved.get("kernel"), saved["created"], saved["duration_s"]
+    if not isinstance(saved, dict):
+        raise ValueError(f"{where}: not an object")
+    for key, kind in _SAVED_KEYS.items():
+        if not isinstance(saved.get(key), kind):
+            raise ValueError(f"{where}: {key}: missing or not a {kind.__name__}")
+    if saved["cases"] != {k: v[0] for k, v in CASES.items()}:
+        raise ValueError(f"{where}: cases: not this version's cases (experiments/lab/vm_ecn.py, CASES)")
+    seen = set()
+    for i, r in enumerate(saved["runs"]):
+        bad = [k for k, kind in _RAW_KEYS.items() if not isinstance(r, dict) or not isinstance(r.get(k), kind)]
+        if bad or not isinstance(r.get("steal_pct", 0), (int, float, type(None))) or r["case"] not in CASES:
+            raise ValueError(f"{where}: runs[{i}]: {', '.join(bad) or 'case or steal_pct'} missing or wrong")
+        if (r["case"], r["rep"]) in seen:
+            raise ValueError(f"{where}: runs[{i}]: {r['case']} rep {r['rep']} twice")
+        seen.add((r["case"], r["rep"]))
+    return saved
 
 
 def summary_csv(path: str, entries: list[dict]) -> None:

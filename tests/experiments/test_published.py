@@ -251,29 +251,41 @@ def test_a_grid_table_is_one_table_across_its_members_in_the_order_of_their_poin
     assert "- droptail rep4 of batch b: left out: late" in lines
 
 
-def _vm_runs(trusted: int) -> dict:
+def _vm_saved(trusted: int, duration_s: int = 20) -> dict:
+    """What a boot of the VM table saves (vm_ecn.measure): every case `trusted` times with both
+    readings on a quiet host, and once more without CUBIC's reading."""
+    from experiments.batch.provenance import collect
     from experiments.lab import vm_ecn
 
-    def run(rep, ok=True):
-        return {"flows": {"dctcp": {"mbps": 9.0 + rep / 10, "srtt_ms": 24.0}, "cubic": {"mbps": 8.0, "srtt_ms": 25.0}},
-                "dropped": 1, "marks": 50, "rep": rep, "reasons": [] if ok else ["no iperf3 reading of cubic"]}
-    return {name: [run(r) for r in range(1, trusted + 1)] + [run(trusted + 1, ok=False)] for name in vm_ecn.CASES}
+    def text(rep, cubic=True):
+        return (f'dctcp "bits_per_second":{9000000 + rep * 100000} "mean_rtt":24000 \n'
+                + ('cubic "bits_per_second":8000000 "mean_rtt":25000 \n' if cubic else "") + "dropped 1 marked 50\n")
+    raw = [{"case": name, "rep": rep, "text": text(rep, rep <= trusted), "steal_pct": 1.0}
+           for name in vm_ecn.CASES for rep in range(1, trusted + 2)]
+    return {"created": "2026-11-28T01:00:00+00:00", "cases": {k: v[0] for k, v in vm_ecn.CASES.items()},
+            "duration_s": duration_s, "kernel": "6.1.0-test", "provenance": collect(), "runs": raw}
 
 
 def test_a_vm_table_is_published_from_its_trusted_runs_only_and_renders_its_cases(tmp_path):
     """Rule: a table measured in the kernel VM is refused while a case has fewer trusted runs
-    than it asks; its summary says where it ran (the guest's kernel, under qemu), renders each
-    case's row with its qdisc and the runs left out, and has its CSV row per case."""
+    than it asks or its runs are not of its length; its summary says where it ran (the guest's
+    kernel, under qemu) and on what commit (the boot's), renders each case's row with its qdisc
+    and the runs left out, and has its CSV row per case."""
     from experiments.lab import vm_ecn
 
     t = published.TABLES["dctcp_cubic_vm"]
     with pytest.raises(published.PublishError, match="fewer than 3 trusted runs in red_ecn \\(2 of 3\\)"):
-        published.build_vm_summary(t, _vm_runs(2), "6.1.0-test", "2026-11-28T01:00:00+00:00")
-    summary = published.build_vm_summary(t, _vm_runs(3), "6.1.0-test", "2026-11-28T01:00:00+00:00")
+        published.build_vm_summary(t, _vm_saved(2))
+    with pytest.raises(published.PublishError, match="its runs are of 20 s, these of 5 s"):
+        published.build_vm_summary(t, _vm_saved(3, duration_s=5))
+    saved = _vm_saved(3)
+    saved["provenance"]["project"] = {"commit": "abcdef0123", "dirty": False}
+    summary = published.build_vm_summary(t, saved)
     assert summary["kind"] == "vm" and summary["provenance"]["kernel"] == "6.1.0-test"
     assert all(e["trusted"] == e["pooled"] == 3 and e["runs"] == 4 for e in summary["cases"])
     lines = published.render(summary)
-    assert "20 s runs in the kernel VM, kernel 6.1.0-test under qemu." in lines[0] and "2026-11-28" in lines[0]
+    assert "commit abcdef0" in lines[0] and "2026-11-28" in lines[0]
+    assert "20 s runs in the kernel VM, kernel 6.1.0-test under qemu." in lines[0]
     assert sum(line.startswith("| `") for line in lines) == len(vm_ecn.CASES)
     assert f"- `codel_ecn`: `{vm_ecn.CASES['codel_ecn'][0]}`" in lines
     assert "- red_ecn rep4: left out: no iperf3 reading of cubic" in lines
@@ -284,31 +296,34 @@ def test_a_vm_table_is_published_from_its_trusted_runs_only_and_renders_its_case
 
 
 def test_a_vm_table_is_summarized_from_its_saved_runs_and_refuses_what_it_cannot_do(tmp_path, capsys):
-    """Rule: `reproduce NAME --from DIR` of a VM table reads DIR/vm_ecn.json (no root, no VM);
-    a directory of other cases is refused; --resume and --run-args are refused, naming why."""
+    """Rule: `reproduce NAME --from DIR` of a VM table reads DIR/vm_ecn.json (no root, no VM) and
+    judges its runs again (a verdict in the file is not taken); a file of other cases, of a
+    wrong shape or with a run twice is refused naming what; --resume and --run-args are refused."""
     import argparse
 
     from experiments import reproduce
     from experiments.lab import vm_ecn
 
-    runs = _vm_runs(3)
-    vm_ecn.save(str(tmp_path), runs, "6.1.0-test", 20, vm_ecn.summarize(runs), "2026-11-28T01:00:00+00:00")
-    assert vm_ecn.load(str(tmp_path)) == (json_roundtrip(runs), "6.1.0-test", "2026-11-28T01:00:00+00:00", 20)
+    saved = _vm_saved(3)
+    saved["runs"][0]["reasons"] = []  # a verdict in the file: not read
+    saved["runs"][0]["text"] = saved["runs"][0]["text"].replace("cubic", "nocc")
+    vm_ecn.save(str(tmp_path), saved)
+    assert vm_ecn.load(str(tmp_path))["runs"][0]["case"] == "red_ecn"
 
     def args(**kw):
         return argparse.Namespace(**{"list": False, "render": False, "table": "dctcp_cubic_vm", "dirs": None,
                                      "out": None, "resume": False, "run_args": False, **kw})
-    t = published.TABLES["dctcp_cubic_vm"]
-    assert published.build_vm_summary(t, *vm_ecn.load(str(tmp_path))[:3])["cases"][0]["trusted"] == 3
+    with pytest.raises(published.PublishError, match=r"red_ecn \(2 of 4\)"):
+        published.build_vm_summary(published.TABLES["dctcp_cubic_vm"], vm_ecn.load(str(tmp_path)))
     for bad in ({"resume": True}, {"run_args": True}):
         assert reproduce.cmd_reproduce(args(**bad)) == 2
         assert "one boot of the kernel VM" in capsys.readouterr().err
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "vm_ecn.json").write_text(json.dumps({"created": "x", "cases": {"a": "b"}, "runs": {"a": []}}))
-    assert reproduce.cmd_reproduce(args(dirs=[str(other)])) == 2
-    assert "not a run of this version's cases" in capsys.readouterr().err
-
-
-def json_roundtrip(value):
-    return json.loads(json.dumps(value))
+    for broken, why in ((dict(saved, cases={"a": "b"}), "cases: not this version's cases"),
+                        (dict(saved, runs={"a": []}), "runs: missing or not a list"),
+                        (dict(saved, runs=[{"case": "red_ecn", "rep": "1", "text": ""}]), "runs[0]: rep missing"),
+                        (dict(saved, runs=saved["runs"][:1] * 2), "runs[1]: red_ecn rep 1 twice"), ([], "not an object")):
+        other = tmp_path / "other"
+        other.mkdir(exist_ok=True)
+        (other / "vm_ecn.json").write_text(json.dumps(broken))
+        assert reproduce.cmd_reproduce(args(dirs=[str(other)])) == 2
+        assert why in capsys.readouterr().err

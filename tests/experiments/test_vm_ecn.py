@@ -50,21 +50,44 @@ def test_summary_pools_trusted_runs_only_with_queue_delay_over_the_base_rtt():
     assert "| `codel_ecn` | 0.8" in "\n".join(vm_ecn.table(entries)) and "| 2 / 3 |" in "\n".join(vm_ecn.table(entries))
 
 
-def test_a_run_is_untrusted_without_both_readings_on_a_disturbed_host_or_above_the_ceiling():
-    """Rule (vm_ecn.run_reasons): a flow without a reading, a step measured while the hypervisor
-    withheld the CPU, and together more goodput than TCP's ceiling of 20 Mbit/s each untrust a
-    run; a run measured again keeps its last try."""
-    body = "dctcp \"bits_per_second\":9000000 \"mean_rtt\":23000 \ncubic \"bits_per_second\":{c} \"mean_rtt\":24000 \n"
-    output = "".join(f"@@RUN {name} {rep}\n{body.format(c=c)}qdisc x dropped 1 \n@@RUN-END\n"
-                     for name, rep, c in (("red_ecn", 1, 1000000), ("red_ecn", 1, 9000000), ("red_ecn", 2, 11000000),
-                                          ("codel_ecn", 1, 9000000), ("nosuch", 1, 9000000)))
-    output += "@@RUN codel_ecn 2\ndctcp \"bits_per_second\":9000000 \"mean_rtt\":23000 \n@@RUN-END\n"
-    runs = vm_ecn.parse_output(output, {"codel_ecn_rep1": 31.0})
+def _text(cubic_bps, error=""):
+    return (f'dctcp "bits_per_second":9000000 "mean_rtt":23000 \ncubic "bits_per_second":{cubic_bps} '
+            f'"mean_rtt":24000 {error}\nqdisc x dropped 1 \n')
+
+
+def test_a_run_is_untrusted_without_both_readings_on_a_disturbed_or_unsampled_host_or_above_the_ceiling():
+    """Rule (vm_ecn.run_reasons): a flow without a reading or with iperf3's error, a run the
+    host measured at STEAL_HIGH_PCT of steal or more or did not sample, and together more
+    goodput than TCP's ceiling of 20 Mbit/s each untrust a run; the host's judge (invalid)
+    runs again what the readings alone untrust."""
+    raw = [{"case": "red_ecn", "rep": 2, "text": _text(11000000), "steal_pct": 1.0},
+           {"case": "red_ecn", "rep": 1, "text": _text(9000000), "steal_pct": 9.9},
+           {"case": "codel_ecn", "rep": 1, "text": _text(9000000), "steal_pct": 10.0},
+           {"case": "codel_ecn", "rep": 2, "text": _text(9000000), "steal_pct": None},
+           {"case": "codel_ecn", "rep": 3, "text": 'dctcp "bits_per_second":9000000 "mean_rtt":23000 \n',
+            "steal_pct": 0.0},
+           {"case": "codel_ecn", "rep": 4, "text": _text(9000000, '"error":"unable to connect"'), "steal_pct": 0.0}]
+    runs = vm_ecn.measured_runs(raw)
     assert [(r["rep"], r["flows"]["cubic"]["mbps"], r["reasons"]) for r in runs["red_ecn"]] == [
         (1, 9.0, []), (2, 11.0, ["20.0 Mbit/s together is above TCP's goodput ceiling of 19.1 Mbit/s"])]
-    assert [r["reasons"] for r in runs["codel_ecn"]] == [["the hypervisor stole 31 % of the CPU while it ran"],
-                                                       ["no iperf3 reading of cubic"]]
-    assert "nosuch" not in runs
+    assert [r["reasons"] for r in runs["codel_ecn"]] == [
+        ["the hypervisor stole 10 % of the CPU while it ran"], ["the host's CPU was not sampled while it ran"],
+        ["no iperf3 reading of cubic"], ["iperf3 of cubic reported: unable to connect"]]
+    assert vm_ecn.invalid("red_ecn_rep2", raw[0]["text"]).endswith("ceiling of 19.1 Mbit/s")
+    assert vm_ecn.invalid("red_ecn_rep1", raw[1]["text"]) is None
+
+
+def test_each_run_is_read_from_its_steps_last_try():
+    """Rule: a run is its measured step's output, and a step the host ran again is read from its
+    last try (lab.Steps), found by step_name; every case's name can name a step (\\w+)."""
+    from tests.kernel import lab
+
+    assert all(re.fullmatch(r"\w+", vm_ecn.step_name(name, 12)) for name in vm_ecn.CASES)
+    step = vm_ecn.step_name("red_ecn", 1)
+    output = (f"@@BEGIN {step}\n@@RUN red_ecn 1\n{_text(1000000)}@@RUN-END\n@@END {step} rc=0\n@@ASK {step} 1\n"
+              f"@@BEGIN {step}\n@@RUN red_ecn 1\n{_text(9000000)}@@RUN-END\n@@END {step} rc=0\n@@ASK {step} 2\n")
+    text = lab.Steps(output=output)[step][1]
+    assert vm_ecn.parse_run(text)["flows"]["cubic"]["mbps"] == 9.0
 
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "vm_ecn")
