@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -239,6 +240,22 @@ def minutes(repeat: int, duration_s: float) -> float:
     return (BOOT_S + repeat * len(CASES) * (duration_s + RUN_OVERHEAD_S)) / 60
 
 
+def kernel_lab():
+    """The kernel lab (tests/kernel/lab.py: it boots the VM), from the source tree. `ckcd-coex`
+    runs from the installed package, where the name `tests` is a top-level package that Flent
+    and tinyrpc install into site-packages: this process's `tests` is made the tree's first."""
+    here = os.path.join(REPO, "tests")
+    if os.path.realpath(getattr(sys.modules.get("tests"), "__path__", [""])[0]) != os.path.realpath(here):
+        spec = importlib.util.spec_from_file_location("tests", os.path.join(here, "__init__.py"),
+                                                      submodule_search_locations=[here])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["tests"] = module
+        spec.loader.exec_module(module)
+    from tests.kernel import lab
+
+    return lab
+
+
 def measure(repeat: int, duration_s: int, out_dir: str) -> dict:
     """Boot the kernel lab once (under the lab lock), run every case `repeat` times and save
     what it measured in out_dir (vm_ecn.out.txt: the guest's output; vm_ecn.json: save's) before
@@ -246,8 +263,8 @@ def measure(repeat: int, duration_s: int, out_dir: str) -> dict:
     after saving the runs it finished."""
     from experiments.batch.provenance import collect
     from ovs_config.lablock import lab_lock
-    from tests.kernel import lab
 
+    lab = kernel_lab()
     os.makedirs(out_dir, exist_ok=True)
     if not os.access(out_dir, os.W_OK):
         raise RuntimeError(f"{out_dir}: not writable: the VM's runs would be lost")

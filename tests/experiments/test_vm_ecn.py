@@ -111,3 +111,17 @@ def test_a_runs_numbers_are_read_from_the_guests_real_output():
     codel = vm_ecn.parse_run(_fixture("codel_ecn"))
     assert codel["marks"] == int(re.search(r"ecn_mark (\d+)", _fixture("codel_ecn")).group(1)) > 0
     assert set(codel["flows"]) == {"dctcp", "cubic"}
+
+
+def test_the_kernel_lab_is_found_from_outside_the_source_tree():
+    """Rule: `ckcd-coex reproduce dctcp_cubic_vm` runs from the installed package, where `tests`
+    is first another package's (Flent installs one into site-packages); the kernel lab must
+    still be the tree's (a lab run once failed there)."""
+    import subprocess
+    import sys
+
+    code = ("import tests, sys; from experiments.lab import vm_ecn; lab = vm_ecn.kernel_lab(); "
+            "print(tests.__path__[0] != sys.modules['tests'].__path__[0], lab.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1] == os.path.join(vm_ecn.REPO, "tests", "kernel", "lab.py"), out.stdout
