@@ -51,10 +51,11 @@ from experiments.output.markdown import ci_cell
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE_RTT_MS = 20.0
 RATE_MBPS = 20.0
-# What a run costs besides its seconds (the qdisc's set-up, iperf3's start and its omitted 3 s,
-# the report), and the boot: estimates, for reproduce --list's lab time.
-RUN_OVERHEAD_S = 10.0
-BOOT_S = 90.0
+# What a run costs besides its seconds (iperf3's omitted 3 s, the qdisc's set-up, the report), and
+# the boot, for reproduce --list's lab time: measured 2026-11-28, 15 runs of 20 s and the boot in
+# 365 s in all.
+RUN_OVERHEAD_S = 4.0
+BOOT_S = 30.0
 DSCP_EF_TOS = 0xb8  # DSCP 46 (EF) in the TOS byte: the bands case's classifier puts DCTCP in band 1
 
 # name -> (qdisc under test as `tc qdisc add ... parent 1:1 handle 10:` takes it, does DCTCP carry DSCP 46)
