@@ -120,21 +120,11 @@ def _vm_summary(t: published.VmTable, args) -> dict | None:
 
 
 def _from_dirs(dirs: list[str]):
+    from experiments.analysis.metrics import measure_records
     from experiments.batch.pool import pool_dirs
 
-    return _measured(*pool_dirs(dirs))
-
-
-def _measured(records: list[dict], batches: list[dict]):
-    """The records with their metrics computed by this code from what each run saved, as
-    `ckcd-coex report` computes them: a summary's numbers do not depend on the version that
-    ran the batch having measured them the same way."""
-    from experiments.analysis.metrics import run_metrics
-
-    for rec in records:
-        if not rec.get("error"):
-            rec["metrics"] = run_metrics(rec)
-    return records, batches
+    records, batches = pool_dirs(dirs)
+    return measure_records(records), batches
 
 
 def _run(t: published.Table, args):
@@ -150,4 +140,5 @@ def _run(t: published.Table, args):
     records = run_batch(t.batch(), out, resume=args.resume, command=command,
                         until_trusted=t.trusted, extra_max=t.extra_max)
     write_report(out, records, command=command)
-    return _measured(*pool_dirs([out]))
+    # the batch's own runs, measured by this code as they ran (a resumed batch is of this version)
+    return pool_dirs([out])

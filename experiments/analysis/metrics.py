@@ -103,6 +103,16 @@ def run_metrics(record: dict) -> dict:
             "fidelity": {"trusted": not reasons, "reasons": reasons}}
 
 
+def measure_records(records: list[dict]) -> list[dict]:
+    """Each record's metrics computed by this code from what the run saved (a failed run has
+    none): a report's or a summary's numbers do not depend on the version that ran the batch
+    having measured them the same way."""
+    for rec in records:
+        if not rec.get("error"):
+            rec["metrics"] = run_metrics(rec)
+    return records
+
+
 def _capture_metrics(link_records: dict) -> dict:
     """Per link with a packet capture (experiments/run/probes/capture.py): the forward frames'
     sojourn measured from it over the window, and its drops and marks of that direction."""

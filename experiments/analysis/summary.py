@@ -111,16 +111,13 @@ def _phase_summary(ok: list[dict]) -> list[dict]:
     out = []
     for k in range(width):
         parts = [r["metrics"]["phases"][k] for r in ok if len(r["metrics"].get("phases", [])) > k]
-        out.append({"from_s": _mean([p["from_s"] for p in parts]), "to_s": _mean([p["to_s"] for p in parts]),
-                    "rate_mbps": _mean([p["rate_mbps"] for p in parts]), "flows": max(p["flows"] for p in parts),
+        mean = lambda key: mean_ci95([p[key] for p in parts])["mean"]  # noqa: E731
+        out.append({"from_s": mean("from_s"), "to_s": mean("to_s"), "rate_mbps": mean("rate_mbps"),
+                    "flows": max(p["flows"] for p in parts),
                     "runs": len(parts),
                     **{stat: mean_ci95([read(p) for p in parts])
                        for stat, read in PHASE_STATS.items()}})
     return out
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 UDP_STATS = ("loss_fraction", "owd_ms", "owd_p95_ms", "jitter_ms")

@@ -205,7 +205,7 @@ def summarize(runs: dict[str, list[dict]]) -> list[dict]:
         ok = [r for r in rs if not r["reasons"]]
         per = lambda f: mean_ci95([f(r) for r in ok])  # noqa: E731
         entry = {"case": name, "qdisc": CASES[name][0], "runs": len(rs), "trusted": len(ok), "pooled": len(ok),
-                 "includes_untrusted": False,
+                 "includes_untrusted": False, "failed": 0, "errors": [],
                  "untrusted_runs": [{"run": f"rep{r['rep']}", "reasons": r["reasons"]} for r in rs if r["reasons"]],
                  "jain": per(lambda r: jain_index([r["flows"]["dctcp"]["mbps"], r["flows"]["cubic"]["mbps"]])),
                  "total_mbps": per(lambda r: r["flows"]["dctcp"]["mbps"] + r["flows"]["cubic"]["mbps"]),

@@ -165,7 +165,8 @@ def phase_table(entries: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in entries:
         for p in e.get("phases", []):
-            cells = [e["case"], f"{round(p['from_s'], 1):g}–{round(p['to_s'], 1):g}", f"{p['rate_mbps']:g}", ci_cell(p["total_mbps"]),
+            span = f"{round(p['from_s'], 1):g}–{round(p['to_s'], 1):g}"
+            cells = [e["case"], span, f"{p['rate_mbps']:g}", ci_cell(p["total_mbps"]),
                      ci_cell(p["utilization"], 0, 100) + " %"] + ([ci_cell(p["jain"], 3)] if jain else [])
             cells += [f"{ci_cell(p['queue_delay_mean_ms'], 2)} / {ci_cell(p['queue_delay_p95_ms'], 2)}",
                       ci_cell(p["rtt_mean_ms"]), str(p["runs"])]

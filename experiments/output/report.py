@@ -30,9 +30,7 @@ def write_report(out_dir: str, records: list[dict], command: str | None = None, 
     """Recompute metrics from the records, write every output file; returns the summary.
     Means pool trusted runs only unless include_untrusted. `batches`: the batch files the
     records came from (default: out_dir's own)."""
-    for rec in records:
-        if not rec.get("error"):
-            rec["metrics"] = analysis.run_metrics(rec)
+    analysis.measure_records(records)
     summary = summarize(records, include_untrusted=include_untrusted)
     if batches is None:
         own = read_batch_file(out_dir)
