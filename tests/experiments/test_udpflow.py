@@ -39,7 +39,7 @@ def test_intervals_close_on_time_even_without_traffic():
 
 def test_a_real_sender_and_receiver_over_loopback():
     """A sender at 400 kbit/s in 500-byte datagrams for 1 s (100 datagrams) to a receiver on
-    loopback: every datagram arrives, in order, with a one-way delay far under a millisecond."""
+    loopback: every datagram arrives, in order, with a median one-way delay under a millisecond."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -54,7 +54,12 @@ def test_a_real_sender_and_receiver_over_loopback():
     finally:
         rx.kill()
     assert sum(r["received"] for r in rows) == 100 and sum(r["lost"] + r["reordered"] for r in rows) == 0
-    assert all(r["owd_ms"]["max"] < 5 for r in rows if r["received"])  # loopback: well under 5 ms even loaded
+    # The median says the sender's stamp and the receiver's clock agree (loopback: tens of µs, 1 ms
+    # leaves room for a loaded machine). One datagram can wait out a scheduler slice while the other
+    # core is busy (4.7 ms seen under three spinning processes), so the max is only held to the
+    # 1 s the sender ran: a transit longer than the whole run would mean two clocks or wrong units.
+    assert all(r["owd_ms"]["p50"] < 1 for r in rows if r["received"])
+    assert all(0 <= r["owd_ms"]["max"] < 1000 for r in rows if r["received"])
 
 
 def test_the_metrics_take_the_window_weighted_by_datagrams():
