@@ -20,9 +20,9 @@ STEAL_HIGH_PCT = 10.0
 
 # How late ckcd-link may release frames on average: the largest lateness that moved neither
 # Jain's index nor utilization of seed 000's BBR + CUBIC case (DropTail and CKCD) by more than
-# their run-to-run CI. The built-in grid `emulator_lateness` (three trusted 60 s runs a point,
-# docs/experiments.md "How late may the emulator be"): measured mean lateness 28-33 us with exact
-# releases, 130 us harmless, 311 us moved DropTail's Jain from 0.598 +- 0.001 to 0.572 +- 0.012.
+# their run-to-run CI, in the built-in grid `emulator_lateness` (three trusted 60 s runs a point).
+# Its published table `lateness` (docs/experiments.md, "How late may the emulator be") reruns the
+# grid: nothing moves at this lateness, and DropTail's Jain is the first to move, at several times it.
 SCHEDULE_MAX_LATE_MEAN_US = 130.0
 # ... and at most this fraction of releases over 1 ms late: a tail check (exact releases had
 # 0.5-1.4 %; a stalled vCPU gives 2-9 %), not from the curve.
