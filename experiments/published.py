@@ -112,7 +112,6 @@ EXTRA_ALLOWANCE = 1.1
 RESULTS = "docs/results"
 _SEED000_PAPER = ("Seed 000 (Liu et al., its Mininet experiments of section IV) reports for CKCD against DropTail "
                   "inter-flow fairness up to +62 %, average latency up to −92 % and 96 % link utilization.")
-# seed 000 draws Table II's comparison as histograms (Figs. 5-7) and prints no numbers for it
 _SEED000_TABLE2 = ("Seed 000 draws this comparison as histograms (Figs. 5–7, 120 s runs) and prints no numbers for "
                    "it. With one BBR and one CUBIC flow, CKCD and CHOKe share the link fairly where RED, CoDel and "
                    "DropTail do not, and CKCD has the lowest delay at a utilization like the others'; with a Reno "
