@@ -19,6 +19,7 @@ always what its summary says.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -37,6 +38,26 @@ FORMAT = 1
 
 class PublishError(RuntimeError):
     """A table cannot be published from these runs; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShortCase:
+    """A case with fewer trusted runs than its table asks: how many it has, of how many runs, and
+    how many of those were extra runs (numbered after the table's planned n)."""
+    label: str
+    trusted: int
+    runs: int
+    extras: int
+
+
+class TooFewTrusted(PublishError):
+    """A summary refused because cases are short of trusted runs; `short` names them, so the
+    caller can say what would run more of them (that depends on how the runs were made)."""
+
+    def __init__(self, t: "Table", short: list[ShortCase]):
+        self.table, self.short = t, short
+        cases = ", ".join(f"{c.label} ({c.trusted} of {c.runs}, {c.extras} of them extra)" for c in short)
+        super().__init__(f"{t.name}: fewer than {t.trusted} trusted runs in {cases}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,10 +252,13 @@ def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
     missing = [f"{s}/{c}" for s, c in want if (s, c) not in have]
     if missing:
         raise PublishError(f"{t.name}: no runs of {', '.join(missing)}")
-    short = [f"{e['scenario']}/{e['case']} ({e['trusted']} of {e['runs']})" for e in cases if e["trusted"] < t.trusted]
+    # the table's batch plans t.trusted runs a case: a higher repetition number is an extra run
+    extras = collections.Counter((r["scenario"]["name"], r["case"]["name"]) for r in mine
+                                 if isinstance(r.get("rep"), int) and r["rep"] > t.trusted)
+    short = [ShortCase(f"{e['scenario']}/{e['case']}", e["trusted"], e["runs"], extras[e["scenario"], e["case"]])
+             for e in cases if e["trusted"] < t.trusted]
     if short:
-        raise PublishError(f"{t.name}: fewer than {t.trusted} trusted runs in {', '.join(short)}: run "
-                           f"`{t.command} --resume` for more")
+        raise TooFewTrusted(t, short)
     first = mine[0].get("provenance") or {}
     return {"format": FORMAT, "table": t.name, "title": t.title, "command": t.command,
             "trusted_per_case": t.trusted, "scenarios": list(dict.fromkeys(s for s, _ in want)),

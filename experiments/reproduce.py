@@ -3,6 +3,8 @@
     ckcd-coex reproduce --list                 the tables, what each costs, when each was made
     ckcd-coex reproduce TABLE [--resume]       run its batch (root, the lab), then rewrite its
                                                summary and its table in the docs
+    ckcd-coex reproduce TABLE --resume --extra-max M
+                                               run its short cases again, up to M extra runs a case
     ckcd-coex reproduce TABLE --from DIR...    the summary from saved runs instead (no root)
     ckcd-coex reproduce --render               every marked table in the docs from its summary
     ckcd-coex reproduce TABLE --run-args       its batch's arguments for cluster/sweep.sbatch, to
@@ -29,6 +31,10 @@ def add_parser(sub) -> None:
                    "runs instead of running (each with its batch.json)")
     p.add_argument("--out", help="results directory of the table's batch (default results/reproduce/TABLE)")
     p.add_argument("--resume", action="store_true", help="continue the batch --out holds (an interrupted run)")
+    from experiments.cli import _non_negative_int
+    p.add_argument("--extra-max", type=_non_negative_int, metavar="M", help="at most M extra runs a case for the "
+                   "cases short of trusted runs, instead of the table's own bound; with --resume, runs the cases "
+                   "of the batch --out holds that are still short again")
     p.add_argument("--run-args", action="store_true", help="print the table's batch as cluster/sweep.sbatch's "
                    "arguments (SCENARIO... -- OPTION...), to run it as shards on Slurm")
     p.set_defaults(func=cmd_reproduce, needs_root=False)
@@ -49,12 +55,16 @@ def cmd_reproduce(args) -> int:
         t = published.table(args.table)
         if isinstance(t, published.VmTable):
             summary = _vm_summary(t, args)
+        elif args.extra_max is not None and args.dirs:
+            print("ckcd-coex reproduce: --extra-max bounds the extra runs of a batch this command runs: it takes "
+                  "no --from", file=sys.stderr)
+            return 2
         elif args.run_args:
             if args.dirs or args.out or args.resume:
                 print("ckcd-coex reproduce: --run-args prints the table's batch and runs nothing: it takes no "
                       "--from, --out or --resume", file=sys.stderr)
                 return 2
-            print(shlex.join(run_args(t)))
+            print(shlex.join(run_args(t, args.extra_max)))
             return 0
         else:
             records, batches = _from_dirs(args.dirs) if args.dirs else _run(t, args)
@@ -63,6 +73,9 @@ def cmd_reproduce(args) -> int:
             return 2
         path = published.write_summary(summary)
         changed = published.render_docs()
+    except published.TooFewTrusted as err:
+        print(f"ckcd-coex reproduce: {err}: {more_runs(err, args)}", file=sys.stderr)
+        return 2
     except published.PublishError as err:
         print(f"ckcd-coex reproduce: {err}", file=sys.stderr)
         return 2
@@ -88,11 +101,32 @@ def _listing() -> str:
     return "\n".join(lines)
 
 
-def run_args(t: published.Table) -> list[str]:
+def more_runs(err: published.TooFewTrusted, args) -> str:
+    """What runs more of the cases a summary was refused for. Saved runs (--from) get a batch of
+    their own beside them. This command's batch is resumed: while each short case has extra runs
+    left under its bound, --resume alone finishes the top-up (an interrupted one); once a case
+    has spent the bound, --resume alone would run nothing, so the bound is raised."""
+    t = err.table
+    if args.dirs:
+        return ("run them again into a directory of their own (`ckcd-coex run SCENARIO --only CASE --repeat N "
+                "--out DIR`, docs/cluster.md) and add it to --from")
+    bound = t.extra_max if args.extra_max is None else args.extra_max
+    out = f" --out {shlex.quote(args.out)}" if args.out else ""
+    if all(c.extras < bound for c in err.short):
+        return f"run `{t.command}{out} --resume` to finish its batch"
+    # room for as many untrusted runs again as the cases still lack trusted ones
+    more = max(c.extras for c in err.short) + 2 * max(t.trusted - c.trusted for c in err.short)
+    return (f"the bound of {bound} extra runs a case is spent, so --resume alone runs nothing more; "
+            f"`{t.command}{out} --resume --extra-max {more}` runs these cases again and no other")
+
+
+def run_args(t: published.Table, extra_max: int | None = None) -> list[str]:
     """The table's batch as `ckcd-coex run` arguments, in cluster/sweep.sbatch's form: the
     scenarios, `--`, then the options (each shard tops its cases up to its share of the trusted
-    runs, so the merged shards hold the table's n)."""
-    options = ["--repeat", str(t.trusted), "--until-trusted", str(t.trusted), "--extra-max", str(t.extra_max)]
+    runs, so the merged shards hold the table's n; at most extra_max extra runs a case and
+    shard, the table's own bound by default)."""
+    bound = t.extra_max if extra_max is None else extra_max
+    options = ["--repeat", str(t.trusted), "--until-trusted", str(t.trusted), "--extra-max", str(bound)]
     options += ["--only", ",".join(t.only)] if t.only else []
     options += ["--duration", repr(t.duration_s)] if t.duration_s else []
     return [*t.scenarios, "--", *options]
@@ -103,9 +137,9 @@ def _vm_summary(t: published.VmTable, args) -> dict | None:
     the kernel lab that runs them (root) and saves them under --out first."""
     from experiments.lab import vm_ecn
 
-    if args.resume or args.run_args or (args.dirs and len(args.dirs) > 1):
-        print(f"ckcd-coex reproduce: {t.name} runs in one boot of the kernel VM: it has no --resume or "
-              "--run-args, and --from takes one directory", file=sys.stderr)
+    if args.resume or args.run_args or args.extra_max is not None or (args.dirs and len(args.dirs) > 1):
+        print(f"ckcd-coex reproduce: {t.name} runs in one boot of the kernel VM: it has no --resume, "
+              "--extra-max or --run-args, and --from takes one directory", file=sys.stderr)
         return None
     if not args.dirs and os.geteuid() != 0:
         print("ckcd-coex reproduce: the kernel VM's network needs root; --from DIR summarizes saved runs without",
@@ -137,8 +171,8 @@ def _run(t: published.Table, args):
     from experiments.run.orchestrate import run_batch
     out = args.out or os.path.join("results", "reproduce", t.name)
     command = "ckcd-coex " + shlex.join(sys.argv[1:])
-    records = run_batch(t.batch(), out, resume=args.resume, command=command,
-                        until_trusted=t.trusted, extra_max=t.extra_max)
+    records = run_batch(t.batch(), out, resume=args.resume, command=command, until_trusted=t.trusted,
+                        extra_max=t.extra_max if args.extra_max is None else args.extra_max)
     write_report(out, records, command=command)
     # the batch's own runs, measured by this code as they ran (a resumed batch is of this version)
     return pool_dirs([out])

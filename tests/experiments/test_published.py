@@ -73,18 +73,57 @@ def test_rendering_rewrites_only_between_markers_and_refuses_what_does_not_match
 
 
 def test_a_summary_is_refused_while_a_case_has_fewer_trusted_runs_than_the_table_asks(monkeypatch):
-    """Rule: build_summary names each case short of its trusted runs and says to --resume; a
-    table whose scenario has no runs at all is refused too."""
+    """Rule: build_summary names each case short of its trusted runs, with how many of its runs
+    were extra (numbered after the table's n); a table whose scenario has no runs at all is
+    refused too."""
     t = published.TABLES["rrul"]
-    record = {"scenario": {"name": "rrul_bbr_cubic"}, "case": {"name": "droptail"}}
+    record = {"scenario": {"name": "rrul_bbr_cubic"}, "case": {"name": "droptail"}, "rep": 1}
     with pytest.raises(published.PublishError, match="no runs of mptcp_dumbbell/droptail, mptcp_dumbbell/ckcd, "
                                                      "mptcp_paths/ckcd, mptcp_paths/ckcd\\+separate_paths"):
         published.build_summary(published.TABLES["mptcp"], [], [])
     short = copy.deepcopy(published.read_summary("rrul")["cases"])
     short[0]["trusted"] = 2
     monkeypatch.setattr(published, "summarize", lambda records: short)
-    with pytest.raises(published.PublishError, match=r"rrul_bbr_cubic/droptail \(2 of .*--resume"):
-        published.build_summary(t, [record], [])
+    extra = dict(record, rep=t.trusted + 1)
+    with pytest.raises(published.TooFewTrusted, match=r"rrul_bbr_cubic/droptail \(2 of \d+, 1 of them extra\)") as err:
+        published.build_summary(t, [record, extra], [])
+    assert err.value.short == [published.ShortCase("rrul_bbr_cubic/droptail", 2, short[0]["runs"], 1)]
+
+
+def test_a_refused_summary_says_what_runs_more_of_its_short_cases(capsys):
+    """Rule: the refusal's advice runs something: --resume while the short cases have extra runs
+    left under the bound (an interrupted top-up); once one has spent it, --resume alone runs
+    nothing, so the advice raises the bound with --extra-max (to leave room for as many
+    untrusted runs again as trusted ones are missing); runs given with --from get a batch of
+    their own. --extra-max with --from is refused, and --run-args carries it to the shards."""
+    import argparse
+
+    from experiments import reproduce
+
+    t = published.TABLES["mptcp"]
+
+    def args(**kw):
+        return argparse.Namespace(**{"list": False, "render": False, "table": "mptcp", "dirs": None, "out": None,
+                                     "resume": False, "run_args": False, "extra_max": None, **kw})
+
+    def refused(*short):
+        return published.TooFewTrusted(t, [published.ShortCase(*c) for c in short])
+    spent = refused(("mptcp_paths/ckcd", 2, 6, 3), ("mptcp_dumbbell/ckcd", 2, 4, 1))
+    assert reproduce.more_runs(spent, args()).endswith(
+        "`ckcd-coex reproduce mptcp --resume --extra-max 5` runs these cases again and no other")
+    raised = refused(("mptcp_paths/ckcd", 1, 8, 5))
+    assert "--out 'my dir' --resume --extra-max 9`" in reproduce.more_runs(raised, args(extra_max=5, out="my dir"))
+    assert reproduce.more_runs(raised, args(extra_max=6)).startswith("run `ckcd-coex reproduce mptcp --resume`")
+    left = refused(("mptcp_paths/ckcd", 1, 4, 1))
+    assert reproduce.more_runs(left, args()) == "run `ckcd-coex reproduce mptcp --resume` to finish its batch"
+    assert "add it to --from" in reproduce.more_runs(spent, args(dirs=["results/x"]))
+    assert reproduce.cmd_reproduce(args(dirs=["results/x"], extra_max=5)) == 2
+    assert "--extra-max bounds the extra runs of a batch this command runs" in capsys.readouterr().err
+    words = reproduce.run_args(t, 6)
+    assert words[words.index("--extra-max") + 1] == "6"
+    parsed = __import__("experiments.cli", fromlist=["build_parser"]).build_parser().parse_args(
+        ["reproduce", "mptcp", "--resume", "--extra-max", "5"])
+    assert parsed.extra_max == 5 and parsed.resume
 
 
 def test_reproduce_lists_the_tables_and_summarizes_saved_runs_without_root(tmp_path):
@@ -312,10 +351,11 @@ def test_a_vm_table_is_summarized_from_its_saved_runs_and_refuses_what_it_cannot
 
     def args(**kw):
         return argparse.Namespace(**{"list": False, "render": False, "table": "dctcp_cubic_vm", "dirs": None,
-                                     "out": None, "resume": False, "run_args": False, **kw})
+                                     "out": None, "resume": False, "run_args": False, "extra_max": None,
+                                     **kw})
     with pytest.raises(published.PublishError, match=r"red_ecn \(2 of 4\)"):
         published.build_vm_summary(published.TABLES["dctcp_cubic_vm"], vm_ecn.load(str(tmp_path)))
-    for bad in ({"resume": True}, {"run_args": True}):
+    for bad in ({"resume": True}, {"run_args": True}, {"extra_max": 5}):
         assert reproduce.cmd_reproduce(args(**bad)) == 2
         assert "one boot of the kernel VM" in capsys.readouterr().err
     for broken, why in ((dict(saved, cases={"a": "b"}), "cases: not this version's cases"),

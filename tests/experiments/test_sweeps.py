@@ -582,3 +582,22 @@ def test_the_offline_commands_import_nothing_of_mininet(fake_lab, tmp_path):
             "print('IMPORTED', bad); sys.exit(1 if bad or 'experiments.run.orchestrate' in sys.modules else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_case_that_spent_its_bound_runs_again_only_when_a_resume_raises_the_bound(fake_lab, tmp_path):
+    """Rule: once a short case has had its extra_max extra runs, --resume with the same bound runs
+    nothing (so advising a bare --resume would loop), and --resume with a higher bound runs that
+    case again, numbered after its extras, until it has N trusted runs, and no other case."""
+    sc = [parse_scenario({**BASE, "repeat": 2})]
+    batch = plan_batch(sc, PROJECT)
+    fake_lab(UntrustedLab("ckcd", trusted_after=3))  # ckcd: its first 3 runs untrusted
+    runner.run_batch(sc, str(tmp_path), log=lambda msg: None, batch=batch, until_trusted=2, extra_max=1)
+    same = fake_lab(UntrustedLab("ckcd", trusted_after=0))
+    runner.run_batch(sc, str(tmp_path), log=lambda msg: None, batch=batch, resume=True, until_trusted=2, extra_max=1)
+    assert same.calls == []
+    more = fake_lab(UntrustedLab("ckcd", trusted_after=0))
+    out = runner.run_batch(sc, str(tmp_path), log=lambda msg: None, batch=batch, resume=True, until_trusted=2,
+                           extra_max=4)
+    assert more.calls == ["g/ckcd/rep4", "g/ckcd/rep5"]
+    ckcd = [r for r in out if r["case"]["name"] == "ckcd"]
+    assert [r["rep"] for r in ckcd] == [1, 2, 3, 4, 5] and sum(records.trusted(r) for r in ckcd) == 2
