@@ -44,7 +44,7 @@ def _positive_int(text: str) -> int:
     return _count(text, 1)
 
 
-def _non_negative_int(text: str) -> int:
+def non_negative_count(text: str) -> int:
     return _count(text, 0)
 
 
@@ -291,7 +291,7 @@ def _run_parser(sub) -> None:
     run.add_argument("--until-trusted", type=_positive_int, metavar="N", help="after the planned runs, run "
                      "each case again until it has N trusted runs (extra runs numbered after the plan's; in a shard, "
                      "until it has the shard's share of N)")
-    run.add_argument("--extra-max", type=_non_negative_int, metavar="M", help="at most M extra runs per case "
+    run.add_argument("--extra-max", type=non_negative_count, metavar="M", help="at most M extra runs per case "
                      "(per case and shard, in a shard) for --until-trusted (default N)")
     run.add_argument("--include-untrusted", action="store_true", help="pool untrusted runs into the report's "
                      "means too (marked as such; by default only trusted runs are)")

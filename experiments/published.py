@@ -252,9 +252,10 @@ def build_summary(t: Table, records: list[dict], batches: list[dict]) -> dict:
     missing = [f"{s}/{c}" for s, c in want if (s, c) not in have]
     if missing:
         raise PublishError(f"{t.name}: no runs of {', '.join(missing)}")
-    # the table's batch plans t.trusted runs a case: a higher repetition number is an extra run
+    # a run numbered after its own batch's planned repeats is an extra run (orchestrate.extra_rep)
     extras = collections.Counter((r["scenario"]["name"], r["case"]["name"]) for r in mine
-                                 if isinstance(r.get("rep"), int) and r["rep"] > t.trusted)
+                                 if isinstance(r.get("rep"), int) and isinstance(r["scenario"].get("repeat"), int)
+                                 and r["rep"] > r["scenario"]["repeat"])
     short = [ShortCase(f"{e['scenario']}/{e['case']}", e["trusted"], e["runs"], extras[e["scenario"], e["case"]])
              for e in cases if e["trusted"] < t.trusted]
     if short:

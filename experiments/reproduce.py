@@ -4,7 +4,8 @@
     ckcd-coex reproduce TABLE [--resume]       run its batch (root, the lab), then rewrite its
                                                summary and its table in the docs
     ckcd-coex reproduce TABLE --resume --extra-max M
-                                               run its short cases again, up to M extra runs a case
+                                               run its short cases again, until each has had M
+                                               extra runs in all (or has its trusted runs)
     ckcd-coex reproduce TABLE --from DIR...    the summary from saved runs instead (no root)
     ckcd-coex reproduce --render               every marked table in the docs from its summary
     ckcd-coex reproduce TABLE --run-args       its batch's arguments for cluster/sweep.sbatch, to
@@ -18,6 +19,7 @@ import shlex
 import sys
 
 from experiments import published
+from experiments.cli import COUNT_MAX, non_negative_count
 
 
 def add_parser(sub) -> None:
@@ -31,10 +33,10 @@ def add_parser(sub) -> None:
                    "runs instead of running (each with its batch.json)")
     p.add_argument("--out", help="results directory of the table's batch (default results/reproduce/TABLE)")
     p.add_argument("--resume", action="store_true", help="continue the batch --out holds (an interrupted run)")
-    from experiments.cli import _non_negative_int
-    p.add_argument("--extra-max", type=_non_negative_int, metavar="M", help="at most M extra runs a case for the "
-                   "cases short of trusted runs, instead of the table's own bound; with --resume, runs the cases "
-                   "of the batch --out holds that are still short again")
+    p.add_argument("--extra-max", type=non_negative_count, metavar="M", help="at most M extra runs in all for a "
+                   "case short of trusted runs, counting those it had, instead of the table's own bound; with "
+                   "--resume, runs the still short cases of the batch --out holds again (without a batch there, "
+                   "runs the whole table with this bound)")
     p.add_argument("--run-args", action="store_true", help="print the table's batch as cluster/sweep.sbatch's "
                    "arguments (SCENARIO... -- OPTION...), to run it as shards on Slurm")
     p.set_defaults(func=cmd_reproduce, needs_root=False)
@@ -102,22 +104,33 @@ def _listing() -> str:
 
 
 def more_runs(err: published.TooFewTrusted, args) -> str:
-    """What runs more of the cases a summary was refused for. Saved runs (--from) get a batch of
-    their own beside them. This command's batch is resumed: while each short case has extra runs
-    left under its bound, --resume alone finishes the top-up (an interrupted one); once a case
-    has spent the bound, --resume alone would run nothing, so the bound is raised."""
+    """What runs more of the cases a summary was refused for. This command's batch has topped
+    each short case up until its extra-run bound was spent (an interrupted batch never gets
+    here), so a bare --resume would run nothing: the bound is raised, with room for as many
+    untrusted runs again as trusted ones are missing. Saved runs (--from) get a batch of their
+    own, with the table's options, beside them."""
     t = err.table
+    missing = max(t.trusted - c.trusted for c in err.short)
     if args.dirs:
-        return ("run them again into a directory of their own (`ckcd-coex run SCENARIO --only CASE --repeat N "
-                "--out DIR`, docs/cluster.md) and add it to --from")
+        return _more_from(t, err.short, missing, args.dirs)
     bound = t.extra_max if args.extra_max is None else args.extra_max
-    out = f" --out {shlex.quote(args.out)}" if args.out else ""
-    if all(c.extras < bound for c in err.short):
-        return f"run `{t.command}{out} --resume` to finish its batch"
-    # room for as many untrusted runs again as the cases still lack trusted ones
-    more = max(c.extras for c in err.short) + 2 * max(t.trusted - c.trusted for c in err.short)
-    return (f"the bound of {bound} extra runs a case is spent, so --resume alone runs nothing more; "
-            f"`{t.command}{out} --resume --extra-max {more}` runs these cases again and no other")
+    more = min(COUNT_MAX, max(bound, *(c.extras for c in err.short)) + 2 * missing)
+    out = f" --out={shlex.quote(args.out)}" if args.out else ""
+    return (f"each case's bound of {bound} extra runs is spent, so a bare --resume runs nothing more; "
+            f"`sudo .venv/bin/{t.command}{out} --resume --extra-max {more}` runs these cases again")
+
+
+def _more_from(t: published.Table, short: list[published.ShortCase], missing: int, dirs: list[str]) -> str:
+    """A batch of the short cases only, with the table's options, into a directory of its own,
+    and the --from that pools it with the saved runs. --only names each short case's member and
+    case, so a member's case that is not short may run too: more trusted runs of it do no harm."""
+    names = sorted({part for c in short for part in c.label.split("/")})
+    words = [*t.scenarios, "--only", ",".join(names), "--repeat", str(missing), "--until-trusted", str(missing),
+             "--extra-max", str(t.extra_max)]
+    words += ["--duration", repr(t.duration_s)] if t.duration_s else []
+    more = os.path.join("results", "reproduce", f"{t.name}-more")
+    return (f"run them again into a directory of their own, `sudo .venv/bin/ckcd-coex run {shlex.join(words)} "
+            f"--out {more}`, then `.venv/bin/{t.command} --from {shlex.join([*dirs, more])}`")
 
 
 def run_args(t: published.Table, extra_max: int | None = None) -> list[str]:

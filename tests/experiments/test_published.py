@@ -74,10 +74,10 @@ def test_rendering_rewrites_only_between_markers_and_refuses_what_does_not_match
 
 def test_a_summary_is_refused_while_a_case_has_fewer_trusted_runs_than_the_table_asks(monkeypatch):
     """Rule: build_summary names each case short of its trusted runs, with how many of its runs
-    were extra (numbered after the table's n); a table whose scenario has no runs at all is
-    refused too."""
+    were extra (numbered after their batch's planned repeats); a table whose scenario has no
+    runs at all is refused too."""
     t = published.TABLES["rrul"]
-    record = {"scenario": {"name": "rrul_bbr_cubic"}, "case": {"name": "droptail"}, "rep": 1}
+    record = {"scenario": {"name": "rrul_bbr_cubic", "repeat": t.trusted}, "case": {"name": "droptail"}, "rep": 1}
     with pytest.raises(published.PublishError, match="no runs of mptcp_dumbbell/droptail, mptcp_dumbbell/ckcd, "
                                                      "mptcp_paths/ckcd, mptcp_paths/ckcd\\+separate_paths"):
         published.build_summary(published.TABLES["mptcp"], [], [])
@@ -85,45 +85,89 @@ def test_a_summary_is_refused_while_a_case_has_fewer_trusted_runs_than_the_table
     short[0]["trusted"] = 2
     monkeypatch.setattr(published, "summarize", lambda records: short)
     extra = dict(record, rep=t.trusted + 1)
+    planned = dict(record, rep=t.trusted + 1, scenario={"name": "rrul_bbr_cubic", "repeat": t.trusted + 2})
     with pytest.raises(published.TooFewTrusted, match=r"rrul_bbr_cubic/droptail \(2 of \d+, 1 of them extra\)") as err:
-        published.build_summary(t, [record, extra], [])
+        published.build_summary(t, [record, extra, planned], [])
     assert err.value.short == [published.ShortCase("rrul_bbr_cubic/droptail", 2, short[0]["runs"], 1)]
 
 
-def test_a_refused_summary_says_what_runs_more_of_its_short_cases(capsys):
-    """Rule: the refusal's advice runs something: --resume while the short cases have extra runs
-    left under the bound (an interrupted top-up); once one has spent it, --resume alone runs
-    nothing, so the advice raises the bound with --extra-max (to leave room for as many
-    untrusted runs again as trusted ones are missing); runs given with --from get a batch of
-    their own. --extra-max with --from is refused, and --run-args carries it to the shards."""
+def _reproduce_args(**kw):
     import argparse
 
-    from experiments import reproduce
+    return argparse.Namespace(**{"list": False, "render": False, "table": "mptcp", "dirs": None, "out": None,
+                                 "resume": False, "run_args": False, "extra_max": None, **kw})
 
-    t = published.TABLES["mptcp"]
 
-    def args(**kw):
-        return argparse.Namespace(**{"list": False, "render": False, "table": "mptcp", "dirs": None, "out": None,
-                                     "resume": False, "run_args": False, "extra_max": None, **kw})
+def test_a_refused_summary_says_what_runs_more_of_its_short_cases():
+    """Rule: the refusal's advice runs something. A batch refused has topped its short cases up
+    until their extra-run bound was spent, so --resume alone would run nothing: the advice
+    raises the bound with --extra-max, above what any short case spent, with room for as many
+    untrusted runs again as trusted ones are missing, and never above what the option takes.
+    Runs given with --from get a batch of their own with the table's options (its --duration
+    too), whose printed command plans the short cases, and a --from that pools it."""
+    from experiments import cli, reproduce
+    from experiments.scenario.catalog import select
 
-    def refused(*short):
-        return published.TooFewTrusted(t, [published.ShortCase(*c) for c in short])
-    spent = refused(("mptcp_paths/ckcd", 2, 6, 3), ("mptcp_dumbbell/ckcd", 2, 4, 1))
-    assert reproduce.more_runs(spent, args()).endswith(
-        "`ckcd-coex reproduce mptcp --resume --extra-max 5` runs these cases again and no other")
-    raised = refused(("mptcp_paths/ckcd", 1, 8, 5))
-    assert "--out 'my dir' --resume --extra-max 9`" in reproduce.more_runs(raised, args(extra_max=5, out="my dir"))
-    assert reproduce.more_runs(raised, args(extra_max=6)).startswith("run `ckcd-coex reproduce mptcp --resume`")
-    left = refused(("mptcp_paths/ckcd", 1, 4, 1))
-    assert reproduce.more_runs(left, args()) == "run `ckcd-coex reproduce mptcp --resume` to finish its batch"
-    assert "add it to --from" in reproduce.more_runs(spent, args(dirs=["results/x"]))
-    assert reproduce.cmd_reproduce(args(dirs=["results/x"], extra_max=5)) == 2
+    def refused(name, *short):
+        return published.TooFewTrusted(published.TABLES[name], [published.ShortCase(*c) for c in short])
+    spent = refused("mptcp", ("mptcp_paths/ckcd", 2, 6, 3), ("mptcp_dumbbell/ckcd", 2, 4, 1))
+    assert reproduce.more_runs(spent, _reproduce_args()).endswith(
+        "`sudo .venv/bin/ckcd-coex reproduce mptcp --resume --extra-max 5` runs these cases again")
+    raised = refused("mptcp", ("mptcp_paths/ckcd", 1, 8, 5))
+    assert "reproduce mptcp --out='my dir' --resume --extra-max 9`" in \
+        reproduce.more_runs(raised, _reproduce_args(extra_max=5, out="my dir"))
+    ceiling = refused("mptcp", ("mptcp_paths/ckcd", 1, 1000, 999))
+    assert "--extra-max 1000`" in reproduce.more_runs(ceiling, _reproduce_args(extra_max=999))
+    long = refused("seed000_disciplines", ("bbr_cubic/red", 2, 6, 3))
+    text = reproduce.more_runs(long, _reproduce_args(table="seed000_disciplines", dirs=["results/a b"]))
+    run, pool = text.split("`")[1], text.split("`")[3]
+    assert pool == ".venv/bin/ckcd-coex reproduce seed000_disciplines --from 'results/a b' " \
+                   "results/reproduce/seed000_disciplines-more"
+    words = run.split()[2:]
+    assert words[0] == "run" and words[-2:] == ["--out", "results/reproduce/seed000_disciplines-more"]
+    a = cli.build_parser().parse_args(words)
+    planned = select(a.scenarios, a.duration, a.repeat, cli._only(a.only))
+    assert [(sc.name, c.name) for sc in planned for c in sc.cases()] == [("bbr_cubic", "red")]
+    assert {sc.duration_s for sc in planned} == {60.0} and (a.repeat, a.until_trusted) == (1, 1)
+
+
+def test_reproduce_takes_extra_max_to_its_batch_and_prints_the_advice_when_refused(monkeypatch, capsys, tmp_path):
+    """Rule: `reproduce TABLE --resume --extra-max M` runs its batch with M as the bound (and
+    --resume), a refused summary prints the advice and exits 2, --extra-max with --from is
+    refused, --run-args carries it to the shards, and the parser takes 0..1000 only."""
+    from experiments import cli, reproduce
+    from experiments.batch import pool
+    from experiments.output import report
+    from experiments.run import orchestrate
+
+    records = [{"scenario": {"name": "mptcp_paths", "repeat": 3}, "case": {"name": "ckcd"}, "rep": rep}
+               for rep in range(1, 7)]
+    short = copy.deepcopy(published.read_summary("mptcp")["cases"])
+    for entry in short:
+        if (entry["scenario"], entry["case"]) == ("mptcp_paths", "ckcd"):
+            entry.update(trusted=2, runs=6)
+    asked = {}
+    monkeypatch.setattr(reproduce.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(orchestrate, "run_batch", lambda scenarios, out, **kw: asked.update(kw, out=out) or records)
+    monkeypatch.setattr(report, "write_report", lambda *a, **kw: None)
+    monkeypatch.setattr(pool, "pool_dirs", lambda dirs: (records, []))
+    monkeypatch.setattr(published, "summarize", lambda mine: short)
+    assert reproduce.cmd_reproduce(_reproduce_args(resume=True, extra_max=4, out=str(tmp_path))) == 2
+    assert asked["extra_max"] == 4 and asked["resume"] and asked["until_trusted"] == 3
+    err = capsys.readouterr().err
+    assert "mptcp_paths/ckcd (2 of 6, 3 of them extra)" in err and "--resume --extra-max 6`" in err
+    assert reproduce.cmd_reproduce(_reproduce_args(resume=True, out=str(tmp_path))) == 2
+    assert asked["extra_max"] == published.TABLES["mptcp"].extra_max
+    capsys.readouterr()
+    assert reproduce.cmd_reproduce(_reproduce_args(dirs=["results/x"], extra_max=5)) == 2
     assert "--extra-max bounds the extra runs of a batch this command runs" in capsys.readouterr().err
-    words = reproduce.run_args(t, 6)
+    words = reproduce.run_args(published.TABLES["mptcp"], 6)
     assert words[words.index("--extra-max") + 1] == "6"
-    parsed = __import__("experiments.cli", fromlist=["build_parser"]).build_parser().parse_args(
-        ["reproduce", "mptcp", "--resume", "--extra-max", "5"])
+    parser = cli.build_parser()
+    parsed = parser.parse_args(["reproduce", "mptcp", "--resume", "--extra-max", "5"])
     assert parsed.extra_max == 5 and parsed.resume
+    with pytest.raises(SystemExit):
+        parser.parse_args(["reproduce", "mptcp", "--extra-max", "1001"])
 
 
 def test_reproduce_lists_the_tables_and_summarizes_saved_runs_without_root(tmp_path):
