@@ -43,7 +43,7 @@ class PublishError(RuntimeError):
 @dataclasses.dataclass(frozen=True)
 class ShortCase:
     """A case with fewer trusted runs than its table asks: how many it has, of how many runs, and
-    how many of those were extra runs (numbered after the table's planned n)."""
+    how many of those were extra runs (numbered after their batch's planned repeats)."""
     label: str
     trusted: int
     runs: int

@@ -66,7 +66,7 @@ def cmd_reproduce(args) -> int:
                 print("ckcd-coex reproduce: --run-args prints the table's batch and runs nothing: it takes no "
                       "--from, --out or --resume", file=sys.stderr)
                 return 2
-            print(shlex.join(run_args(t, args.extra_max)))
+            print(shlex.join(run_args(t, _extra_max(t, args))))
             return 0
         else:
             records, batches = _from_dirs(args.dirs) if args.dirs else _run(t, args)
@@ -113,7 +113,7 @@ def more_runs(err: published.TooFewTrusted, args) -> str:
     missing = max(t.trusted - c.trusted for c in err.short)
     if args.dirs:
         return _more_from(t, err.short, missing, args.dirs)
-    bound = t.extra_max if args.extra_max is None else args.extra_max
+    bound = _extra_max(t, args)
     more = min(COUNT_MAX, max(bound, *(c.extras for c in err.short)) + 2 * missing)
     out = f" --out={shlex.quote(args.out)}" if args.out else ""
     return (f"each case's bound of {bound} extra runs is spent, so a bare --resume runs nothing more; "
@@ -125,12 +125,21 @@ def _more_from(t: published.Table, short: list[published.ShortCase], missing: in
     and the --from that pools it with the saved runs. --only names each short case's member and
     case, so a member's case that is not short may run too: more trusted runs of it do no harm."""
     names = sorted({part for c in short for part in c.label.split("/")})
-    words = [*t.scenarios, "--only", ",".join(names), "--repeat", str(missing), "--until-trusted", str(missing),
-             "--extra-max", str(t.extra_max)]
-    words += ["--duration", repr(t.duration_s)] if t.duration_s else []
+    words = [*t.scenarios, "--only", ",".join(names), *_options(t, missing, t.extra_max)]
     more = os.path.join("results", "reproduce", f"{t.name}-more")
     return (f"run them again into a directory of their own, `sudo .venv/bin/ckcd-coex run {shlex.join(words)} "
             f"--out {more}`, then `.venv/bin/{t.command} --from {shlex.join([*dirs, more])}`")
+
+
+def _extra_max(t: published.Table, args) -> int:
+    """The extra-run bound a case gets: --extra-max when given, else the table's own."""
+    return t.extra_max if args.extra_max is None else args.extra_max
+
+
+def _options(t: published.Table, n: int, extra_max: int) -> list[str]:
+    """`ckcd-coex run` options for n trusted runs a case of the table's batch (at its length)."""
+    options = ["--repeat", str(n), "--until-trusted", str(n), "--extra-max", str(extra_max)]
+    return options + (["--duration", repr(t.duration_s)] if t.duration_s else [])
 
 
 def run_args(t: published.Table, extra_max: int | None = None) -> list[str]:
@@ -138,11 +147,8 @@ def run_args(t: published.Table, extra_max: int | None = None) -> list[str]:
     scenarios, `--`, then the options (each shard tops its cases up to its share of the trusted
     runs, so the merged shards hold the table's n; at most extra_max extra runs a case and
     shard, the table's own bound by default)."""
-    bound = t.extra_max if extra_max is None else extra_max
-    options = ["--repeat", str(t.trusted), "--until-trusted", str(t.trusted), "--extra-max", str(bound)]
-    options += ["--only", ",".join(t.only)] if t.only else []
-    options += ["--duration", repr(t.duration_s)] if t.duration_s else []
-    return [*t.scenarios, "--", *options]
+    options = _options(t, t.trusted, t.extra_max if extra_max is None else extra_max)
+    return [*t.scenarios, "--", *options, *(["--only", ",".join(t.only)] if t.only else [])]
 
 
 def _vm_summary(t: published.VmTable, args) -> dict | None:
@@ -185,7 +191,7 @@ def _run(t: published.Table, args):
     out = args.out or os.path.join("results", "reproduce", t.name)
     command = "ckcd-coex " + shlex.join(sys.argv[1:])
     records = run_batch(t.batch(), out, resume=args.resume, command=command, until_trusted=t.trusted,
-                        extra_max=t.extra_max if args.extra_max is None else args.extra_max)
+                        extra_max=_extra_max(t, args))
     write_report(out, records, command=command)
     # the batch's own runs, measured by this code as they ran (a resumed batch is of this version)
     return pool_dirs([out])
